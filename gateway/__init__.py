@@ -1,0 +1,1 @@
+"""OpenAI-compatible HTTP/WebSocket gateway: a gRPC client that translates."""

@@ -1,0 +1,93 @@
+"""The HTTP request bodies, as pydantic models: the single schema behind /openapi.json.
+
+Field names and meanings follow the OpenAI speech API and vLLM-Omni's extensions;
+unknown fields are refused (400) instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
+STREAMABLE_FORMATS = ("pcm", "wav")
+
+
+class VoiceRef(BaseModel):
+    """A voice given as an object, as newer OpenAI clients send it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(description="Voice name.")
+
+
+class Reference(BaseModel):
+    """One reference clip in the `references` alias."""
+
+    model_config = ConfigDict(extra="forbid")
+    audio_path: str = Field(min_length=1, description="Reference audio: base64, data: URL, or allowed URL.")
+    text: str | None = Field(default=None, description="Transcript of the clip.")
+
+
+class SpeechRequest(BaseModel):
+    """Body of POST /v1/audio/speech."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    input: str = Field(description="Text to speak.")
+    model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
+    voice: str | VoiceRef | None = Field(default=None, alias="voice", description="Voice name (or {\"id\": name}).")
+    speaker: str | None = Field(default=None, description="Alias of voice.")
+    instructions: str | None = Field(default=None, description="Style or voice description, for models that take one.")
+    response_format: ResponseFormat = Field(default="wav", description="Audio format of the response.")
+    sample_rate: int | None = Field(default=None, gt=0, description="Output sample rate in Hz; omitted: the model's own.")
+    speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Playback speed, 0.25 to 4.0.")
+    stream: bool = Field(default=False, description="Stream as server-sent events (unless stream_format says otherwise).")
+    stream_format: Literal["sse", "audio"] | None = Field(default=None, description="sse: SSE events; audio: raw bytes.")
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = Field(default=None, description="Qwen3-TTS task.")
+    language: str | None = Field(default=None, description="Language of the text.")
+    ref_audio: str | None = Field(default=None, description="Reference clip for cloning: base64, data: URL, or URL.")
+    ref_text: str | None = Field(default=None, description="Transcript of ref_audio.")
+    x_vector_only_mode: bool | None = Field(default=None, description="Clone from the speaker embedding only.")
+    speaker_embedding: list[float] | None = Field(default=None, max_length=8192, description="Precomputed speaker embedding.")
+    max_new_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Cap on generated tokens.")
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, description="Seed: same seed, same audio.")
+    initial_codec_chunk_frames: int | None = Field(default=None, ge=0, le=2**31 - 1, description="First streamed chunk, in codec frames.")
+    extra_params: dict[str, Any] | None = Field(default=None, description="Model-specific parameters.")
+    word_timestamps: bool = Field(default=False, description="Ask for word timings.")
+    references: list[Reference] | None = Field(default=None, description="Alias of ref_audio/ref_text (one element).")
+
+    @field_validator("speaker_embedding")
+    @classmethod
+    def _finite(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and any(v != v or v in (float("inf"), float("-inf")) for v in value):
+            raise ValueError("speaker_embedding values must be finite")
+        return value
+
+    @model_validator(mode="after")
+    def _aliases(self) -> SpeechRequest:
+        if self.speaker is not None:
+            if self.voice is not None:
+                raise ValueError("give voice or speaker, not both")
+            self.voice, self.speaker = self.speaker, None
+        if self.references is not None:
+            if len(self.references) != 1:
+                raise ValueError("references must hold exactly one element (multi-shot cloning is not supported)")
+            ref = self.references[0]
+            if self.ref_audio not in (None, ref.audio_path) or (self.ref_text not in (None, ref.text) and ref.text is not None):
+                raise ValueError("references conflicts with ref_audio/ref_text")
+            self.ref_audio, self.ref_text = ref.audio_path, ref.text if ref.text is not None else self.ref_text
+            self.references = None
+        if self.streaming and self.response_format not in STREAMABLE_FORMATS:
+            raise ValueError(f"streaming needs response_format pcm or wav, not {self.response_format}")
+        return self
+
+    @property
+    def voice_name(self) -> str:
+        if isinstance(self.voice, VoiceRef):
+            return self.voice.id
+        return self.voice or ""
+
+    @property
+    def streaming(self) -> bool:
+        return self.stream_format is not None or self.stream

@@ -1,0 +1,104 @@
+"""POST /v1/audio/speech: one text in, one audio file or stream out."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response, StreamingResponse
+
+from vocalis.clients.aio import AsyncClient
+from vocalis.clients.errors import VocalisError
+from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.errors import error_body, http_field, http_status
+from vocalis.gateway.schemas import SpeechRequest
+from vocalis.gateway.translate import session_config
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+router = APIRouter(tags=["speech"])
+
+AUDIO_RESPONSES = {
+    200: {
+        "description": "Audio in the requested format; `X-Sample-Rate` gives its rate.",
+        "content": {t: {} for t in ("audio/wav", "audio/pcm", "audio/flac", "audio/mpeg", "audio/ogg", "audio/aac", "text/event-stream")},
+    },
+}
+
+
+@router.post("/v1/audio/speech", responses=AUDIO_RESPONSES, response_class=Response)
+async def create_speech(body: SpeechRequest, client: AsyncClient = Depends(upstream)) -> Response:
+    request_id = f"speech-{uuid.uuid4().hex}"
+    responses = client.synthesize(session_config(body, request_id), body.input)
+    started = (await anext(responses)).session_started
+    headers = {"X-Sample-Rate": str(started.sample_rate), "X-Request-Id": started.request_id}
+    if not body.streaming:
+        audio = bytearray()
+        async for response in responses:
+            if response.WhichOneof("response") == "audio":
+                audio += response.audio.audio
+        return Response(bytes(audio), media_type=started.media_type, headers=headers)
+    # Hold the status line until the first audio, so that early failures are ordinary JSON errors.
+    prefetched = []
+    async for response in responses:
+        prefetched.append(response)
+        if response.WhichOneof("response") in ("audio", "session_done"):
+            break
+    if body.stream_format == "audio":
+        return StreamingResponse(_raw(prefetched, responses), media_type=started.media_type, headers=headers)
+    return StreamingResponse(
+        _sse(prefetched, responses, body.response_format), media_type="text/event-stream", headers=headers
+    )
+
+
+async def _chain(prefetched: list[pb.SynthesizeResponse], rest: AsyncIterator[pb.SynthesizeResponse]) -> AsyncIterator[pb.SynthesizeResponse]:
+    try:
+        for response in prefetched:
+            yield response
+        async for response in rest:
+            yield response
+    finally:
+        await rest.aclose()  # cancels the gRPC call when the HTTP client goes away
+
+
+async def _raw(prefetched: list[pb.SynthesizeResponse], rest: AsyncIterator[pb.SynthesizeResponse]) -> AsyncIterator[bytes]:
+    async for response in _chain(prefetched, rest):
+        if response.WhichOneof("response") == "audio":
+            yield response.audio.audio
+
+
+async def _sse(
+    prefetched: list[pb.SynthesizeResponse], rest: AsyncIterator[pb.SynthesizeResponse], response_format: str
+) -> AsyncIterator[str]:
+    sent_audio = False
+    try:
+        async for response in _chain(prefetched, rest):
+            kind = response.WhichOneof("response")
+            if kind == "audio" and response.audio.audio:
+                sent_audio = True
+                audio = base64.b64encode(response.audio.audio).decode()
+                yield _event("speech.audio.delta", {"audio": audio, "response_format": response_format})
+            elif kind == "session_done":
+                usage = response.session_done.usage
+                yield _event(
+                    "speech.audio.done",
+                    {
+                        "usage": {
+                            "input_tokens": usage.input_tokens,
+                            "output_tokens": usage.output_tokens,
+                            "total_tokens": usage.input_tokens + usage.output_tokens,
+                        },
+                        "audio_seconds": response.session_done.audio_seconds,
+                    },
+                )
+    except VocalisError as error:
+        body = error_body(http_status(error), error.message, http_field(error.field), error.reason or None)
+        if sent_audio:
+            body["error"].update(partial_audio=True, action="discard")
+        yield _event("speech.audio.error", body)
+
+
+def _event(name: str, data: dict) -> str:
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"

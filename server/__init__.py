@@ -1,0 +1,1 @@
+"""The Vocalis server: process entry, gRPC services, engine, audio encoding."""

@@ -1,0 +1,111 @@
+"""The Models and Voices services: what the server has loaded and can speak with."""
+
+from __future__ import annotations
+
+import grpc
+
+from vocalis.server.engine import Engine
+from vocalis.server.errors import StatusError, abort
+from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
+from vocalis.stages.errors import UnknownVoice
+from vocalis.stages.model import LoadedModel
+from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2, voices_pb2, voices_pb2_grpc
+
+_ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields)
+
+
+def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -> models_pb2.Model:
+    caps = model.capabilities
+    accepted = sorted(UNIVERSAL_FIELDS | caps.accepted_fields)
+    return models_pb2.Model(
+        name=model.name,
+        family=model.family,
+        is_default=is_default,
+        capabilities=models_pb2.ModelCapabilities(
+            sample_rate=caps.sample_rate,
+            encodings=sorted(PROTO_ENCODINGS.values()),
+            voices=list(caps.voices),
+            default_voice=caps.default_voice,
+            accepted_fields=accepted,
+            required_fields=sorted(caps.required_fields),
+            rejected_fields=sorted(_ALL_FIELDS - set(accepted)),
+            extra_params=sorted(caps.extra_params),
+            streaming=caps.streaming,
+            voice_cloning=caps.voice_cloning,
+            languages=list(caps.languages),
+            limits=models_pb2.ModelLimits(
+                max_input_chars=max_input_chars, min_speed=caps.min_speed, max_speed=caps.max_speed
+            ),
+        ),
+    )
+
+
+class ModelsService(models_pb2_grpc.ModelsServicer):
+    def __init__(self, engine: Engine, max_input_chars: int) -> None:
+        self.engine = engine
+        self.max_input_chars = max_input_chars
+
+    def _describe(self, model: LoadedModel) -> models_pb2.Model:
+        return describe_model(model, model.name == self.engine.default_model, self.max_input_chars)
+
+    async def ListModels(self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext) -> models_pb2.ListModelsResponse:
+        return models_pb2.ListModelsResponse(models=[self._describe(m) for m in self.engine.models.values()])
+
+    async def GetModel(self, request: models_pb2.GetModelRequest, context: grpc.aio.ServicerContext) -> models_pb2.GetModelResponse:
+        try:
+            model = self.engine.model(request.name)
+        except StatusError as error:
+            await abort(context, error)
+        return models_pb2.GetModelResponse(model=self._describe(model))
+
+
+class VoicesService(voices_pb2_grpc.VoicesServicer):
+    """Preset voices of the loaded models; uploads arrive with the voice store."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _presets(self, model_filter: str = "") -> list[voices_pb2.Voice]:
+        voices: dict[str, voices_pb2.Voice] = {}
+        for model in self.engine.models.values():
+            if model_filter and model.name.lower() != model_filter.lower():
+                continue
+            for name in model.capabilities.voices:
+                voice = voices.setdefault(
+                    name,
+                    voices_pb2.Voice(
+                        name=name,
+                        kind=voices_pb2.VOICE_KIND_PRESET,
+                        language=model.capabilities.languages[0] if model.capabilities.languages else "",
+                    ),
+                )
+                voice.models.append(model.name)
+        return [voices[name] for name in sorted(voices)]
+
+    async def ListVoices(self, request: voices_pb2.ListVoicesRequest, context: grpc.aio.ServicerContext) -> voices_pb2.ListVoicesResponse:
+        if request.model:
+            try:
+                self.engine.model(request.model)
+            except StatusError as error:
+                await abort(context, error)
+        return voices_pb2.ListVoicesResponse(voices=self._presets(request.model))
+
+    async def GetVoice(self, request: voices_pb2.GetVoiceRequest, context: grpc.aio.ServicerContext) -> voices_pb2.GetVoiceResponse:
+        for voice in self._presets():
+            if voice.name.lower() == request.name.lower():
+                return voices_pb2.GetVoiceResponse(voice=voice)
+        known = [voice.name for voice in self._presets()]
+        error = UnknownVoice(request.name, known)
+        await abort(context, StatusError(grpc.StatusCode.NOT_FOUND, error.message, error.reason, "name"))
+
+    async def CreateVoice(self, request: voices_pb2.CreateVoiceRequest, context: grpc.aio.ServicerContext) -> voices_pb2.CreateVoiceResponse:
+        await abort(context, _no_store())
+
+    async def DeleteVoice(self, request: voices_pb2.DeleteVoiceRequest, context: grpc.aio.ServicerContext) -> voices_pb2.DeleteVoiceResponse:
+        await abort(context, _no_store())
+
+
+def _no_store() -> StatusError:
+    return StatusError(
+        grpc.StatusCode.UNIMPLEMENTED, "voice uploads are not available on this server yet", "VOICE_STORE_UNAVAILABLE"
+    )

@@ -1,0 +1,112 @@
+"""From a SessionConfig message to validated, transport-free request parameters.
+
+Checks here apply to every model: ranges, encodings, and the rule that a field the
+loaded model does not honour is refused by name rather than silently ignored.
+Model-specific checks belong to the model's adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from vocalis.server.audio_encoding import Encoding, output_rate
+from vocalis.server.config import Limits
+from vocalis.server.errors import from_request_error, invalid_argument
+from vocalis.stages.errors import RequestError
+from vocalis.stages.model import LoadedModel
+from vocalis.stages.request import RequestParams
+from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
+
+ENCODINGS = {
+    audio_pb2.AUDIO_ENCODING_UNSPECIFIED: Encoding.WAV,
+    audio_pb2.AUDIO_ENCODING_PCM: Encoding.PCM,
+    audio_pb2.AUDIO_ENCODING_WAV: Encoding.WAV,
+    audio_pb2.AUDIO_ENCODING_FLAC: Encoding.FLAC,
+    audio_pb2.AUDIO_ENCODING_MP3: Encoding.MP3,
+    audio_pb2.AUDIO_ENCODING_OPUS: Encoding.OPUS,
+    audio_pb2.AUDIO_ENCODING_AAC: Encoding.AAC,
+}
+PROTO_ENCODINGS = {encoding: value for value, encoding in ENCODINGS.items() if value}
+
+# Handled by the server for every model, whatever the model says it accepts.
+UNIVERSAL_FIELDS = frozenset({"model", "voice", "encoding", "sample_rate", "request_id", "delivery"})
+
+
+@dataclass(frozen=True)
+class ResolvedSession:
+    """A session's settings after validation against its model."""
+
+    model: LoadedModel
+    voice: str
+    encoding: Encoding
+    sample_rate: int
+    """Output rate, after the encoder's rules (Opus rates)."""
+    requested_rate: int | None
+    stream: bool
+    """Whether audio is sent as it is made (False: one complete file at the end)."""
+    stage_input: Any
+
+
+def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
+    """The fields the caller set, by proto name, as plain Python values."""
+    values: dict[str, Any] = {}
+    for descriptor, value in config.ListFields():
+        if descriptor.name == "extra_params":
+            values[descriptor.name] = json_format.MessageToDict(value)
+        elif descriptor.is_repeated:
+            values[descriptor.name] = list(value)
+        else:
+            values[descriptor.name] = value
+    return values
+
+
+def resolve(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits) -> ResolvedSession:
+    """Validate `config` for `model`; raises StatusError naming the field at fault."""
+    fields = set_fields(config)
+    caps = model.capabilities
+    unsupported = sorted(set(fields) - UNIVERSAL_FIELDS - caps.accepted_fields)
+    if unsupported:
+        name = unsupported[0]
+        raise invalid_argument(
+            name,
+            "FIELD_NOT_SUPPORTED",
+            f"{name} is not supported by model {model.name}"
+            + (f" (also: {', '.join(unsupported[1:])})" if unsupported[1:] else "")
+            + f"; it accepts: {', '.join(sorted(caps.accepted_fields)) or 'no optional fields'}",
+        )
+    missing = sorted(caps.required_fields - set(fields))
+    if missing:
+        raise invalid_argument(missing[0], "FIELD_REQUIRED", f"{missing[0]} is required by model {model.name}")
+    if "speed" in fields and not caps.min_speed <= config.speed <= caps.max_speed:
+        raise invalid_argument(
+            "speed", "OUT_OF_RANGE", f"speed must be from {caps.min_speed} to {caps.max_speed}, got {config.speed:g}"
+        )
+    if config.encoding not in ENCODINGS:
+        raise invalid_argument("encoding", "INVALID_VALUE", f"unknown encoding {config.encoding}")
+    encoding = ENCODINGS[config.encoding]
+    requested = config.sample_rate if config.HasField("sample_rate") else None
+    if requested is not None and not limits.min_sample_rate <= requested <= limits.max_sample_rate:
+        raise invalid_argument(
+            "sample_rate",
+            "OUT_OF_RANGE",
+            f"sample_rate must be from {limits.min_sample_rate} to {limits.max_sample_rate} Hz, got {requested}",
+        )
+    try:
+        voice = model.adapter.resolve_voice(config.voice)
+        stage_input = model.adapter.stage_input(
+            RequestParams(model=model.name, voice=voice, fields={k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS})
+        )
+    except RequestError as error:
+        raise from_request_error(error) from error
+    return ResolvedSession(
+        model=model,
+        voice=voice,
+        encoding=encoding,
+        sample_rate=output_rate(encoding, caps.sample_rate, requested),
+        requested_rate=requested,
+        stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE,
+        stage_input=stage_input,
+    )

@@ -1,0 +1,1 @@
+"""The stage runtime and the model families that run on it."""

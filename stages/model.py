@@ -1,0 +1,55 @@
+"""What a loaded model is to the rest of the system: capabilities, adapter, pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vocalis.stages.pipeline import Pipeline
+from vocalis.stages.request import RequestParams
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a model can do, as the server checks requests against and Models.GetModel reports."""
+
+    sample_rate: int
+    """Native rate of the audio the model produces, in Hz."""
+    voices: tuple[str, ...]
+    """Preset voice names."""
+    default_voice: str
+    accepted_fields: frozenset[str]
+    """Request fields it honours beyond those every model honours (model, voice, encoding, ...)."""
+    required_fields: frozenset[str] = frozenset()
+    extra_params: dict[str, str] = field(default_factory=dict)
+    """Keys it honours in extra_params, with a description of each."""
+    streaming: bool = True
+    """Whether audio leaves before the whole utterance is synthesized."""
+    voice_cloning: bool = False
+    languages: tuple[str, ...] = ()
+    min_speed: float = 0.25
+    max_speed: float = 4.0
+
+
+class ModelAdapter(Protocol):
+    """Turns a validated request into the model's stage-0 input, or raises a RequestError."""
+
+    def stage_input(self, params: RequestParams) -> Any: ...
+
+    def resolve_voice(self, voice: str) -> str:
+        """The canonical name of `voice` ("" meaning the default); raises UnknownVoice."""
+        ...
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to serve: name, what it can do, how to feed it, and its running pipeline."""
+
+    name: str
+    family: str
+    capabilities: Capabilities
+    adapter: ModelAdapter
+    pipeline: Pipeline
+
+    def close(self) -> None:
+        self.pipeline.close()

@@ -1,0 +1,1 @@
+"""Piper voices (VITS, ONNX): the embedded default model."""

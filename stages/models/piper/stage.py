@@ -1,0 +1,70 @@
+"""Piper as an utterance stage: one ONNX run per sentence, each sentence's audio out at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from vocalis.stages.models.piper.voice import LoadedPiperVoice
+from vocalis.stages.request import SynthesisRequest
+
+
+@dataclass(frozen=True)
+class PiperInput:
+    """Stage-0 input of a Piper request."""
+
+    length_scale: float
+    """Phoneme duration multiplier: 1/speed times the voice's own length scale."""
+    noise_scale: float
+    noise_w_scale: float
+    seed: int | None
+    """With a seed the noise is drawn from it, so the same request gives the same audio."""
+    speaker_id: int | None = None
+
+
+class PiperStage:
+    """Synthesizes sentence by sentence; safe to share between worker threads."""
+
+    name = "piper"
+
+    def __init__(self, voice: LoadedPiperVoice) -> None:
+        self.voice = voice
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+        params: PiperInput = request.stage_input
+        voice = self.voice.voice
+        for index, phonemes in enumerate(voice.phonemize(request.text)):
+            if request.cancelled:
+                return
+            if not phonemes:
+                continue
+            ids = voice.phonemes_to_ids(phonemes)
+            request.output_tokens += len(ids)
+            yield _normalized(self._run(ids, params, index))
+
+    def _run(self, ids: list[int], params: PiperInput, sentence_index: int) -> np.ndarray:
+        scales = np.array([params.noise_scale, params.length_scale, params.noise_w_scale], dtype=np.float32)
+        if params.seed is None:
+            inputs = {
+                "input": np.expand_dims(np.array(ids, dtype=np.int64), 0),
+                "input_lengths": np.array([len(ids)], dtype=np.int64),
+                "scales": scales,
+            }
+            if self.voice.config.num_speakers > 1:
+                inputs["sid"] = np.array([params.speaker_id or 0], dtype=np.int64)
+            audio = self.voice.voice.session.run(None, inputs)[0]
+        else:
+            audio = self.voice.seeded.run(  # type: ignore[union-attr]
+                np.array([ids], dtype=np.int64), scales, params.seed, sentence_index, params.speaker_id
+            )
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+
+def _normalized(audio: np.ndarray) -> np.ndarray:
+    """Peak-normalize one sentence, as Piper's own synthesize() does."""
+    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+    if peak < 1e-8:
+        return np.zeros_like(audio)
+    return np.clip(audio / peak, -1.0, 1.0).astype(np.float32)

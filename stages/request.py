@@ -1,0 +1,72 @@
+"""The state of one synthesis as it passes the stages of a pipeline."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from vocalis.stages.output import AudioOutput
+
+
+@dataclass
+class RequestParams:
+    """A validated, transport-free view of what the caller asked for.
+
+    Only the fields the caller set are present in `fields`; a model adapter decides
+    which of them it honours and turns them into stage-0 input.
+    """
+
+    model: str
+    voice: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Set request fields by proto field name (speed, seed, language, extra_params, ...)."""
+
+
+@dataclass
+class SynthesisRequest:
+    """One utterance's journey through a pipeline: input, output stream, timing, cancellation."""
+
+    text: str
+    stage_input: Any
+    """What the model's adapter made of the request for stage 0."""
+    output: AudioOutput
+    """Where audio goes; safe to call from any stage thread."""
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
+    """When the first stage took it off its inbox."""
+    first_audio_at: float | None = None
+    finished_at: float | None = None
+    samples_emitted: int = 0
+    output_tokens: int = 0
+    error: BaseException | None = None
+    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def cancel(self) -> None:
+        """Ask every stage to drop this request at its next step."""
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def emit(self, samples: Any) -> None:
+        """Send float32 samples at the model's rate to the caller."""
+        if self.cancelled or len(samples) == 0:
+            return
+        if self.first_audio_at is None:
+            self.first_audio_at = time.monotonic()
+        self.samples_emitted += len(samples)
+        self.output.put_audio(samples)
+
+    def finish(self) -> None:
+        self.finished_at = time.monotonic()
+        self.output.close()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.finished_at = time.monotonic()
+        self.output.close(error)

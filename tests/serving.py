@@ -1,0 +1,84 @@
+"""Start a real `vocalis serve` process on loopback for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen
+    grpc_port: int
+    http_port: int
+    log_path: Path
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_server(log_dir: Path, *args: str, timeout: float = 60.0) -> RunningServer:
+    grpc_port, http_port = free_port(), free_port()
+    log_path = log_dir / f"server-{grpc_port}.log"
+    command = [
+        sys.executable, "-m", "vocalis.server", "serve",
+        "--grpc-address", f"127.0.0.1:{grpc_port}", "--host", "127.0.0.1", "--port", str(http_port), *args,
+    ]
+    log = log_path.open("wb")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    server = RunningServer(process, grpc_port, http_port, log_path)
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if not server.alive():
+                raise RuntimeError(f"server exited: {log_path.read_text()}")
+            try:
+                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+            except grpc.RpcError:
+                time.sleep(0.1)
+        else:
+            server.stop()
+            raise RuntimeError(f"server did not become ready: {log_path.read_text()}")
+    _wait_http(http_port, deadline)
+    return server
+
+
+def _wait_http(port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"gateway port {port} never opened")

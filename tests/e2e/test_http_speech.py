@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 
 import av
 import httpx
@@ -138,3 +139,26 @@ def test_models_and_voices(http):
     assert voices["voices"] == ["en_US-joe-medium"]
     assert voices["voice_details"][0]["kind"] == "VOICE_KIND_PRESET"
     assert http.get("/health").json() == {"status": "healthy"}
+
+
+def test_three_sentences_stream_before_the_last_is_synthesized(http):
+    last = " ".join(["and the third sentence runs on for a long while so that it takes time to synthesize"] * 3)
+    body = {"input": f"One short sentence. A second one. Then {last}.", "response_format": "pcm", "stream_format": "audio"}
+    start = time.monotonic()
+    arrivals = []
+    with http.stream("POST", "/v1/audio/speech", json=body) as response:
+        for _ in response.iter_raw():
+            arrivals.append(time.monotonic() - start)
+    assert len(arrivals) >= 3
+    assert arrivals[0] < 0.5 * arrivals[-1], arrivals
+
+
+def test_client_disconnect_cancels_the_work(http, server):
+    body = {"input": " ".join(["A long text that keeps the voice busy for quite a while."] * 40), "response_format": "pcm", "stream_format": "audio"}
+    with http.stream("POST", "/v1/audio/speech", json=body) as response:
+        next(response.iter_raw())
+    start = time.monotonic()
+    after = speech(http, input="Right after.", response_format="pcm")
+    assert after.status_code == 200
+    # 40 sentences would keep the only worker busy for several seconds if they were not cancelled.
+    assert time.monotonic() - start < 3.0

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
-
-from vocalis.clients.aio import AsyncClient
-from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.dependencies import Upstream
 
 router = APIRouter()
 
 
 @router.get("/v1/models", tags=["models"])
-async def list_models(client: AsyncClient = Depends(upstream)) -> dict:
+async def list_models(client: Upstream) -> dict:
     models = await client.list_models()
     return {
         "object": "list",
@@ -33,7 +31,7 @@ async def list_models(client: AsyncClient = Depends(upstream)) -> dict:
 
 
 @router.get("/v1/audio/voices", tags=["voices"])
-async def list_voices(model: str = "", client: AsyncClient = Depends(upstream)) -> dict:
+async def list_voices(client: Upstream, model: str = "") -> dict:
     voices = await client.list_voices(model)
     return {
         "voices": [voice.name for voice in voices],
@@ -46,7 +44,7 @@ async def list_voices(model: str = "", client: AsyncClient = Depends(upstream)) 
 
 
 @router.get("/health", tags=["health"])
-async def health(client: AsyncClient = Depends(upstream)) -> JSONResponse:
+async def health(client: Upstream) -> JSONResponse:
     if await client.serving():
         return JSONResponse({"status": "healthy"})
     return JSONResponse({"status": "unhealthy"}, status_code=503)

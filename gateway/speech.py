@@ -7,12 +7,10 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
-
-from vocalis.clients.aio import AsyncClient
 from vocalis.clients.errors import VocalisError
-from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.dependencies import Upstream
 from vocalis.gateway.errors import error_body, http_field, http_status
 from vocalis.gateway.schemas import SpeechRequest
 from vocalis.gateway.translate import session_config
@@ -29,7 +27,7 @@ AUDIO_RESPONSES = {
 
 
 @router.post("/v1/audio/speech", responses=AUDIO_RESPONSES, response_class=Response)
-async def create_speech(body: SpeechRequest, client: AsyncClient = Depends(upstream)) -> Response:
+async def create_speech(body: SpeechRequest, client: Upstream) -> Response:
     request_id = f"speech-{uuid.uuid4().hex}"
     responses = client.synthesize(session_config(body, request_id), body.input)
     started = (await anext(responses)).session_started

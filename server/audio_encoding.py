@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-class Encoding(str, enum.Enum):
+class Encoding(enum.StrEnum):
     PCM = "pcm"  # raw s16le mono
     WAV = "wav"
     FLAC = "flac"

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
-
 from vocalis.server.errors import StatusError
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.output import AudioOutput
@@ -37,6 +36,8 @@ class UtteranceJob:
         self._engine = engine
         self._model = model
         self.request = request
+        self.aborted = False
+        """Set by abort(): the caller dropped this utterance (a Clear, a disconnect)."""
         self._released = False
 
     async def audio(self) -> AsyncIterator[np.ndarray]:
@@ -48,6 +49,7 @@ class UtteranceJob:
 
     def abort(self) -> None:
         """Drop the utterance: the pipeline frees it at its next step and the reader stops now."""
+        self.aborted = True
         self.request.cancel()
         self.request.output.close()
         self._release()

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
-
 from vocalis.server import session_config
 from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
 from vocalis.server.config import Limits
@@ -234,7 +232,11 @@ class Session:
             async for response in self._speak(item):
                 yield response
         data, samples = self.encoder.finish()
-        for response in self._audio_messages(data, samples, self.utterance_index - 1, 0, ""):
+        if self.encoder.streams_incrementally:
+            offset = self.encoder.samples_out - samples  # the resampler's tail
+        else:
+            offset, samples = 0, self.encoder.samples_out  # the whole file
+        for response in self._audio_messages(data, offset, samples, max(self.utterance_index - 1, 0), 0, ""):
             yield response
         yield pb.SynthesizeResponse(
             session_done=pb.SessionDone(
@@ -256,14 +258,15 @@ class Session:
             try:
                 async for samples in job.audio():
                     data, count = self.encoder.feed(samples)
-                    for response in self._audio_messages(data, count, index, chunk_index, utterance.flush_id, utterance):
+                    offset = self.encoder.samples_out - count
+                    for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
                         chunk_index += 1
                         yield response
             finally:
                 self.current = None
             if job.request.error is not None:
                 raise job.request.error
-            if job.request.cancelled and job.request.finished_at is None:
+            if job.aborted:
                 return  # cleared: no UtteranceDone for audio nobody will hear
             stats = job.stats()
             audio_seconds = stats.samples / self.resolved.model.capabilities.sample_rate
@@ -285,17 +288,22 @@ class Session:
             yield pb.SynthesizeResponse(flush_done=pb.FlushDone(flush_id=utterance.flush_id))
 
     def _audio_messages(
-        self, data: bytes, samples: int, utterance_index: int, chunk_index: int, flush_id: str, utterance: Utterance | None = None
+        self,
+        data: bytes,
+        offset: int,
+        samples: int,
+        utterance_index: int,
+        chunk_index: int,
+        flush_id: str,
+        utterance: Utterance | None = None,
     ) -> list[pb.SynthesizeResponse]:
-        if not data:
-            return []
-        offset = self.encoder.samples_out - samples
+        """AudioChunk messages for `data`, split to stay under the message size limit."""
         pieces = [data[i : i + FILE_CHUNK_BYTES] for i in range(0, len(data), FILE_CHUNK_BYTES)]
         return [
             pb.SynthesizeResponse(
                 audio=pb.AudioChunk(
                     audio=piece,
-                    utterance_index=max(utterance_index, 0),
+                    utterance_index=utterance_index,
                     chunk_index=chunk_index + i,
                     sample_offset=offset if i == 0 else offset + samples,
                     num_samples=samples if i == 0 else 0,

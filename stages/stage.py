@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import numpy as np
-
 from vocalis.stages.request import SynthesisRequest
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import soundfile as sf
 
 from tests.audio_checks import assert_speech

@@ -9,12 +9,11 @@ import threading
 import time
 
 import grpc
-import numpy as np
 import pytest
-
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
-from vocalis.tts.v1 import audio_pb2, synthesizer_pb2 as pb, synthesizer_pb2_grpc
+from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc
+from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 NOISELESS = {"noise_scale": 0, "noise_w_scale": 0}
 

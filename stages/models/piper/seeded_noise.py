@@ -164,7 +164,7 @@ def patch_for_seeded_noise(model: onnx.ModelProto) -> tuple[onnx.ModelProto, lis
         mean = float(attrs.get("mean", 0.0))
         scale = float(attrs.get("scale", 1.0))
 
-        def const(name: str, value: np.ndarray) -> str:
+        def const(name: str, value: np.ndarray, pre: str = pre) -> str:
             graph.initializer.append(numpy_helper.from_array(value, f"{pre}/{name}"))
             return f"{pre}/{name}"
 
@@ -396,7 +396,7 @@ class SeededNoiseSession:
             lengths = self.bank_lengths(ids.shape[1], float(scales_arr[1]), ids.shape[0])
         banks = [_Bank(_generator(seed, sentence_index, i), n) for i, n in enumerate(lengths)]
         for _ in range(_MAX_RETRIES + 1):
-            for name, bank in zip(self._noise_names, banks):
+            for name, bank in zip(self._noise_names, banks, strict=True):
                 feeds[name] = bank.values
             try:
                 outputs = self._session.run(None, feeds, self._run_options)
@@ -410,7 +410,7 @@ class SeededNoiseSession:
                 banks[site].grow(max(2 * len(banks[site].values), needed))
                 continue
             self.last_bank_lengths = tuple(len(b.values) for b in banks)
-            return dict(zip(self._output_names, outputs))
+            return dict(zip(self._output_names, outputs, strict=True))
         raise RuntimeError(f"noise banks still too short after {_MAX_RETRIES} doublings")
 
 

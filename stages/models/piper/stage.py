@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.request import SynthesisRequest
 

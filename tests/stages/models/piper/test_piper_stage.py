@@ -6,12 +6,11 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
 from vocalis.stages.models.piper.loader import default_voice_path
 from vocalis.stages.models.piper.stage import PiperInput, PiperStage
-from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.output import AudioOutput
 from vocalis.stages.request import RequestParams, SynthesisRequest
 

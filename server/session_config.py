@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
-from vocalis.server.audio_encoding import Encoding, output_rate
+from vocalis.server.audio_encoding import Encoding, StreamEncoder
 from vocalis.server.config import Limits
 from vocalis.server.errors import from_request_error, invalid_argument
 from vocalis.stages.errors import RequestError
@@ -41,11 +41,8 @@ class ResolvedSession:
     model: LoadedModel
     voice: str
     encoding: Encoding
-    sample_rate: int
-    """Output rate, after the encoder's rules (Opus rates)."""
-    requested_rate: int | None
-    stream: bool
-    """Whether audio is sent as it is made (False: one complete file at the end)."""
+    encoder: StreamEncoder
+    """The session's encoder; its `rate` is the output rate, after the codec's rules (Opus rates)."""
     stage_input: Any
 
 
@@ -94,6 +91,12 @@ def resolve(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: L
             f"sample_rate must be from {limits.min_sample_rate} to {limits.max_sample_rate} Hz, got {requested}",
         )
     try:
+        encoder = StreamEncoder(
+            encoding, caps.sample_rate, requested, stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE
+        )
+    except ValueError as error:
+        raise invalid_argument("sample_rate", "UNSUPPORTED_SAMPLE_RATE", f"sample_rate: {error}") from error
+    try:
         voice = model.adapter.resolve_voice(config.voice)
         stage_input = model.adapter.stage_input(
             RequestParams(model=model.name, voice=voice, fields={k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS})
@@ -104,8 +107,6 @@ def resolve(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: L
         model=model,
         voice=voice,
         encoding=encoding,
-        sample_rate=output_rate(encoding, caps.sample_rate, requested),
-        requested_rate=requested,
-        stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE,
+        encoder=encoder,
         stage_input=stage_input,
     )

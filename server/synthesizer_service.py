@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import grpc
 from vocalis.server import session_config
-from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
+from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, abort, invalid_argument
@@ -117,9 +117,7 @@ class Session:
         self.limits = limits
         self.resolved = resolved
         self.request_id = request_id
-        self.encoder = StreamEncoder(
-            resolved.encoding, resolved.model.capabilities.sample_rate, resolved.requested_rate, stream=resolved.stream
-        )
+        self.encoder = resolved.encoder
         self.buffer = ""
         self.buffer_start = 0
         self.input_chars = 0
@@ -137,7 +135,7 @@ class Session:
             model=resolved.model.name,
             voice=resolved.voice,
             encoding=session_config.PROTO_ENCODINGS[resolved.encoding],
-            sample_rate=resolved.sample_rate,
+            sample_rate=self.encoder.rate,
             channels=1,
             media_type=MEDIA_TYPES[resolved.encoding],
             limits=pb.SessionLimits(

@@ -33,6 +33,7 @@ CASES = [
     ({"input": "Hi.", "stream": True, "response_format": "mp3"}, 400, None, "pcm or wav"),
     ({"input": "Hi.", "sample_rate": 1000}, 400, "sample_rate", "8000"),
     ({}, 400, "input", "required"),
+    ({"input": "Hi.", "response_format": "mp3", "sample_rate": 16001}, 400, "sample_rate", "16001"),
 ]
 
 

@@ -25,14 +25,13 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.serving import start_server  # noqa: E402
 from vocalis.clients.sync import Client  # noqa: E402
 from vocalis.stages.models.piper.loader import load_piper  # noqa: E402
 from vocalis.stages.output import AudioOutput  # noqa: E402
 from vocalis.stages.request import RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.tts.v1 import audio_pb2  # noqa: E402
 from vocalis.tts.v1 import synthesizer_pb2 as pb  # noqa: E402
-
-from tests.serving import start_server  # noqa: E402
 
 TEXTS = {
     "20 words": "The quick brown fox jumps over the lazy dog while the farmer watches quietly from the old wooden porch nearby.",

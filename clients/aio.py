@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from vocalis.clients.errors import from_rpc_error
 from vocalis.tts.v1 import (
     models_pb2,

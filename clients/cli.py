@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import click
+
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2

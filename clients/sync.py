@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import grpc
+
 from vocalis.clients.aio import MAX_MESSAGE_BYTES, session_requests
 from vocalis.clients.errors import from_rpc_error
 from vocalis.tts.v1 import synthesizer_pb2, synthesizer_pb2_grpc

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+
 from vocalis import __version__
 from vocalis.clients.aio import AsyncClient
 from vocalis.gateway import catalog, errors, speech

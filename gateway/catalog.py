@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from google.protobuf import json_format
+
 from vocalis.gateway.dependencies import Upstream
 
 router = APIRouter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+
 from vocalis.clients.aio import AsyncClient
 
 

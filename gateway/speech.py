@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
+
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.dependencies import Upstream
 from vocalis.gateway.errors import error_body, http_field, http_status

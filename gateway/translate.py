@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from google.protobuf import struct_pb2
+
 from vocalis.gateway.schemas import SpeechRequest
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
 from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS

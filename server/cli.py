@@ -10,6 +10,7 @@ import asyncio
 import logging
 
 import click
+
 from vocalis.clients.cli import say
 from vocalis.gateway.app import create_app
 from vocalis.server.config import ServerConfig

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
+
 from vocalis.server.errors import StatusError
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.output import AudioOutput

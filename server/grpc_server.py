@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
 from vocalis.server.catalog_services import ModelsService, VoicesService
 from vocalis.server.config import ServerConfig
 from vocalis.server.engine import Engine

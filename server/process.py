@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 import uvicorn
+
 from vocalis.server.config import ServerConfig
 from vocalis.server.engine import Engine
 from vocalis.server.grpc_server import start_grpc_server

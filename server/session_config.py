@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
+
 from vocalis.server.audio_encoding import Encoding, StreamEncoder
 from vocalis.server.config import Limits
 from vocalis.server.errors import from_request_error, invalid_argument

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
+
 from vocalis.server import session_config
 from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import numpy as np
+
 from vocalis.stages.request import SynthesisRequest
 
 

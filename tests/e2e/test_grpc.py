@@ -10,6 +10,7 @@ import time
 
 import grpc
 import pytest
+
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc

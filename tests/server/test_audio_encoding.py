@@ -6,6 +6,7 @@ import av
 import numpy as np
 import pytest
 import soundfile as sf
+
 from vocalis.server.audio_encoding import (
     MEDIA_TYPES,
     OPUS_RATES,

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.request import SynthesisRequest
 

@@ -6,6 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
+
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import piper
 import pytest
 from onnx import TensorProto, helper
+
 from vocalis.stages.models.piper.seeded_noise import (
     SeededNoiseSession,
     _generator,

@@ -58,11 +58,11 @@ def raw_synthesis(model, text: str) -> tuple[float, float, float]:
     async def go() -> tuple[float, float, float]:
         stage_input = model.adapter.stage_input(RequestParams(model.name, model.name, {"extra_params": NOISELESS}))
         request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput())
-        stage = model.pipeline._workers[0].stage
+        synthesizer = model.pipeline.stages[0].model
         start = time.perf_counter()
         first = None
         samples = 0
-        for chunk in stage.synthesize(request):
+        for chunk in synthesizer.synthesize(request):
             first = first or time.perf_counter() - start
             samples += len(chunk)
         return time.perf_counter() - start, first or 0.0, samples / model.capabilities.sample_rate

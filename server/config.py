@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,12 @@ class ServerConfig:
 
     model: str | None = None
     """Model spec to load; None: the embedded Piper voice."""
+    deploy_config: Path | None = None
+    """YAML merged over the family's deploy defaults."""
+    stage_overrides: str | None = None
+    """JSON merged last, keyed by stage index or name."""
+    family_modules: tuple[str, ...] = ()
+    """Modules defining extra model families."""
     grpc_address: str = "0.0.0.0:50051"
     http_host: str = "0.0.0.0"
     http_port: int = 8091

@@ -27,7 +27,9 @@ AppFactory = Callable[[str], object]
 
 async def run_server(config: ServerConfig, create_gateway: AppFactory | None, log_level: str = "warning") -> None:
     """Load the model, serve gRPC (and the gateway beside it) until SIGINT/SIGTERM."""
-    model = await asyncio.to_thread(load_model, config.model)
+    model = await asyncio.to_thread(
+        load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules
+    )
     engine = Engine([model], config.limits.max_queued_requests, config.retry_after_s)
     grpc_server = await start_grpc_server(engine, config)
     print(f"vocalis: model {model.name} on gRPC port {grpc_server.port}", file=sys.stderr, flush=True)

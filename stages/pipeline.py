@@ -1,40 +1,30 @@
-"""The in-process pipeline of one loaded model: its stage workers and their inbox."""
+"""The in-process pipeline of one loaded model: its stages, each on its own worker thread, chained."""
 
 from __future__ import annotations
 
-import queue
-
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import UtteranceStage
+from vocalis.stages.stage import Stage, StageItem
 from vocalis.stages.worker import StageWorker
 
 
 class Pipeline:
-    """One utterance stage served by `num_workers` threads sharing an inbox."""
+    """Stage 0 takes new requests; each stage's outputs feed the next; the last one emits audio."""
 
-    def __init__(self, stage: UtteranceStage, num_workers: int = 1) -> None:
-        self._inbox: queue.Queue[SynthesisRequest | None] = queue.Queue()
-        self._workers = [
-            StageWorker(stage, self._inbox, name=f"{stage.name}-{i}") for i in range(num_workers)
-        ]
-        for worker in self._workers:
+    def __init__(self, stages: list[Stage]) -> None:
+        if not stages:
+            raise ValueError("a pipeline needs at least one stage")
+        self.stages = stages
+        self.workers: list[StageWorker] = []
+        next_worker = None
+        for stage in reversed(stages):
+            next_worker = StageWorker(stage, next_worker)
+            self.workers.insert(0, next_worker)
+        for worker in self.workers:
             worker.start()
 
     def submit(self, request: SynthesisRequest) -> None:
-        self._inbox.put(request)
-
-    @property
-    def queued(self) -> int:
-        """Requests waiting for a worker."""
-        return self._inbox.qsize()
-
-    @property
-    def running(self) -> int:
-        """Requests a worker is serving now."""
-        return sum(worker.busy for worker in self._workers)
+        self.workers[0].put([StageItem(request)])
 
     def close(self, timeout: float = 5.0) -> None:
-        for _ in self._workers:
-            self._inbox.put(None)
-        for worker in self._workers:
-            worker.join(timeout)
+        for worker in self.workers:
+            worker.stop(timeout)

@@ -42,6 +42,9 @@ class SynthesisRequest:
     finished_at: float | None = None
     samples_emitted: int = 0
     output_tokens: int = 0
+    """Tokens or frames the model generated (usage)."""
+    stage_first_output_at: dict[str, float] = field(default_factory=dict)
+    """When each stage first produced something for this request (for metrics and tests)."""
     error: BaseException | None = None
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -52,6 +55,14 @@ class SynthesisRequest:
     @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
+
+    @property
+    def closed(self) -> bool:
+        """Cancelled or failed: stages should drop it."""
+        return self._cancelled.is_set() or self.error is not None
+
+    def mark_stage_output(self, stage: str) -> None:
+        self.stage_first_output_at.setdefault(stage, time.monotonic())
 
     def emit(self, samples: Any) -> None:
         """Send float32 samples at the model's rate to the caller."""

@@ -1,24 +1,54 @@
-"""The kinds of stage a pipeline is made of.
+"""What every stage is to its worker: items in, a step, items out.
 
-Only the utterance kind exists so far: a whole unit of text in, its audio out
-piece by piece. Autoregressive and chunked stages join it with the stage runtime.
+A stage is pure compute over a batch; its worker thread owns it, feeds it what
+arrives in the inbox, calls `step()` while it has work, and routes the outputs.
+Three runtimes implement it: AutoregressiveStage (persistent sequences, KV
+cache, continuous batching), ChunkStage (decodes frames in chunks as they come)
+and UtteranceStage (a whole unit of text in, its audio out).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from vocalis.stages.request import SynthesisRequest
 
 
-class UtteranceStage(Protocol):
-    """Turns one request's text into audio, yielding each piece as soon as it exists."""
+@dataclass
+class StageItem:
+    """Something for a stage about one request: a new request, or output of the stage before."""
 
+    request: SynthesisRequest
+    payload: Any = None
+    """None for a new request; frames (or another stage's output) otherwise."""
+    finished: bool = False
+    """No more payload will come for this request."""
+
+
+class Stage(Protocol):
     name: str
 
-    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
-        """Yield mono float32 chunks at the model's rate; stop early if the request is cancelled."""
+    def add(self, item: StageItem) -> None:
+        """Take a new request or more input for one it has; may raise for bad input (fails that request only)."""
+        ...
+
+    def has_work(self) -> bool:
+        """Whether step() can make progress now (without waiting for more input)."""
+        ...
+
+    def step(self) -> list[StageItem]:
+        """One step over a batch; returns what it produced, per request."""
+        ...
+
+    def batch_requests(self) -> list[SynthesisRequest]:
+        """The requests of the step in progress (those to fail when step() raises)."""
+        ...
+
+    def drop(self, request: SynthesisRequest) -> None:
+        """Forget `request` and free what it holds (cache slot, buffers)."""
+        ...
+
+    def drop_closed(self) -> None:
+        """Drop every request that was cancelled or failed elsewhere."""
         ...

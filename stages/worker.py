@@ -1,59 +1,96 @@
-"""A thread that owns one stage and serves the requests in its inbox one at a time."""
+"""A thread that owns one stage: inbox in, steps while there is work, outputs routed on.
+
+Outputs go to the next worker's inbox, or, from the last stage, into each
+request's audio stream. The thread blocks on its inbox when the stage has nothing
+to do, so an idle pipeline costs no CPU. An exception in a step fails only the
+requests of that step's batch; the worker goes on with the others.
+"""
 
 from __future__ import annotations
 
 import logging
 import queue
 import threading
-import time
+from collections.abc import Iterable
+
+import torch
 
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import UtteranceStage
+from vocalis.stages.stage import Stage, StageItem
 
 log = logging.getLogger(__name__)
 
+_STOP = object()
+
 
 class StageWorker:
-    """Runs `stage` on its own thread over requests taken from a shared inbox.
-
-    Several workers may share one inbox (and one stage object, when the stage is
-    thread-safe) to serve requests in parallel. An exception fails only the request
-    being served; the worker goes on with the next.
-    """
-
-    def __init__(self, stage: UtteranceStage, inbox: queue.Queue[SynthesisRequest | None], name: str) -> None:
+    def __init__(self, stage: Stage, next_worker: StageWorker | None = None) -> None:
         self.stage = stage
-        self.inbox = inbox
-        self.busy = False
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.next = next_worker
+        self.inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"stage-{stage.name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def join(self, timeout: float | None = None) -> None:
+    def put(self, items: Iterable[StageItem]) -> None:
+        self.inbox.put(list(items))
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self.inbox.put(_STOP)
         self._thread.join(timeout)
 
     def _loop(self) -> None:
-        while (request := self.inbox.get()) is not None:
-            self.busy = True
+        while True:
             try:
-                self._serve(request)
-            finally:
-                self.busy = False
+                message = self.inbox.get(block=not self.stage.has_work())
+            except queue.Empty:
+                message = None
+            while message is not None:
+                if message is _STOP:
+                    return
+                self._add(message)  # type: ignore[arg-type]
+                try:
+                    message = self.inbox.get_nowait()
+                except queue.Empty:
+                    message = None
+            self.stage.drop_closed()
+            if self.stage.has_work():
+                self._step()
 
-    def _serve(self, request: SynthesisRequest) -> None:
-        request.started_at = time.monotonic()
-        if request.cancelled:
-            request.finish()
-            return
+    def _add(self, items: list[StageItem]) -> None:
+        for item in items:
+            if item.request.closed:
+                continue
+            try:
+                self.stage.add(item)
+            except Exception as exc:  # noqa: BLE001 - bad input fails its own request only
+                log.warning("stage %s refused request %s: %s", self.stage.name, item.request.request_id, exc)
+                self._fail([item.request], exc)
+
+    def _step(self) -> None:
         try:
-            for samples in self.stage.synthesize(request):
-                if request.cancelled:
-                    break
-                request.emit(samples)
-        except Exception as exc:  # noqa: BLE001 - one request fails, the worker lives on
-            log.exception("stage %s failed on request %s", self.stage.name, request.request_id)
-            request.fail(SynthesisFailed(f"{self.stage.name} failed: {exc}"))
+            with torch.inference_mode():
+                outputs = self.stage.step()
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
+            log.exception("stage %s failed a step", self.stage.name)
+            self._fail(self.stage.batch_requests(), exc)
             return
-        request.finish()
+        for item in outputs:
+            item.request.mark_stage_output(self.stage.name)
+        if self.next is not None:
+            if outputs:
+                self.next.put(outputs)
+            return
+        for item in outputs:
+            if item.payload is not None:
+                item.request.emit(item.payload)
+            if item.finished:
+                item.request.finish()
+
+    def _fail(self, requests: list[SynthesisRequest], exc: Exception) -> None:
+        for request in requests:
+            self.stage.drop(request)
+            if not request.closed:
+                request.fail(SynthesisFailed(f"{self.stage.name} failed: {type(exc).__name__}: {exc}"))

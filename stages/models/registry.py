@@ -4,18 +4,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vocalis.stages import family as families
+from vocalis.stages.deploy import load_deploy
 from vocalis.stages.model import LoadedModel
 
 DEFAULT_MODEL = "en_US-joe-medium"
+BUILTIN_FAMILIES = ("vocalis.stages.models.piper.loader",)
 
 
-def load_model(spec: str | None = None) -> LoadedModel:
-    """Load `spec`: empty or "en_US-joe-medium" for the embedded Piper voice, or a path to a Piper .onnx."""
-    from vocalis.stages.models.piper.loader import load_piper
-
+def load_model(
+    spec: str | None = None,
+    deploy_config: Path | None = None,
+    stage_overrides: str | None = None,
+    family_modules: tuple[str, ...] = (),
+) -> LoadedModel:
+    """Load `spec`: empty or "en_US-joe-medium" for the embedded Piper voice, a Piper .onnx file,
+    or a checkpoint directory whose config.json `model_type` names a known family."""
+    for module in (*BUILTIN_FAMILIES, *family_modules):
+        families.import_family_module(module)
     if not spec or spec in (DEFAULT_MODEL, "piper"):
-        return load_piper()
-    path = Path(spec)
-    if path.suffix == ".onnx" and path.is_file():
-        return load_piper(path)
-    raise ValueError(f"cannot load model {spec!r}: give {DEFAULT_MODEL!r} or the path to a Piper .onnx voice")
+        family, path = families.get("piper"), None
+    else:
+        path = Path(spec)
+        if path.suffix == ".onnx" and path.is_file():
+            family = families.get("piper")
+        elif path.is_dir():
+            family = families.family_for_checkpoint(path)
+        else:
+            raise ValueError(f"cannot load model {spec!r}: give {DEFAULT_MODEL!r}, a Piper .onnx voice, or a checkpoint directory")
+    deploy = load_deploy(family.deploy_defaults, deploy_config, stage_overrides)
+    if path is None:
+        from vocalis.stages.models.piper.loader import load_piper
+
+        return load_piper(None, deploy)
+    return family.load(path, deploy)

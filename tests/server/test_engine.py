@@ -15,12 +15,11 @@ from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.model import Capabilities, LoadedModel
 from vocalis.stages.pipeline import Pipeline
 from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.utterance import UtteranceStage
 
 
-class ToneStage:
+class ToneModel:
     """Yields one 0.1 s chunk per word; a word "boom" raises; a word "wait" blocks until released."""
-
-    name = "tone"
 
     def __init__(self) -> None:
         self.release = threading.Event()
@@ -35,14 +34,14 @@ class ToneStage:
 
 
 @pytest.fixture
-def engine() -> Iterator[tuple[Engine, ToneStage]]:
-    stage = ToneStage()
+def engine() -> Iterator[tuple[Engine, ToneModel]]:
+    stage = ToneModel()
     model = LoadedModel(
         name="tone",
         family="test",
         capabilities=Capabilities(sample_rate=16000, voices=("a",), default_voice="a", accepted_fields=frozenset()),
         adapter=None,  # type: ignore[arg-type]
-        pipeline=Pipeline(stage, num_workers=1),
+        pipeline=Pipeline([UtteranceStage("tone", stage, max_num_seqs=1)]),
     )
     engine = Engine([model], max_queued_requests=2)
     yield engine, stage

@@ -1,25 +1,19 @@
-"""Build a ready-to-serve Piper model: voice, stage, adapter and pipeline."""
+"""Build a ready-to-serve Piper model: voice, adapter, and a one-stage pipeline."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from vocalis.stages.deploy import DeployConfig, load_deploy
+from vocalis.stages.family import ModelFamily
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
-from vocalis.stages.models.piper.stage import PiperStage
+from vocalis.stages.models.piper.stage import PiperSynthesizer
 from vocalis.stages.pipeline import Pipeline
+from vocalis.stages.utterance import UtteranceStage
 
-
-@dataclass(frozen=True)
-class PiperDeployConfig:
-    """How a Piper voice is run."""
-
-    num_workers: int = 1
-    """Worker threads sharing the voice (2 workers of 1 thread each give the most throughput on 2 cores)."""
-    intra_op_threads: int = 0
-    """ONNX Runtime threads per run; 0 lets it choose (all cores: the lowest latency for one stream)."""
+DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def default_voice_path() -> Path:
@@ -29,13 +23,22 @@ def default_voice_path() -> Path:
     return Path(model_path())
 
 
-def load_piper(model_path: Path | None = None, deploy: PiperDeployConfig = PiperDeployConfig()) -> LoadedModel:
-    voice = piper_voice.load(model_path or default_voice_path(), intra_op_threads=deploy.intra_op_threads)
+def load_piper(model_path: Path | None = None, deploy: DeployConfig | None = None) -> LoadedModel:
+    """Load a Piper .onnx voice (default: en_US-joe-medium), its .onnx.json beside it."""
+    stage_deploy = (deploy or load_deploy(DEPLOY_DEFAULTS)).stage("piper")
+    voice = piper_voice.load(model_path or default_voice_path(), intra_op_threads=stage_deploy.threads)
     adapter = PiperAdapter(voice)
+    stage = UtteranceStage("piper", PiperSynthesizer(voice), max_num_seqs=stage_deploy.max_num_seqs)
     return LoadedModel(
-        name=voice.name,
-        family="piper",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(PiperStage(voice), num_workers=deploy.num_workers),
+        name=voice.name, family="piper", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline([stage])
     )
+
+
+def _load_checkpoint(path: Path, deploy: DeployConfig) -> LoadedModel:
+    voices = sorted(path.glob("*.onnx")) if path.is_dir() else [path]
+    if len(voices) != 1:
+        raise ValueError(f"{path}: expected exactly one .onnx voice, found {len(voices)}")
+    return load_piper(voices[0], deploy)
+
+
+FAMILY = ModelFamily(name="piper", model_types=("piper",), deploy_defaults=DEPLOY_DEFAULTS, load=_load_checkpoint)

@@ -1,4 +1,4 @@
-"""Piper as an utterance stage: one ONNX run per sentence, each sentence's audio out at once."""
+"""Piper as an utterance model: one ONNX run per sentence, each sentence's audio out at once."""
 
 from __future__ import annotations
 
@@ -24,10 +24,8 @@ class PiperInput:
     speaker_id: int | None = None
 
 
-class PiperStage:
-    """Synthesizes sentence by sentence; safe to share between worker threads."""
-
-    name = "piper"
+class PiperSynthesizer:
+    """Synthesizes a request sentence by sentence (the UtteranceModel of the piper stage)."""
 
     def __init__(self, voice: LoadedPiperVoice) -> None:
         self.voice = voice

@@ -11,7 +11,7 @@ from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
 from vocalis.stages.models.piper.loader import default_voice_path
-from vocalis.stages.models.piper.stage import PiperInput, PiperStage
+from vocalis.stages.models.piper.stage import PiperInput, PiperSynthesizer
 from vocalis.stages.output import AudioOutput
 from vocalis.stages.request import RequestParams, SynthesisRequest
 
@@ -33,7 +33,7 @@ def params(**fields) -> RequestParams:
 def run(voice, text: str, stage_input: PiperInput) -> list[np.ndarray]:
     async def go() -> list[np.ndarray]:
         request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput())
-        return list(PiperStage(voice).synthesize(request))
+        return list(PiperSynthesizer(voice).synthesize(request))
 
     return asyncio.run(go())
 
@@ -86,7 +86,7 @@ def test_cancel_stops_between_sentences(voice, adapter):
     async def go() -> int:
         request = SynthesisRequest(text="One. Two. Three. Four.", stage_input=adapter.stage_input(params()), output=AudioOutput())
         produced = 0
-        for _ in PiperStage(voice).synthesize(request):
+        for _ in PiperSynthesizer(voice).synthesize(request):
             produced += 1
             request.cancel()
         return produced

@@ -1,0 +1,161 @@
+"""AutoregressiveStage: sequences that persist across steps, continuously batched over a slot KV cache.
+
+The model supplies tensors (prompt embeddings, one forward over the flattened
+tokens of a step, frame sampling, EOS); the Scheduler decides who runs; the
+SlotKVCache holds the memory. This file is the loop that ties them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Protocol
+
+import torch
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.sampling import SamplerState, SamplingParams
+from vocalis.stages.scheduler import Scheduler
+from vocalis.stages.sequence import Sequence
+from vocalis.stages.stage import StageItem
+
+
+class AutoregressiveModel(Protocol):
+    """The tensor side of an autoregressive stage (e.g. a TTS talker emitting codec frames)."""
+
+    cache_shape: CacheShape
+
+    def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
+        """[P, H] input embeddings of a request's prompt (its text and stage input)."""
+        ...
+
+    def sampling(self, request: SynthesisRequest) -> SamplingParams: ...
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        """Hidden states [T, H] of the flattened step tokens, writing their keys/values into the cache."""
+        ...
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor]) -> torch.Tensor:
+        """Next frames [B, K] from last-token hidden states [B, H]; histories[i] is [n_i, K] generated so far."""
+        ...
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        """[B] bool: frame i ends its sequence (and is not emitted)."""
+        ...
+
+    def frame_embeds(self, frames: torch.Tensor) -> torch.Tensor:
+        """[B, H] input embeddings of generated frames [B, K]."""
+        ...
+
+
+class AutoregressiveStage:
+    def __init__(
+        self,
+        name: str,
+        model: AutoregressiveModel,
+        max_num_seqs: int = 16,
+        max_num_batched_tokens: int = 2048,
+        dtype: torch.dtype = torch.float32,
+        device: str = "cpu",
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.cache = SlotKVCache(model.cache_shape, max_num_seqs, dtype=dtype, device=device)
+        self.scheduler = Scheduler(self.cache.allocator, max_num_seqs, max_num_batched_tokens, model.cache_shape.max_len)
+        self._sequences: dict[int, Sequence] = {}  # by id(request)
+        self._ids = itertools.count()
+        self._batch: list[SynthesisRequest] = []
+        self.steps = 0
+
+    # -- the Stage protocol -------------------------------------------------------------
+
+    def add(self, item: StageItem) -> None:
+        request = item.request
+        prompt = self.model.prompt_embeds(request)
+        params = self.model.sampling(request)
+        seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request)
+        seq.data.update(prompt=prompt, sampler=SamplerState(params), frames=[], next_embed=None)
+        self.scheduler.add(seq)
+        self._sequences[id(request)] = seq
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def batch_requests(self) -> list[SynthesisRequest]:
+        return list(self._batch)
+
+    def drop(self, request: SynthesisRequest) -> None:
+        seq = self._sequences.pop(id(request), None)
+        if seq is not None:
+            self.scheduler.finish(seq)
+
+    def drop_closed(self) -> None:
+        for seq in list(self._sequences.values()):
+            if seq.request.closed:
+                self.drop(seq.request)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    def step(self) -> list[StageItem]:
+        self.drop_closed()
+        chunks = self.scheduler.schedule()
+        self._batch = [chunk.seq.request for chunk in chunks]
+        if not chunks:
+            return []
+        embeds = []
+        for chunk in chunks:
+            seq = chunk.seq
+            if seq.in_prefill:
+                embeds.append(seq.data["prompt"][seq.num_computed : seq.num_computed + chunk.num_tokens])
+            else:
+                embeds.append(seq.data["next_embed"])
+        batch = AttentionBatch.build(
+            [chunk.seq.slot for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks]
+        )
+        hidden = self.model.forward(torch.cat(embeds), batch, self.cache)
+        ends = list(itertools.accumulate(c.num_tokens for c in chunks))
+        for chunk in chunks:
+            chunk.seq.num_computed += chunk.num_tokens
+        ready = [i for i, chunk in enumerate(chunks) if chunk.seq.pending == 0]
+        self.steps += 1
+        if not ready:
+            return []
+        seqs = [chunks[i].seq for i in ready]
+        last_hidden = hidden[torch.tensor([ends[i] - 1 for i in ready])]
+        histories = [_history(seq) for seq in seqs]
+        frames = self.model.sample_frames(last_hidden, [seq.data["sampler"] for seq in seqs], histories)
+        eos = self.model.is_eos(frames).tolist()
+        outputs = []
+        continuing = []
+        for row, seq in enumerate(seqs):
+            seq.num_generated += 1
+            request = seq.request
+            if eos[row]:
+                outputs.append(StageItem(request, frames[row : row + 1][:0], finished=True))
+                self.drop(request)
+                continue
+            frame = frames[row : row + 1]
+            seq.data["frames"].append(frame)
+            request.output_tokens += 1
+            finished = seq.num_generated >= seq.max_new_tokens
+            outputs.append(StageItem(request, frame, finished=finished))
+            if finished:
+                self.drop(request)
+            else:
+                continuing.append((row, seq))
+        if continuing:
+            rows = torch.tensor([row for row, _ in continuing])
+            next_embeds = self.model.frame_embeds(frames[rows])
+            for i, (_, seq) in enumerate(continuing):
+                seq.data["next_embed"] = next_embeds[i : i + 1]
+        return outputs
+
+
+def _history(seq: Sequence) -> torch.Tensor:
+    frames = seq.data["frames"]
+    if not frames:
+        return torch.empty(0, 0, dtype=torch.long)
+    return torch.cat(frames)

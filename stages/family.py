@@ -1,0 +1,62 @@
+"""Model families: how a checkpoint directory becomes a LoadedModel, and which family loads which.
+
+A family declares the `model_type` values (from the checkpoint's config.json) it
+loads, its deploy defaults, and a load function. Families outside this package
+(tests, plugins) register through `--family-module MODULE`, a module that
+defines `FAMILY`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    name: str
+    model_types: tuple[str, ...]
+    """config.json `model_type` values this family loads."""
+    deploy_defaults: Path
+    load: Callable[[Path, DeployConfig], LoadedModel]
+    """Load the checkpoint at a path with a resolved deploy config."""
+
+
+_FAMILIES: dict[str, ModelFamily] = {}
+
+
+def register(family: ModelFamily) -> None:
+    _FAMILIES[family.name] = family
+
+
+def import_family_module(module: str) -> ModelFamily:
+    family = getattr(importlib.import_module(module), "FAMILY", None)
+    if not isinstance(family, ModelFamily):
+        raise ValueError(f"module {module} defines no FAMILY (a vocalis.stages.family.ModelFamily)")
+    register(family)
+    return family
+
+
+def family_for_checkpoint(path: Path) -> ModelFamily:
+    config = path / "config.json"
+    if not config.is_file():
+        raise ValueError(f"{path} has no config.json: is it a checkpoint directory?")
+    model_type = json.loads(config.read_text()).get("model_type", "")
+    for family in _FAMILIES.values():
+        if model_type in family.model_types:
+            return family
+    raise ValueError(f"no model family loads model_type {model_type!r} (from {config}); known: {known_model_types()}")
+
+
+def get(name: str) -> ModelFamily:
+    return _FAMILIES[name]
+
+
+def known_model_types() -> list[str]:
+    return sorted(t for family in _FAMILIES.values() for t in family.model_types)

@@ -1,0 +1,104 @@
+"""Per-request sampling of next tokens from a batch of logits.
+
+Each row of a batch may have its own temperature, top-k, top-p, repetition
+penalty and seed. Greedy decoding (temperature 0, or top-k 1) is an exact argmax,
+so a greedy request's tokens do not depend on what else is in its batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one request picks its tokens."""
+
+    temperature: float = 1.0
+    """0 means greedy."""
+    top_k: int = 0
+    """Keep the k most likely tokens; 0 keeps all."""
+    top_p: float = 1.0
+    """Keep the smallest set of tokens whose probability reaches top_p."""
+    repetition_penalty: float = 1.0
+    """Above 1 discourages tokens already generated (CTRL-style: divide positive logits, multiply negative)."""
+    seed: int | None = None
+    """With a seed, the request's draws are reproducible whatever its batch."""
+    max_new_tokens: int = 2048
+    """Stop after this many generated steps."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if self.top_k < 0:
+            raise ValueError("top_k must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.repetition_penalty <= 0:
+            raise ValueError("repetition_penalty must be > 0")
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0 or self.top_k == 1
+
+
+class SamplerState:
+    """The random generator of one request (None when unseeded: the global generator is used)."""
+
+    def __init__(self, params: SamplingParams, stream: int = 0) -> None:
+        self.params = params
+        self.generator: torch.Generator | None = None
+        if params.seed is not None:
+            self.generator = torch.Generator().manual_seed((params.seed * 1_000_003 + stream) % 2**63)
+
+
+def apply_repetition_penalty(logits: torch.Tensor, history: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Penalize the token ids in `history` in a 1-D row of logits (returns a new tensor)."""
+    if penalty == 1.0 or history.numel() == 0:
+        return logits
+    logits = logits.clone()
+    ids = torch.unique(history)
+    picked = logits[ids]
+    logits[ids] = torch.where(picked > 0, picked / penalty, picked * penalty)
+    return logits
+
+
+def sample_row(logits: torch.Tensor, state: SamplerState, history: torch.Tensor | None = None) -> int:
+    """One token id from a 1-D row of logits under `state`'s parameters."""
+    params = state.params
+    if history is not None:
+        logits = apply_repetition_penalty(logits, history, params.repetition_penalty)
+    if params.greedy:
+        return int(torch.argmax(logits))
+    logits = logits.float() / params.temperature
+    if params.top_k > 0 and params.top_k < logits.numel():
+        threshold = torch.topk(logits, params.top_k).values[-1]
+        logits = logits.masked_fill(logits < threshold, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= params.top_p  # keep the token that crosses top_p
+        logits = logits.clone()
+        logits[order[drop]] = float("-inf")
+    probs = torch.softmax(logits, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=state.generator))
+
+
+def sample_batch(
+    logits: torch.Tensor, states: list[SamplerState], histories: list[torch.Tensor | None] | None = None
+) -> torch.Tensor:
+    """Token ids [B] for logits [B, V], row i under states[i]; greedy rows in one argmax."""
+    greedy = [i for i, s in enumerate(states) if s.params.greedy and (histories is None or histories[i] is None or s.params.repetition_penalty == 1.0)]
+    out = torch.empty(logits.shape[0], dtype=torch.long)
+    if greedy:
+        index = torch.tensor(greedy)
+        out[index] = torch.argmax(logits[index], dim=-1)
+    greedy_set = set(greedy)
+    for i, state in enumerate(states):
+        if i not in greedy_set:
+            out[i] = sample_row(logits[i], state, histories[i] if histories else None)
+    return out

@@ -1,0 +1,30 @@
+"""Build a random tiny checkpoint in the family's layout: config.json + model.safetensors."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from tests.tiny_tts.config import CodecConfig, TalkerConfig, TinyConfig
+from tests.tiny_tts.modules import TinyCodecDecoder, TinyTalker
+
+
+def build_checkpoint(path: Path, seed: int = 0, init_std: float = 0.5, **talker_overrides: object) -> Path:
+    """Random weights with a wide init (a narrow one makes greedy decoding repeat one token)."""
+    path.mkdir(parents=True, exist_ok=True)
+    config = TinyConfig(talker=dataclasses.replace(TalkerConfig(), **talker_overrides), codec=CodecConfig())
+    torch.manual_seed(seed)
+    talker, codec = TinyTalker(config.talker), TinyCodecDecoder(config.codec)
+    with torch.no_grad():
+        for module in (talker, codec):
+            for name, parameter in module.named_parameters():
+                if "norm" not in name:
+                    parameter.normal_(0.0, init_std)
+    weights = {f"talker.{k}": v.contiguous() for k, v in talker.state_dict().items()}
+    weights |= {f"codec.{k}": v.contiguous() for k, v in codec.state_dict().items()}
+    save_file(weights, str(path / "model.safetensors"))
+    (path / "config.json").write_text(config.to_json())
+    return path

@@ -13,6 +13,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository root: the server runs there, so that `--family-module tests.tiny_tts.family` imports."""
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -55,7 +58,9 @@ def start_server(log_dir: Path, *args: str, timeout: float = 60.0) -> RunningSer
         "--grpc-address", f"127.0.0.1:{grpc_port}", "--host", "127.0.0.1", "--port", str(http_port), *args,
     ]
     log = log_path.open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     server = RunningServer(process, grpc_port, http_port, log_path)
     deadline = time.monotonic() + timeout
     with grpc.insecure_channel(server.grpc_target) as channel:

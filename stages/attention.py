@@ -32,9 +32,13 @@ class AttentionBatch:
 
     @classmethod
     def build(cls, slots: list[int], start_positions: list[int], query_lens: list[int]) -> AttentionBatch:
-        token_slots = torch.repeat_interleave(torch.tensor(slots), torch.tensor(query_lens))
-        token_positions = torch.cat([torch.arange(p, p + n) for p, n in zip(start_positions, query_lens, strict=True)])
-        return cls(torch.tensor(slots), torch.tensor(start_positions), list(query_lens), token_slots, token_positions)
+        lens = torch.tensor(query_lens)
+        starts = torch.tensor(start_positions)
+        token_slots = torch.repeat_interleave(torch.tensor(slots), lens)
+        first_token = torch.cumsum(lens, 0) - lens  # index of each sequence's first token in the step
+        within = torch.arange(int(lens.sum())) - torch.repeat_interleave(first_token, lens)
+        token_positions = torch.repeat_interleave(starts, lens) + within
+        return cls(torch.tensor(slots), starts, list(query_lens), token_slots, token_positions)
 
     @property
     def context_lens(self) -> torch.Tensor:

@@ -2,17 +2,22 @@
 
 Stage workers run on their own threads; the server's gRPC handlers run on the
 event loop. This is the only bridge between them, and it never busy-waits: the
-producer schedules each item onto the loop with call_soon_threadsafe.
+producer schedules items onto the loop with call_soon_threadsafe. A worker that
+delivers the outputs of a whole step wraps them in `batched_delivery()`, so the
+loop is woken once per step rather than once per request.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
 _END = object()
+_pending = threading.local()
 
 
 class AudioOutput:
@@ -36,10 +41,11 @@ class AudioOutput:
         self._push(_END)
 
     def _push(self, item: object) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:
-            pass  # the loop is gone: nobody is listening any more
+        batch = getattr(_pending, "items", None)
+        if batch is not None:
+            batch.append((self, item))
+            return
+        _schedule(self._loop, [(self, item)])
 
     async def __aiter__(self) -> AsyncIterator[np.ndarray]:
         while True:
@@ -49,3 +55,30 @@ class AudioOutput:
             if isinstance(item, BaseException):
                 raise item
             yield item  # type: ignore[misc]
+
+
+@contextmanager
+def batched_delivery() -> Iterator[None]:
+    """Within the block, this thread's pushes are held and then scheduled with one call per event loop."""
+    _pending.items = []
+    try:
+        yield
+    finally:
+        items, _pending.items = _pending.items, None
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[AudioOutput, object]]] = {}
+        for output, item in items:
+            by_loop.setdefault(output._loop, []).append((output, item))
+        for loop, group in by_loop.items():
+            _schedule(loop, group)
+
+
+def _schedule(loop: asyncio.AbstractEventLoop, items: list[tuple[AudioOutput, object]]) -> None:
+    try:
+        loop.call_soon_threadsafe(_deliver, items)
+    except RuntimeError:
+        pass  # the loop is gone: nobody is listening any more
+
+
+def _deliver(items: list[tuple[AudioOutput, object]]) -> None:
+    for output, item in items:
+        output._queue.put_nowait(item)

@@ -91,14 +91,30 @@ def sample_row(logits: torch.Tensor, state: SamplerState, history: torch.Tensor 
 def sample_batch(
     logits: torch.Tensor, states: list[SamplerState], histories: list[torch.Tensor | None] | None = None
 ) -> torch.Tensor:
-    """Token ids [B] for logits [B, V], row i under states[i]; greedy rows in one argmax."""
-    greedy = [i for i, s in enumerate(states) if s.params.greedy and (histories is None or histories[i] is None or s.params.repetition_penalty == 1.0)]
-    out = torch.empty(logits.shape[0], dtype=torch.long)
+    """Token ids for logits [B, V] (or [B, K, V]: K codebooks per row), row i under states[i].
+
+    histories[i] holds row i's earlier tokens ([n] or [n, K]) for the repetition penalty.
+    Greedy rows without a penalty are one batched argmax.
+    """
+    def plain_greedy(i: int) -> bool:
+        state = states[i]
+        return state.params.greedy and (state.params.repetition_penalty == 1.0 or not histories or histories[i] is None)
+
+    out = torch.empty(logits.shape[:-1], dtype=torch.long)
+    greedy = [i for i in range(len(states)) if plain_greedy(i)]
+    if len(greedy) == len(states):
+        return torch.argmax(logits, dim=-1)
     if greedy:
         index = torch.tensor(greedy)
         out[index] = torch.argmax(logits[index], dim=-1)
-    greedy_set = set(greedy)
     for i, state in enumerate(states):
-        if i not in greedy_set:
-            out[i] = sample_row(logits[i], state, histories[i] if histories else None)
+        if plain_greedy(i):
+            continue
+        history = histories[i] if histories else None
+        if logits.dim() == 2:
+            out[i] = sample_row(logits[i], state, history)
+        else:
+            for k in range(logits.shape[1]):
+                column = history[:, k] if history is not None and history.numel() else None
+                out[i, k] = sample_row(logits[i, k], state, column)
     return out

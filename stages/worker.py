@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import torch
 
 from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.output import batched_delivery
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stage import Stage, StageItem
 
@@ -83,11 +84,12 @@ class StageWorker:
             if outputs:
                 self.next.put(outputs)
             return
-        for item in outputs:
-            if item.payload is not None:
-                item.request.emit(item.payload)
-            if item.finished:
-                item.request.finish()
+        with batched_delivery():
+            for item in outputs:
+                if item.payload is not None:
+                    item.request.emit(item.payload)
+                if item.finished:
+                    item.request.finish()
 
     def _fail(self, requests: list[SynthesisRequest], exc: Exception) -> None:
         for request in requests:

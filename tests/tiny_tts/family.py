@@ -95,12 +95,7 @@ class TinyTalkerModel:
         return self.talker(embeds, batch, cache)
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor]) -> torch.Tensor:
-        logits = self.talker.logits(hidden)
-        codes = [
-            sample_batch(logits[:, k], samplers, [h[:, k] if h.numel() else None for h in histories])
-            for k in range(logits.shape[1])
-        ]
-        return torch.stack(codes, dim=1)
+        return sample_batch(self.talker.logits(hidden), samplers, [h if h.numel() else None for h in histories])
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return frames[:, 0] == self.talker.config.eos_token_id

@@ -21,12 +21,17 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rotate(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary position embedding of x [T, H, D] at positions [T]."""
-    half = x.shape[-1] // 2
+def rotary(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [T, 1, D/2] of the rotary embedding at positions [T] (computed once per step)."""
+    half = head_dim // 2
     freqs = 1.0 / theta ** (torch.arange(half, dtype=torch.float32) / half)
     angles = positions[:, None].float() * freqs[None, :]
-    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    return angles.cos()[:, None, :], angles.sin()[:, None, :]
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of x [T, H, D]."""
+    half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -40,10 +45,10 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=False)
         self.o_proj = nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache, layer: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache, layer: int, rope) -> torch.Tensor:
         c = self.config
-        q = rotate(self.q_proj(x).view(-1, c.num_heads, c.head_dim), batch.token_positions, c.rope_theta)
-        k = rotate(self.k_proj(x).view(-1, c.num_kv_heads, c.head_dim), batch.token_positions, c.rope_theta)
+        q = rotate(self.q_proj(x).view(-1, c.num_heads, c.head_dim), *rope)
+        k = rotate(self.k_proj(x).view(-1, c.num_kv_heads, c.head_dim), *rope)
         v = self.v_proj(x).view(-1, c.num_kv_heads, c.head_dim)
         out = slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
         return self.o_proj(out.reshape(x.shape[0], -1))
@@ -59,8 +64,8 @@ class DecoderLayer(nn.Module):
         self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache, layer: int) -> torch.Tensor:
-        x = x + self.attn(self.input_norm(x), batch, cache, layer)
+    def forward(self, x: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache, layer: int, rope) -> torch.Tensor:
+        x = x + self.attn(self.input_norm(x), batch, cache, layer, rope)
         h = self.post_norm(x)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
@@ -83,8 +88,9 @@ class TinyTalker(nn.Module):
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         x = embeds
+        rope = rotary(batch.token_positions, self.config.head_dim, self.config.rope_theta)
         for index, layer in enumerate(self.layers):
-            x = layer(x, batch, cache, index)
+            x = layer(x, batch, cache, index, rope)
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,6 @@ from collections.abc import Callable
 import uvicorn
 
 from vocalis.server.config import ServerConfig
-from vocalis.server.engine import Engine
-from vocalis.server.grpc_server import start_grpc_server
-from vocalis.stages.models.registry import load_model
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +24,11 @@ AppFactory = Callable[[str], object]
 
 async def run_server(config: ServerConfig, create_gateway: AppFactory | None, log_level: str = "warning") -> None:
     """Load the model, serve gRPC (and the gateway beside it) until SIGINT/SIGTERM."""
+    # Imported here so that a gateway-only process never loads torch or the engine.
+    from vocalis.server.engine import Engine
+    from vocalis.server.grpc_server import start_grpc_server
+    from vocalis.stages.models.registry import load_model
+
     model = await asyncio.to_thread(
         load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules
     )

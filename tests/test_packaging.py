@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,8 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_has_only_the_vocalis_namespace(tmp_path):
+    # Build from a copy: setuptools leaves a build/ folder whose stale files would leak into later wheels.
+    source = tmp_path / "src"
+    ignore = shutil.ignore_patterns(".venv", "build", ".git", "node_modules", "__pycache__", "*.egg-info", ".pytest_cache")
+    shutil.copytree(ROOT, source, ignore=ignore)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -25,6 +30,7 @@ def test_wheel_has_only_the_vocalis_namespace(tmp_path):
         assert f"vocalis/{package}/__init__.py" in names, package
     assert "vocalis/tts/v1/synthesizer_pb2.py" in names and "vocalis/tts/v1/synthesizer.proto" in names
     # every Python file of the mapped folders made it into the wheel
-    for folder, package in (("server", "server"), ("stages", "stages"), ("gateway", "gateway"), ("clients", "clients")):
-        for source in (ROOT / folder).rglob("*.py"):
-            assert f"vocalis/{package}/{source.relative_to(ROOT / folder)}" in names, source
+    for folder in ("server", "stages", "gateway", "clients"):
+        for path in (ROOT / folder).rglob("*.py"):
+            assert f"vocalis/{folder}/{path.relative_to(ROOT / folder)}" in names, path
+    assert "vocalis/stages/models/piper/deploy.yaml" in names

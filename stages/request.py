@@ -11,6 +11,25 @@ from typing import Any
 from vocalis.stages.output import AudioOutput
 
 
+@dataclass(frozen=True)
+class ReferenceAudio:
+    """A voice to clone, already resolved by the server: decoded audio, its transcript, artifacts.
+
+    It comes from a request's `ref_audio` (+ `ref_text`) or from a stored voice (uploaded or
+    precomputed); adapters never fetch or decode anything themselves.
+    """
+
+    samples: Any
+    """Mono float32 numpy array (may be empty when only artifacts are known)."""
+    sample_rate: int
+    text: str | None = None
+    """Transcript of the clip, when known."""
+    name: str | None = None
+    """Name of the stored voice it came from; None for an inline reference."""
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    """Precomputed per-model artifacts (e.g. a speaker embedding, reference codes), by key."""
+
+
 @dataclass
 class RequestParams:
     """A validated, transport-free view of what the caller asked for.
@@ -21,8 +40,12 @@ class RequestParams:
 
     model: str
     voice: str
+    """The resolved preset voice name, or "" when the voice is a reference to clone."""
     fields: dict[str, Any] = field(default_factory=dict)
-    """Set request fields by proto field name (speed, seed, language, extra_params, ...)."""
+    """Set request fields by proto field name (speed, seed, language, ref_text, extra_params, ...);
+    `ref_audio` is not among them: the server resolves it into `reference`."""
+    reference: ReferenceAudio | None = None
+    """The voice to clone, from `ref_audio` or a stored voice."""
 
 
 @dataclass

@@ -9,22 +9,32 @@ from fastapi import FastAPI
 
 from vocalis import __version__
 from vocalis.clients.aio import AsyncClient
-from vocalis.gateway import catalog, errors, speech
+from vocalis.gateway import catalog, demo, errors, speech, stream, voices
+from vocalis.gateway.config import StreamLimits
+from vocalis.gateway.middleware import RequestLimits
 
 
-def create_app(upstream: str) -> FastAPI:
-    """A gateway that translates HTTP into gRPC calls to the server at `upstream` (HOST:PORT)."""
+def create_app(upstream: str, stream_limits: StreamLimits | None = None, *, tls_root: bytes | None = None) -> FastAPI:
+    """A gateway that translates HTTP and WebSocket into gRPC calls to the server at `upstream` (HOST:PORT).
+
+    With `tls_root` (PEM), the upstream is dialed over TLS, trusting that certificate.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.upstream = AsyncClient(upstream)
+        app.state.upstream = AsyncClient(upstream, root_certificates=tls_root)
         try:
             yield
         finally:
             await app.state.upstream.close()
 
     app = FastAPI(title="Vocalis", version=__version__, lifespan=lifespan)
+    app.state.stream_limits = stream_limits or StreamLimits()
     errors.install(app)
+    app.add_middleware(RequestLimits)
     app.include_router(speech.router)
     app.include_router(catalog.router)
+    app.include_router(voices.router)
+    app.include_router(stream.router)
+    app.include_router(demo.router)
     return app

@@ -1,9 +1,9 @@
-"""GET /v1/models, GET /v1/audio/voices and GET /health: what the upstream server offers."""
+"""GET /v1/models, GET /health and GET /metrics: what the upstream server offers, and how it is doing."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from google.protobuf import json_format
 
 from vocalis.gateway.dependencies import Upstream
@@ -31,21 +31,15 @@ async def list_models(client: Upstream) -> dict:
     }
 
 
-@router.get("/v1/audio/voices", tags=["voices"])
-async def list_voices(client: Upstream, model: str = "") -> dict:
-    voices = await client.list_voices(model)
-    return {
-        "voices": [voice.name for voice in voices],
-        "voice_details": [
-            json_format.MessageToDict(voice, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
-            for voice in voices
-        ],
-        "uploaded_voices": [],
-    }
-
-
 @router.get("/health", tags=["health"])
 async def health(client: Upstream) -> JSONResponse:
     if await client.serving():
         return JSONResponse({"status": "healthy"})
     return JSONResponse({"status": "unhealthy"}, status_code=503)
+
+
+@router.get("/metrics", tags=["health"], response_class=Response)
+async def metrics(client: Upstream) -> Response:
+    """The upstream server's Prometheus metrics (engine, stages, requests)."""
+    exposition = await client.get_metrics()
+    return Response(exposition.text, media_type=exposition.content_type)

@@ -1,4 +1,4 @@
-"""The Models and Voices services: what the server has loaded and can speak with."""
+"""The Models service: what the server has loaded, and what each model can do."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import grpc
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
 from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
-from vocalis.stages.errors import UnknownVoice
 from vocalis.stages.model import LoadedModel
-from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2, voices_pb2, voices_pb2_grpc
+from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2
 
 _ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields)
 
@@ -57,55 +56,3 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         except StatusError as error:
             await abort(context, error)
         return models_pb2.GetModelResponse(model=self._describe(model))
-
-
-class VoicesService(voices_pb2_grpc.VoicesServicer):
-    """Preset voices of the loaded models; uploads arrive with the voice store."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def _presets(self, model_filter: str = "") -> list[voices_pb2.Voice]:
-        voices: dict[str, voices_pb2.Voice] = {}
-        for model in self.engine.models.values():
-            if model_filter and model.name.lower() != model_filter.lower():
-                continue
-            for name in model.capabilities.voices:
-                voice = voices.setdefault(
-                    name,
-                    voices_pb2.Voice(
-                        name=name,
-                        kind=voices_pb2.VOICE_KIND_PRESET,
-                        language=model.capabilities.languages[0] if model.capabilities.languages else "",
-                    ),
-                )
-                voice.models.append(model.name)
-        return [voices[name] for name in sorted(voices)]
-
-    async def ListVoices(self, request: voices_pb2.ListVoicesRequest, context: grpc.aio.ServicerContext) -> voices_pb2.ListVoicesResponse:
-        if request.model:
-            try:
-                self.engine.model(request.model)
-            except StatusError as error:
-                await abort(context, error)
-        return voices_pb2.ListVoicesResponse(voices=self._presets(request.model))
-
-    async def GetVoice(self, request: voices_pb2.GetVoiceRequest, context: grpc.aio.ServicerContext) -> voices_pb2.GetVoiceResponse:
-        for voice in self._presets():
-            if voice.name.lower() == request.name.lower():
-                return voices_pb2.GetVoiceResponse(voice=voice)
-        known = [voice.name for voice in self._presets()]
-        error = UnknownVoice(request.name, known)
-        await abort(context, StatusError(grpc.StatusCode.NOT_FOUND, error.message, error.reason, "name"))
-
-    async def CreateVoice(self, request: voices_pb2.CreateVoiceRequest, context: grpc.aio.ServicerContext) -> voices_pb2.CreateVoiceResponse:
-        await abort(context, _no_store())
-
-    async def DeleteVoice(self, request: voices_pb2.DeleteVoiceRequest, context: grpc.aio.ServicerContext) -> voices_pb2.DeleteVoiceResponse:
-        await abort(context, _no_store())
-
-
-def _no_store() -> StatusError:
-    return StatusError(
-        grpc.StatusCode.UNIMPLEMENTED, "voice uploads are not available on this server yet", "VOICE_STORE_UNAVAILABLE"
-    )

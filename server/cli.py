@@ -12,10 +12,12 @@ from pathlib import Path
 
 import click
 
+from vocalis.clients.bench_cli import bench
 from vocalis.clients.cli import say
-from vocalis.gateway.app import create_app
-from vocalis.server.config import ServerConfig
-from vocalis.server.process import run_gateway, run_server
+from vocalis.clients.text_stream import stream
+from vocalis.clients.voices_cli import voices
+from vocalis.server.auth import load_keys
+from vocalis.server.config import SecurityConfig, ServerConfig, VoiceConfig
 
 
 def _configure_logging(level: str) -> None:
@@ -39,6 +41,23 @@ def main() -> None:
               help="YAML merged over the family's deploy defaults (per-stage max_num_seqs, chunk sizes, dtype, ...).")
 @click.option("--stage-overrides", default=None, help='JSON merged last, by stage index or name: \'{"1": {"max_num_seqs": 4}}\'.')
 @click.option("--family-module", multiple=True, help="Import a module that defines an extra model family (FAMILY).")
+@click.option("--voice-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where uploaded voices are stored; share it between processes (default: under the user's data dir).")
+@click.option("--custom-voice-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Precomputed voices: a directory with a manifest.json.")
+@click.option("--max-voices", default=1000, show_default=True, type=int, help="Most uploaded voices the store holds.")
+@click.option("--allow-ref-audio-host", multiple=True, help="A host that ref_audio URLs may name (repeatable; none: URLs refused).")
+@click.option("--ref-audio-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Local ref_audio paths must lie under this directory (default: local paths refused).")
+@click.option("--api-key", multiple=True, help="An accepted API key (repeatable); callers send 'authorization: Bearer KEY'.")
+@click.option("--api-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A file of accepted API keys, one per line.")
+@click.option("--closed-health", is_flag=True, help="Require a key for health checks too (default: open).")
+@click.option("--closed-metrics", is_flag=True, help="Require a key for GET /metrics (default: open).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="PEM certificate: TLS on gRPC and HTTP.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="PEM private key for --tls-cert.")
+@click.option("--max-sessions-per-key", default=0, show_default=True, type=int, help="Open sessions one key may hold (0: no limit).")
+@click.option("--drain-grace", default=30.0, show_default=True, type=float, help="Seconds running sessions get to finish on SIGTERM.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
     model: str | None,
@@ -50,13 +69,40 @@ def serve(
     deploy_config: Path | None,
     stage_overrides: str | None,
     family_module: tuple[str, ...],
+    voice_dir: Path | None,
+    custom_voice_dir: Path | None,
+    max_voices: int,
+    allow_ref_audio_host: tuple[str, ...],
+    ref_audio_dir: Path | None,
+    api_key: tuple[str, ...],
+    api_key_file: Path | None,
+    closed_health: bool,
+    closed_metrics: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    max_sessions_per_key: int,
+    drain_grace: float,
     log_level: str,
 ) -> None:
     """Serve MODEL over gRPC and HTTP (default: the embedded Piper voice en_US-joe-medium)."""
     from vocalis.server.config import Limits
 
     _configure_logging(log_level)
-    limits = Limits(max_input_chars=max_input_chars, max_buffered_chars=max_input_chars, max_queued_requests=max_queued_requests)
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    limits = Limits(
+        max_input_chars=max_input_chars,
+        max_buffered_chars=max_input_chars,
+        max_queued_requests=max_queued_requests,
+        max_sessions_per_key=max_sessions_per_key,
+    )
+    security = SecurityConfig(
+        api_keys=load_keys(api_key, api_key_file),
+        open_health=not closed_health,
+        open_metrics=not closed_metrics,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+    )
     config = ServerConfig(
         model=model,
         deploy_config=deploy_config,
@@ -66,7 +112,20 @@ def serve(
         http_host=host,
         http_port=port,
         limits=limits,
+        voices=VoiceConfig(
+            voice_dir=voice_dir,
+            custom_voice_dir=custom_voice_dir,
+            max_voices=max_voices,
+            allowed_ref_hosts=allow_ref_audio_host,
+            ref_audio_dir=ref_audio_dir,
+        ),
+        security=security,
+        drain_grace_s=drain_grace,
     )
+    # Imported here: client commands should start fast, without torch and the engine.
+    from vocalis.gateway.app import create_app
+    from vocalis.server.process import run_server
+
     try:
         asyncio.run(run_server(config, create_app, log_level))
     except ValueError as error:  # a model or deploy config that cannot be loaded
@@ -80,8 +139,14 @@ def serve(
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def gateway(upstream: str, host: str, port: int, log_level: str) -> None:
     """Run the HTTP/WebSocket gateway alone, in front of a server at --upstream."""
+    from vocalis.gateway.app import create_app
+    from vocalis.server.process import run_gateway
+
     _configure_logging(log_level)
     asyncio.run(run_gateway(create_app, upstream, host, port, log_level))
 
 
 main.add_command(say)
+main.add_command(voices)
+main.add_command(bench)
+main.add_command(stream)

@@ -18,10 +18,58 @@ class Limits:
     """Utterances admitted per model (waiting or running); beyond it, RESOURCE_EXHAUSTED."""
     first_message_timeout_s: float = 10.0
     """How long a new session may take to send its config."""
+    max_units_in_flight: int = 3
+    """Units of one session in the engine at once (unit N+1 is synthesized while N is sent); the rest wait their turn."""
     min_sample_rate: int = 8000
     max_sample_rate: int = 192000
     max_message_bytes: int = 16 * 1024 * 1024
     """Largest gRPC message accepted (requests carry reference audio)."""
+    max_sessions_per_key: int = 0
+    """Synthesize sessions one API key may hold at once; 0: no limit."""
+
+
+def default_voice_dir() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("vocalis")) / "voices"
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    """Where voices live and what an upload or a reference clip may be."""
+
+    voice_dir: Path | None = None
+    """Uploaded voices (shared by every process pointing at it). None: under the user's data dir."""
+    custom_voice_dir: Path | None = None
+    """Precomputed voices: a directory with a manifest.json."""
+    max_voices: int = 1000
+    max_upload_bytes: int = 10 * 1024 * 1024
+    min_seconds: float = 1.0
+    max_seconds: float = 30.0
+    allowed_ref_hosts: tuple[str, ...] = ()
+    """Hosts `ref_audio` URLs may name; empty: URLs are refused."""
+    ref_audio_dir: Path | None = None
+    """Local files `ref_audio` may name must lie under this directory; None: local paths are refused."""
+    ref_fetch_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """Who may call, and over what."""
+
+    api_keys: tuple[str, ...] = ()
+    """Accepted keys; empty: the server is open."""
+    open_health: bool = True
+    """Health checks (gRPC health, HTTP /health) need no key."""
+    open_metrics: bool = True
+    """GET /metrics needs no key."""
+    tls_cert: Path | None = None
+    """PEM certificate (chain) for gRPC and HTTP; with tls_key, both listen with TLS."""
+    tls_key: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None and self.tls_key is not None
 
 
 @dataclass(frozen=True)
@@ -40,5 +88,9 @@ class ServerConfig:
     http_host: str = "0.0.0.0"
     http_port: int = 8091
     limits: Limits = field(default_factory=Limits)
+    voices: VoiceConfig = field(default_factory=VoiceConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    drain_grace_s: float = 30.0
+    """On SIGTERM, how long running sessions may take to finish before the process exits."""
     retry_after_s: int = 1
     """Seconds a client is told to wait after RESOURCE_EXHAUSTED."""

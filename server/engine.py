@@ -8,7 +8,7 @@ pipeline, and cancels them in the pipeline the moment their caller goes away.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -47,6 +47,8 @@ class UtteranceJob:
                 yield samples
         finally:
             self._release()
+        if not self.aborted and self._engine.on_utterance is not None:
+            self._engine.on_utterance(self._model, self.stats())
 
     def abort(self) -> None:
         """Drop the utterance: the pipeline frees it at its next step and the reader stops now."""
@@ -84,6 +86,8 @@ class Engine:
         self.max_queued_requests = max_queued_requests
         self.retry_after_s = retry_after_s
         self._outstanding = {model.name: 0 for model in models}
+        self.on_utterance: Callable[[LoadedModel, UtteranceStats], None] | None = None
+        """Called when an utterance has produced all of its audio (metrics)."""
 
     def model(self, name: str) -> LoadedModel:
         """The model called `name` ("" for the default); NOT_FOUND otherwise."""

@@ -1,4 +1,4 @@
-"""Assemble the grpc.aio server: the Vocalis services, health checking and reflection."""
+"""Assemble the grpc.aio server: the Vocalis services, health, reflection, keys, lifecycle, metrics, TLS."""
 
 from __future__ import annotations
 
@@ -6,26 +6,57 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from vocalis.server.catalog_services import ModelsService, VoicesService
+from vocalis.server.auth import ApiKeyInterceptor, ApiKeys
+from vocalis.server.catalog_services import ModelsService
 from vocalis.server.config import ServerConfig
 from vocalis.server.engine import Engine
+from vocalis.server.lifecycle import Lifecycle, LifecycleInterceptor, State
+from vocalis.server.metrics import MetricsInterceptor, MetricsService, ServerMetrics
+from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.synthesizer_service import SynthesizerService
-from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2, synthesizer_pb2_grpc, voices_pb2, voices_pb2_grpc
+from vocalis.server.voice_catalog import VoiceCatalog
+from vocalis.server.voices_service import VoicesService
+from vocalis.tts.v1 import (
+    metrics_pb2,
+    metrics_pb2_grpc,
+    models_pb2,
+    models_pb2_grpc,
+    synthesizer_pb2,
+    synthesizer_pb2_grpc,
+    voices_pb2,
+    voices_pb2_grpc,
+)
 
 SERVICE_NAMES = (
     synthesizer_pb2.DESCRIPTOR.services_by_name["Synthesizer"].full_name,
     voices_pb2.DESCRIPTOR.services_by_name["Voices"].full_name,
     models_pb2.DESCRIPTOR.services_by_name["Models"].full_name,
+    metrics_pb2.DESCRIPTOR.services_by_name["Metrics"].full_name,
 )
 
 
 class GrpcServer:
-    """A started grpc.aio server and its health servicer."""
+    """A started grpc.aio server, its health servicer, lifecycle and metrics."""
 
-    def __init__(self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer, port: int) -> None:
+    def __init__(
+        self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer, port: int, lifecycle: Lifecycle, metrics: ServerMetrics
+    ) -> None:
         self.server = server
         self.health = health_servicer
         self.port = port
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+
+    async def ready(self) -> None:
+        """The model is loaded and warm: take sessions, report SERVING."""
+        self.lifecycle.state = State.SERVING
+        await self.set_serving(True)
+
+    async def drain(self, grace: float) -> bool:
+        """Refuse new sessions, report NOT_SERVING, wait up to `grace` s for the running ones."""
+        self.lifecycle.state = State.DRAINING
+        await self.set_serving(False)
+        return await self.lifecycle.wait_idle(grace)
 
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -37,21 +68,37 @@ class GrpcServer:
         await self.server.stop(grace)
 
 
-async def start_grpc_server(engine: Engine, config: ServerConfig) -> GrpcServer:
+async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: VoiceCatalog) -> GrpcServer:
+    """Start listening, NOT_SERVING until ready() is called (after warm-up)."""
     max_bytes = config.limits.max_message_bytes
+    lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s)
+    metrics = ServerMetrics(engine)
+    security = config.security
+    interceptors = [
+        MetricsInterceptor(metrics),
+        ApiKeyInterceptor(ApiKeys(security.api_keys), open_health=security.open_health, open_metrics=security.open_metrics),
+        LifecycleInterceptor(lifecycle),
+    ]
     server = grpc.aio.server(
-        options=[("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)]
+        interceptors=interceptors,
+        options=[("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)],
     )
-    synthesizer_pb2_grpc.add_SynthesizerServicer_to_server(SynthesizerService(engine, config.limits), server)
-    voices_pb2_grpc.add_VoicesServicer_to_server(VoicesService(engine), server)
+    references = ReferenceResolver(catalog, config.voices)
+    synthesizer_pb2_grpc.add_SynthesizerServicer_to_server(SynthesizerService(engine, config.limits, references), server)
+    voices_pb2_grpc.add_VoicesServicer_to_server(VoicesService(catalog, config.voices), server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(engine, config.limits.max_input_chars), server)
+    metrics_pb2_grpc.add_MetricsServicer_to_server(MetricsService(metrics), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(config.grpc_address)
+    if security.tls:
+        credentials = grpc.ssl_server_credentials([(security.tls_key.read_bytes(), security.tls_cert.read_bytes())])  # type: ignore[union-attr]
+        port = server.add_secure_port(config.grpc_address, credentials)
+    else:
+        port = server.add_insecure_port(config.grpc_address)
     if port == 0:
         raise OSError(f"cannot listen on {config.grpc_address}")
     await server.start()
-    running = GrpcServer(server, health_servicer, port)
-    await running.set_serving(True)
+    running = GrpcServer(server, health_servicer, port, lifecycle, metrics)
+    await running.set_serving(False)
     return running

@@ -1,51 +1,97 @@
-"""Start-up and shut-down of a serving process: model, engine, gRPC server, gateway."""
+"""Start-up and shut-down of a serving process: model, engine, gRPC server, gateway.
+
+Start-up: load the model, listen (health NOT_SERVING, sessions UNAVAILABLE), warm the
+model up with one short utterance, then SERVING. On SIGTERM or SIGINT: drain — health
+NOT_SERVING, new sessions UNAVAILABLE, running ones get `drain_grace_s` to finish —
+then stop the gateway and the gRPC server and exit 0.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import uvicorn
 
-from vocalis.server.config import ServerConfig
+from vocalis.server.config import SecurityConfig, ServerConfig
 
 log = logging.getLogger(__name__)
 
-
-def _uvicorn(app: object, host: str, port: int, log_level: str) -> uvicorn.Server:
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"))
-
-
-AppFactory = Callable[[str], object]
+AppFactory = Callable[..., object]
 """Builds the HTTP gateway app for a gRPC upstream address (vocalis.gateway.app.create_app)."""
 
 
+class _Uvicorn(uvicorn.Server):
+    """A uvicorn server that leaves signals to us, so that a drain can run before it stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _uvicorn(app: object, host: str, port: int, log_level: str, security: SecurityConfig, own_signals: bool) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        ssl_certfile=str(security.tls_cert) if security.tls else None,
+        ssl_keyfile=str(security.tls_key) if security.tls else None,
+        timeout_graceful_shutdown=5,
+    )
+    return _Uvicorn(config) if own_signals else uvicorn.Server(config)
+
+
 async def run_server(config: ServerConfig, create_gateway: AppFactory | None, log_level: str = "warning") -> None:
-    """Load the model, serve gRPC (and the gateway beside it) until SIGINT/SIGTERM."""
+    """Load the model, serve gRPC (and the gateway beside it) until SIGINT/SIGTERM, then drain."""
     # Imported here so that a gateway-only process never loads torch or the engine.
     from vocalis.server.engine import Engine
     from vocalis.server.grpc_server import start_grpc_server
+    from vocalis.server.voice_catalog import build_voice_catalog
+    from vocalis.server.warmup import warm_up
     from vocalis.stages.models.registry import load_model
 
-    model = await asyncio.to_thread(
-        load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules
-    )
+    model = await asyncio.to_thread(load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules)
     engine = Engine([model], config.limits.max_queued_requests, config.retry_after_s)
-    grpc_server = await start_grpc_server(engine, config)
-    print(f"vocalis: model {model.name} on gRPC port {grpc_server.port}", file=sys.stderr, flush=True)
+    catalog = build_voice_catalog(engine, config.voices)
+    grpc_server = await start_grpc_server(engine, config, catalog)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    http = None
     try:
+        await warm_up(engine)
+        await grpc_server.ready()
+        print(f"vocalis: model {model.name} on gRPC port {grpc_server.port}", file=sys.stderr, flush=True)
         if config.http_port and create_gateway is not None:
-            http = _uvicorn(create_gateway(f"127.0.0.1:{grpc_server.port}"), config.http_host, config.http_port, log_level)
-            print(f"vocalis: HTTP gateway on http://{config.http_host}:{config.http_port}", file=sys.stderr, flush=True)
-            await http.serve()  # returns on SIGINT/SIGTERM
+            tls_root = config.security.tls_cert.read_bytes() if config.security.tls else None  # type: ignore[union-attr]
+            app = create_gateway(f"localhost:{grpc_server.port}", tls_root=tls_root)
+            http = _uvicorn(app, config.http_host, config.http_port, log_level, config.security, own_signals=True)
+            serving = asyncio.create_task(http.serve())
+            scheme = "https" if config.security.tls else "http"
+            print(f"vocalis: HTTP gateway on {scheme}://{config.http_host}:{config.http_port}", file=sys.stderr, flush=True)
+            await asyncio.wait([serving, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         else:
-            await grpc_server.server.wait_for_termination()
+            await stop.wait()
+        finished = await grpc_server.drain(config.drain_grace_s)
+        if not finished:
+            log.warning("drain: %d sessions still running after %.0f s; stopping them", grpc_server.lifecycle.in_flight, config.drain_grace_s)
     finally:
-        await grpc_server.stop(grace=5)
+        if http is not None:
+            http.should_exit = True
+            await asyncio.sleep(0.1)
+        await grpc_server.server.stop(grace=1)
         engine.close()
 
 
-async def run_gateway(create_gateway: AppFactory, upstream: str, host: str, port: int, log_level: str = "warning") -> None:
-    await _uvicorn(create_gateway(upstream), host, port, log_level).serve()
+async def run_gateway(
+    create_gateway: AppFactory, upstream: str, host: str, port: int, log_level: str = "warning", security: SecurityConfig | None = None
+) -> None:
+    await _uvicorn(create_gateway(upstream), host, port, log_level, security or SecurityConfig(), own_signals=False).serve()

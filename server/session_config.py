@@ -17,7 +17,7 @@ from vocalis.server.config import Limits
 from vocalis.server.errors import from_request_error, invalid_argument
 from vocalis.stages.errors import RequestError
 from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import RequestParams
+from vocalis.stages.request import ReferenceAudio, RequestParams
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 
 ENCODINGS = {
@@ -60,8 +60,14 @@ def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
     return values
 
 
-def resolve(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits) -> ResolvedSession:
-    """Validate `config` for `model`; raises StatusError naming the field at fault."""
+def resolve(
+    config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits, reference: ReferenceAudio | None = None
+) -> ResolvedSession:
+    """Validate `config` for `model`; raises StatusError naming the field at fault.
+
+    `reference` is the voice to clone (from ref_audio or a stored voice), already resolved
+    by the ReferenceResolver; with it, `voice` names that stored voice, not a preset.
+    """
     fields = set_fields(config)
     caps = model.capabilities
     unsupported = sorted(set(fields) - UNIVERSAL_FIELDS - caps.accepted_fields)
@@ -98,12 +104,13 @@ def resolve(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: L
     except ValueError as error:
         raise invalid_argument("sample_rate", "UNSUPPORTED_SAMPLE_RATE", f"sample_rate: {error}") from error
     try:
-        voice = model.adapter.resolve_voice(config.voice)
-        stage_input = model.adapter.stage_input(
-            RequestParams(model=model.name, voice=voice, fields={k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS})
-        )
+        cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
+        preset = "" if cloned else model.adapter.resolve_voice(config.voice)
+        params = {k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS and k != "ref_audio"}
+        stage_input = model.adapter.stage_input(RequestParams(model=model.name, voice=preset, fields=params, reference=reference))
     except RequestError as error:
         raise from_request_error(error) from error
+    voice = reference.name if cloned and reference and reference.name else preset
     return ResolvedSession(
         model=model,
         voice=voice,

@@ -1,28 +1,44 @@
 """The Synthesizer service: one bidirectional session from config to SessionDone.
 
 A session has two halves that run concurrently. The reader takes the client's
-messages as they come (text, flush, clear, half-close) and turns them into a
-queue of utterances; the writer synthesizes the queued utterances in order and
-streams their audio back. Because the reader never waits for the writer, a Clear
-interrupts the utterance being spoken and text keeps arriving during synthesis.
+messages as they come (text, flush, clear, half-close). Text goes through the
+session's SentenceSplitter, and every unit it completes joins the session's plan
+at once and is submitted to the engine while the units before it are still being
+spoken (up to Limits.max_units_in_flight per session), so there is no gap between
+sentences and text for sentence N+1 is accepted while sentence N is synthesized.
+The writer walks the plan in order: each unit's audio as it comes, then its
+UtteranceDone; flush and clear marks become FlushDone and Cleared at their place
+in the audio. Because the reader never waits for the writer, a Clear interrupts
+the unit being spoken at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
 
 from vocalis.server import session_config
-from vocalis.server.audio_encoding import MEDIA_TYPES
+from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, abort, invalid_argument
+from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.sentence_splitter import (
+    DEFAULT_IDLE_FLUSH_S,
+    DEFAULT_MAX_UNIT_CHARS,
+    Granularity,
+    SentenceSplitter,
+    TextUnit,
+)
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 from vocalis.tts.v1 import synthesizer_pb2_grpc
 
@@ -33,28 +49,85 @@ FILE_CHUNK_BYTES = 1024 * 1024
 
 @dataclass
 class Utterance:
-    text: str
-    start: int
-    """Offset of the text in the session's input, in characters."""
+    """One unit of the session's text on its way through the engine."""
+
+    unit: TextUnit
     flush_id: str = ""
+    """Id of the flush that completed the unit, if one did."""
+    job: UtteranceJob | None = None
+    """Set once the engine admitted the unit."""
+    refused: StatusError | None = None
+    """Why the engine refused it when the session had nothing else in flight."""
+    tentative: bool = False
+    """A guess: the text so far ends with what looks like a sentence end, and only the next text can
+    confirm it ("Hello." followed by " Next" or by "com"). It is synthesized meanwhile, and spoken
+    only once confirmed; a contradicted guess is aborted."""
+
+    @property
+    def text(self) -> str:
+        return self.unit.text
 
 
-class _ClearMarker:
-    """Placed in the utterance queue where a Clear happened."""
+@dataclass
+class _FlushMark:
+    """Where a Flush's FlushDone goes: after the audio of every unit before it."""
+
+    flush_id: str
 
 
-class _EndMarker:
-    """Placed in the utterance queue after the last utterance."""
+class _ClearMark:
+    """Where a Clear happened."""
 
 
-_CLEARED = _ClearMarker()
-_END = _EndMarker()
+class _EndMark:
+    """After the last unit."""
+
+
+_CLEARED = _ClearMark()
+_END = _EndMark()
+PlanEntry = Utterance | _FlushMark | _ClearMark | _EndMark | StatusError
+
+GRANULARITIES = {
+    pb.SPLIT_GRANULARITY_UNSPECIFIED: Granularity.AUTO,
+    pb.SPLIT_GRANULARITY_AUTO: Granularity.AUTO,
+    pb.SPLIT_GRANULARITY_SENTENCE: Granularity.SENTENCE,
+    pb.SPLIT_GRANULARITY_CLAUSE: Granularity.CLAUSE,
+    pb.SPLIT_GRANULARITY_NONE: Granularity.NONE,
+}
+MIN_UNIT_CHARS = 20
+MAX_IDLE_FLUSH_MS = 600_000
+
+
+def text_splitter(config: pb.SessionConfig) -> SentenceSplitter:
+    """The session's splitter from `config.text_splitting`; INVALID_ARGUMENT naming the field at fault."""
+    splitting = config.text_splitting
+    if splitting.granularity not in GRANULARITIES:
+        raise invalid_argument(
+            "text_splitting.granularity", "INVALID_VALUE", f"unknown split granularity {splitting.granularity}"
+        )
+    max_unit_chars = splitting.max_unit_chars if splitting.HasField("max_unit_chars") else DEFAULT_MAX_UNIT_CHARS
+    if max_unit_chars < MIN_UNIT_CHARS:
+        raise invalid_argument(
+            "text_splitting.max_unit_chars",
+            "OUT_OF_RANGE",
+            f"text_splitting.max_unit_chars must be at least {MIN_UNIT_CHARS}, got {max_unit_chars}",
+        )
+    idle_flush_ms = splitting.idle_flush_ms if splitting.HasField("idle_flush_ms") else round(DEFAULT_IDLE_FLUSH_S * 1000)
+    if not 0 <= idle_flush_ms <= MAX_IDLE_FLUSH_MS:
+        raise invalid_argument(
+            "text_splitting.idle_flush_ms",
+            "OUT_OF_RANGE",
+            f"text_splitting.idle_flush_ms must be from 0 (off) to {MAX_IDLE_FLUSH_MS}, got {idle_flush_ms}",
+        )
+    return SentenceSplitter(GRANULARITIES[splitting.granularity], max_unit_chars, idle_flush_ms / 1000 or None)
 
 
 class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
-    def __init__(self, engine: Engine, limits: Limits) -> None:
+    def __init__(self, engine: Engine, limits: Limits, references: ReferenceResolver | None = None) -> None:
         self.engine = engine
         self.limits = limits
+        self.references = references
+        """Resolves ref_audio and stored voices into the voice to clone (None: presets only)."""
 
     async def Synthesize(
         self, request_iterator: AsyncIterator[pb.SynthesizeRequest], context: grpc.aio.ServicerContext
@@ -70,8 +143,9 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
             return
         yield pb.SynthesizeResponse(session_started=session.started())
         try:
-            async for response in session.run(request_iterator):
-                yield response
+            async with contextlib.aclosing(session.run(request_iterator)) as responses:
+                async for response in responses:
+                    yield response
         except StatusError as error:
             await abort(context, error)
         except SynthesisFailed as error:
@@ -105,26 +179,46 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
                 "CONFIG_REQUIRED",
             )
         config = first.config
+        splitter = text_splitter(config)
+        model_config = pb.SessionConfig()
+        model_config.CopyFrom(config)
+        model_config.ClearField("text_splitting")  # the server's business, not the model's: every model takes it
         model = self.engine.model(config.model)
-        resolved = session_config.resolve(config, model, self.limits)
-        return Session(self.engine, self.limits, resolved, config.request_id or f"tts-{uuid.uuid4().hex}")
+        reference = await self.references.resolve(model_config, model) if self.references else None
+        resolved = session_config.resolve(model_config, model, self.limits, reference)
+        request_id = config.request_id or f"tts-{uuid.uuid4().hex}"
+        return Session(self.engine, self.limits, resolved, splitter, request_id, config.delivery)
 
 
 class Session:
-    """State of one open Synthesize call."""
+    """State of one open Synthesize call: the splitter, the plan of units and marks, and the audio written so far."""
 
-    def __init__(self, engine: Engine, limits: Limits, resolved: session_config.ResolvedSession, request_id: str) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        limits: Limits,
+        resolved: session_config.ResolvedSession,
+        splitter: SentenceSplitter,
+        request_id: str,
+        delivery: pb.AudioDelivery = pb.AUDIO_DELIVERY_STREAM,
+    ) -> None:
         self.engine = engine
         self.limits = limits
         self.resolved = resolved
         self.request_id = request_id
         self.encoder = resolved.encoder
-        self.buffer = ""
-        self.buffer_start = 0
+        self.file_per_utterance = delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
+        """Each utterance is encoded as a file of its own, not fed to the session's encoder."""
+        self.samples_written = 0
+        self.splitter = splitter
+        self.plan: deque[PlanEntry] = deque()
+        """What the writer has still to do, in order; units at its head are in the engine."""
+        self.guess: Utterance | None = None
+        """The tentative unit at the end of the plan, if any."""
+        self._plan_changed = asyncio.Event()
+        self._idle_timer: asyncio.TimerHandle | None = None
         self.input_chars = 0
         self.has_text = False
-        self.queue: asyncio.Queue[Utterance | _ClearMarker | _EndMarker | StatusError] = asyncio.Queue()
-        self.current: UtteranceJob | None = None
         self.utterance_index = 0
         self.session_samples = 0
         self.usage = pb.Usage()
@@ -151,8 +245,8 @@ class Session:
                 yield response
         finally:
             reader.cancel()
-            if self.current is not None:
-                self.current.abort()
+            self._stop_idle_timer()
+            self._abort_units()
 
     # -- the reader half -------------------------------------------------------------
 
@@ -163,7 +257,7 @@ class Session:
                 if kind == "text":
                     self._append(request.text.text)
                 elif kind == "flush":
-                    self._enqueue_buffer(request.flush.flush_id)
+                    self._flush(request.flush.flush_id)
                 elif kind == "clear":
                     self._clear()
                 else:
@@ -174,11 +268,15 @@ class Session:
                     )
             if not self.has_text:
                 raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
-            self._enqueue_buffer("")
-            self.queue.put_nowait(_END)
+            self._flush(None)
+            self._push(_END)
         except StatusError as error:
-            self._drop_pending()
-            self.queue.put_nowait(error)
+            self._fail(error)
+        except Exception:  # noqa: BLE001 - the writer must learn of it, or it would wait forever
+            log.exception("reading session %s failed", self.request_id)
+            self._fail(StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {self.request_id}", "INTERNAL"))
+        finally:
+            self._stop_idle_timer()
 
     def _append(self, text: str) -> None:
         self.input_chars += len(text)
@@ -188,103 +286,234 @@ class Session:
                 "INPUT_TOO_LONG",
                 f"input is longer than {self.limits.max_input_chars} characters; split it over several sessions",
             )
-        if len(self.buffer) + len(text) > self.limits.max_buffered_chars:
+        if self._buffered_chars() + len(text) > self.limits.max_buffered_chars:
             raise invalid_argument(
                 "text",
                 "BUFFER_FULL",
                 f"more than {self.limits.max_buffered_chars} characters buffered; send a flush to synthesize them",
             )
-        self.buffer += text
         self.has_text = self.has_text or bool(text.strip())
+        self._take_units(self.splitter.feed(text, time.monotonic()), "")
+        self._arm_idle_timer()
 
-    def _enqueue_buffer(self, flush_id: str) -> None:
-        if self.buffer.strip() or flush_id:
-            self.queue.put_nowait(Utterance(self.buffer, self.buffer_start, flush_id))
-        self.buffer_start += len(self.buffer)
-        self.buffer = ""
+    def _buffered_chars(self) -> int:
+        """Text received and not yet in the engine: the splitter's buffer and the units waiting their turn."""
+        waiting = sum(len(e.text) for e in self.plan if isinstance(e, Utterance) and e.job is None and not e.tentative)
+        return len(self.splitter.buffered) + waiting
+
+    def _flush(self, flush_id: str | None) -> None:
+        """Plan all buffered text now; with a flush id (a Flush message), answer it with FlushDone after its audio."""
+        self._stop_idle_timer()
+        self._take_units(self.splitter.flush(), flush_id or "", final=True)
+        if flush_id is not None:
+            self._push(_FlushMark(flush_id))
 
     def _clear(self) -> None:
-        self.buffer_start += len(self.buffer)
-        self.buffer = ""
-        self._drop_pending()
-        self.queue.put_nowait(_CLEARED)
+        """Drop buffered text and every unit not yet spoken; keep the marks, so every Flush still gets its FlushDone."""
+        self._stop_idle_timer()
+        self.splitter.clear()
+        marks = [entry for entry in self.plan if not isinstance(entry, Utterance)]
+        self._abort_units()
+        self.plan.clear()
+        self.plan.extend(marks)
+        self.guess = None
+        self._push(_CLEARED)
 
-    def _drop_pending(self) -> None:
-        while not self.queue.empty():
-            self.queue.get_nowait()
-        if self.current is not None:
-            self.current.abort()
+    def _fail(self, error: StatusError) -> None:
+        self._abort_units()
+        self.plan.clear()
+        self.guess = None
+        self._push(error)
+
+    def _take_units(self, units: list[TextUnit], flush_id: str, final: bool = False) -> None:
+        """Plan the units the splitter completed, settling the guess first; then guess the next one (unless final)."""
+        guess = self.guess
+        if guess is not None:
+            if units and units[0] == guess.unit:
+                guess.tentative, guess.flush_id, guess.refused = False, flush_id, None  # right: it goes on as it is
+                units = units[1:]
+                self.guess = None
+            elif units or final or self.splitter.tentative() != guess.unit:
+                self._drop_guess()
+        for unit in units:
+            self.plan.append(Utterance(unit, flush_id))
+        if self.guess is None and not final and (unit := self.splitter.tentative()) is not None:
+            self.guess = Utterance(unit, tentative=True)
+            self.plan.append(self.guess)
+        self._submit_ahead()
+        self._plan_changed.set()
+
+    def _drop_guess(self) -> None:
+        guess, self.guess = self.guess, None
+        if guess is not None:
+            if guess.job is not None:
+                guess.job.abort()
+            self.plan.remove(guess)
+
+    def _push(self, entry: PlanEntry) -> None:
+        self.plan.append(entry)
+        self._plan_changed.set()
+
+    def _submit_ahead(self) -> None:
+        """Admit planned units into the engine, in order, while the session has fewer than max_units_in_flight there."""
+        in_flight = sum(1 for e in self.plan if isinstance(e, Utterance) and e.job is not None)
+        for entry in self.plan:
+            if not isinstance(entry, Utterance) or entry.job is not None:
+                continue
+            if entry.refused is not None or in_flight >= self.limits.max_units_in_flight:
+                return
+            try:
+                entry.job = self.engine.submit(self.resolved.model, entry.text, self.resolved.stage_input, self.request_id)
+            except StatusError as error:
+                if in_flight == 0:
+                    entry.refused = error  # nothing of ours to wait for: the engine is full of other work
+                return  # otherwise try again when one of ours is done
+            in_flight += 1
+
+    def _abort_units(self) -> None:
+        for entry in self.plan:
+            if isinstance(entry, Utterance) and entry.job is not None:
+                entry.job.abort()
+
+    def _arm_idle_timer(self) -> None:
+        self._stop_idle_timer()
+        deadline = self.splitter.idle_deadline()
+        if deadline is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(max(0.0, deadline - time.monotonic()), self._idle_flush)
+
+    def _stop_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_flush(self) -> None:
+        self._idle_timer = None
+        units = self.splitter.poll(time.monotonic())
+        if units:
+            self._take_units(units, "", final=True)
+        else:
+            self._arm_idle_timer()  # woken a little early, or new text moved the deadline
 
     # -- the writer half -------------------------------------------------------------
 
     async def _write(self) -> AsyncIterator[pb.SynthesizeResponse]:
         while True:
-            item = await self.queue.get()
-            if isinstance(item, StatusError):
-                raise item
-            if item is _CLEARED:
+            entry = await self._head()
+            if isinstance(entry, StatusError):
+                raise entry
+            if entry is _END:
+                break
+            if isinstance(entry, _FlushMark):
+                self._pop(entry)
+                yield pb.SynthesizeResponse(flush_done=pb.FlushDone(flush_id=entry.flush_id))
+                continue
+            if entry is _CLEARED:
+                self._pop(entry)
                 yield pb.SynthesizeResponse(cleared=pb.Cleared())
                 continue
-            if item is _END:
-                break
-            assert isinstance(item, Utterance)
-            async for response in self._speak(item):
+            assert isinstance(entry, Utterance)
+            if entry.tentative:
+                self._plan_changed.clear()
+                await self._plan_changed.wait()  # until the next text confirms or drops it
+                continue
+            if entry.job is None:
+                self._submit_ahead()  # at the head, nothing of ours is in flight: admitted now, or refused
+            if entry.refused is not None:
+                raise entry.refused
+            assert entry.job is not None
+            async for response in self._speak(entry, entry.job):
                 yield response
-        data, samples = self.encoder.finish()
-        if self.encoder.streams_incrementally:
-            offset = self.encoder.samples_out - samples  # the resampler's tail
-        else:
-            offset, samples = 0, self.encoder.samples_out  # the whole file
-        for response in self._audio_messages(data, offset, samples, max(self.utterance_index - 1, 0), 0, ""):
-            yield response
+            self._pop(entry)
+            self._submit_ahead()
+        if not self.file_per_utterance:
+            data, samples = self.encoder.finish()
+            if self.encoder.streams_incrementally:
+                offset = self.encoder.samples_out - samples  # the resampler's tail
+            else:
+                offset, samples = 0, self.encoder.samples_out  # the whole file
+            for response in self._audio_messages(data, offset, samples, max(self.utterance_index - 1, 0), 0, ""):
+                yield response
+            self.samples_written = self.encoder.samples_out
         yield pb.SynthesizeResponse(
             session_done=pb.SessionDone(
                 utterance_count=self.utterance_index,
-                num_samples=self.encoder.samples_out,
-                audio_seconds=self.encoder.samples_out / self.encoder.rate,
+                num_samples=self.samples_written,
+                audio_seconds=self.samples_written / self.encoder.rate,
                 usage=self.usage,
             )
         )
 
-    async def _speak(self, utterance: Utterance) -> AsyncIterator[pb.SynthesizeResponse]:
-        if utterance.text.strip():
-            index = self.utterance_index
-            self.utterance_index += 1
-            job = self.engine.submit(self.resolved.model, utterance.text, self.resolved.stage_input, self.request_id)
-            self.current = job
-            chunk_index = 0
-            first_offset = self.encoder.samples_out
-            try:
-                async for samples in job.audio():
-                    data, count = self.encoder.feed(samples)
-                    offset = self.encoder.samples_out - count
-                    for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
-                        chunk_index += 1
-                        yield response
-            finally:
-                self.current = None
-            if job.request.error is not None:
-                raise job.request.error
-            if job.aborted:
-                return  # cleared: no UtteranceDone for audio nobody will hear
-            stats = job.stats()
-            audio_seconds = stats.samples / self.resolved.model.capabilities.sample_rate
-            self.usage.output_tokens += stats.output_tokens
-            self.usage.input_tokens += len(utterance.text)
-            yield pb.SynthesizeResponse(
-                utterance_done=pb.UtteranceDone(
-                    utterance_index=index,
-                    num_samples=self.encoder.samples_out - first_offset,
-                    audio_seconds=audio_seconds,
-                    time_to_first_audio_seconds=stats.time_to_first_audio_s,
-                    real_time_factor=stats.synthesis_s / audio_seconds if audio_seconds else 0.0,
-                    usage=pb.Usage(input_tokens=len(utterance.text), output_tokens=stats.output_tokens),
-                    text_span=_span(utterance),
-                    flush_id=utterance.flush_id,
-                )
+    async def _head(self) -> PlanEntry:
+        while not self.plan:
+            self._plan_changed.clear()
+            await self._plan_changed.wait()
+        return self.plan[0]
+
+    def _pop(self, entry: PlanEntry) -> None:
+        """Done with `entry`, unless a Clear or a failure has already removed it."""
+        if self.plan and self.plan[0] is entry:
+            self.plan.popleft()
+
+    async def _speak(self, utterance: Utterance, job: UtteranceJob) -> AsyncIterator[pb.SynthesizeResponse]:
+        index: int | None = None
+        chunk_index = 0
+        first_offset = self.encoder.samples_out
+        own_file = (
+            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False)
+            if self.file_per_utterance
+            else None
+        )
+        held = bytearray()
+        """The utterance's own file so far (PCM gives bytes at once; other encodings at finish)."""
+        async with contextlib.aclosing(job.audio()) as audio:
+            async for samples in audio:
+                if job.aborted:
+                    break  # cleared: not one more chunk of it
+                if index is None:
+                    index = self._next_index()
+                if own_file is not None:
+                    held += own_file.feed(samples)[0]
+                    continue
+                data, count = self.encoder.feed(samples)
+                offset = self.encoder.samples_out - count
+                for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
+                    chunk_index += 1
+                    yield response
+        if job.aborted:
+            return  # cleared: no UtteranceDone for audio nobody will hear
+        if job.request.error is not None:
+            raise job.request.error
+        if index is None:
+            index = self._next_index()
+        num_samples = self.encoder.samples_out - first_offset
+        if own_file is not None:
+            held += own_file.finish()[0]
+            num_samples = own_file.samples_out
+            data = bytes(held)
+            for response in self._audio_messages(data, self.samples_written, num_samples, index, 0, utterance.flush_id, utterance):
+                yield response
+            self.samples_written += num_samples
+        stats = job.stats()
+        audio_seconds = stats.samples / self.resolved.model.capabilities.sample_rate
+        self.usage.output_tokens += stats.output_tokens
+        self.usage.input_tokens += len(utterance.text)
+        yield pb.SynthesizeResponse(
+            utterance_done=pb.UtteranceDone(
+                utterance_index=index,
+                num_samples=num_samples,
+                audio_seconds=audio_seconds,
+                time_to_first_audio_seconds=stats.time_to_first_audio_s,
+                real_time_factor=stats.synthesis_s / audio_seconds if audio_seconds else 0.0,
+                usage=pb.Usage(input_tokens=len(utterance.text), output_tokens=stats.output_tokens),
+                text_span=_span(utterance),
+                flush_id=utterance.flush_id,
             )
-        if utterance.flush_id:
-            yield pb.SynthesizeResponse(flush_done=pb.FlushDone(flush_id=utterance.flush_id))
+        )
+
+    def _next_index(self) -> int:
+        index = self.utterance_index
+        self.utterance_index += 1
+        return index
 
     def _audio_messages(
         self,
@@ -315,4 +544,4 @@ class Session:
 
 
 def _span(utterance: Utterance) -> pb.TextSpan:
-    return pb.TextSpan(start=utterance.start, end=utterance.start + len(utterance.text))
+    return pb.TextSpan(start=utterance.unit.start, end=utterance.unit.end)

@@ -49,6 +49,15 @@ class AutoregressiveModel(Protocol):
         ...
 
 
+class StatefulAutoregressiveModel(AutoregressiveModel, Protocol):
+    """A model whose sequences carry state of their own (text still to be fed in, a per-request
+    sampler of a sub-model, a step count): `new_state(request)` makes it when the request joins, the
+    stage keeps it with the sequence, and passes the batch's states to `sample_frames` and
+    `frame_embeds` as a last argument, in batch order. Define `new_state` to opt in."""
+
+    def new_state(self, request: SynthesisRequest) -> object: ...
+
+
 class AutoregressiveStage:
     def __init__(
         self,
@@ -67,6 +76,7 @@ class AutoregressiveStage:
         self._ids = itertools.count()
         self._batch: list[SynthesisRequest] = []
         self.steps = 0
+        self._stateful = callable(getattr(model, "new_state", None))
 
     # -- the Stage protocol -------------------------------------------------------------
 
@@ -75,7 +85,8 @@ class AutoregressiveStage:
         prompt = self.model.prompt_embeds(request)
         params = self.model.sampling(request)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request)
-        seq.data.update(prompt=prompt, sampler=SamplerState(params), frames=[], next_embed=None)
+        state = self.model.new_state(request) if self._stateful else None  # type: ignore[attr-defined]
+        seq.data.update(prompt=prompt, sampler=SamplerState(params), frames=[], next_embed=None, state=state)
         self.scheduler.add(seq)
         self._sequences[id(request)] = seq
 
@@ -84,6 +95,9 @@ class AutoregressiveStage:
 
     def batch_requests(self) -> list[SynthesisRequest]:
         return list(self._batch)
+
+    def active_requests(self) -> list[SynthesisRequest]:
+        return [seq.request for seq in self._sequences.values()]
 
     def drop(self, request: SynthesisRequest) -> None:
         seq = self._sequences.pop(id(request), None)
@@ -126,7 +140,8 @@ class AutoregressiveStage:
         seqs = [chunks[i].seq for i in ready]
         last_hidden = hidden[torch.tensor([ends[i] - 1 for i in ready])]
         histories = [_history(seq) for seq in seqs]
-        frames = self.model.sample_frames(last_hidden, [seq.data["sampler"] for seq in seqs], histories)
+        states = ([seq.data["state"] for seq in seqs],) if self._stateful else ()
+        frames = self.model.sample_frames(last_hidden, [seq.data["sampler"] for seq in seqs], histories, *states)
         eos = self.model.is_eos(frames).tolist()
         outputs = []
         continuing = []
@@ -148,7 +163,8 @@ class AutoregressiveStage:
                 continuing.append((row, seq))
         if continuing:
             rows = torch.tensor([row for row, _ in continuing])
-            next_embeds = self.model.frame_embeds(frames[rows])
+            states = ([seq.data["state"] for _, seq in continuing],) if self._stateful else ()
+            next_embeds = self.model.frame_embeds(frames[rows], *states)
             for i, (_, seq) in enumerate(continuing):
                 seq.data["next_embed"] = next_embeds[i : i + 1]
         return outputs

@@ -58,6 +58,10 @@ class ChunkStage:
         stream = self._streams.get(id(item.request))
         if stream is None:
             stream = self._streams[id(item.request)] = _Stream(item.request, first_chunk_frames=_first_chunk(item.request))
+            context = _context_frames(item.request)
+            if context is not None and len(context):
+                stream.frames.append(context)
+                stream.available = stream.emitted = len(context)
         if item.payload is not None and len(item.payload):
             stream.frames.append(item.payload)
             stream.available += len(item.payload)
@@ -68,6 +72,9 @@ class ChunkStage:
 
     def batch_requests(self) -> list[SynthesisRequest]:
         return list(self._batch)
+
+    def active_requests(self) -> list[SynthesisRequest]:
+        return [stream.request for stream in self._streams.values()]
 
     def drop(self, request: SynthesisRequest) -> None:
         self._streams.pop(id(request), None)
@@ -128,3 +135,9 @@ class ChunkStage:
 
 def _first_chunk(request: SynthesisRequest) -> Any:
     return getattr(request.stage_input, "initial_codec_chunk_frames", None)
+
+
+def _context_frames(request: SynthesisRequest) -> torch.Tensor | None:
+    """Frames [C, K] that precede the request's own (a cloned voice's reference codes): they reach the
+    decoder as left context of the first chunks but their samples are never emitted."""
+    return getattr(request.stage_input, "codec_context_frames", None)

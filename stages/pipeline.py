@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stage import Stage, StageItem
 from vocalis.stages.worker import StageWorker
@@ -21,6 +23,15 @@ class Pipeline:
             self.workers.insert(0, next_worker)
         for worker in self.workers:
             worker.start()
+
+    def observe(self, observer: Callable[[str, int], None]) -> None:
+        """Call `observer(stage_name, batch_size)` after every step of every stage."""
+        for worker in self.workers:
+            worker.observer = observer
+
+    def running(self) -> dict[str, int]:
+        """Requests each stage holds now (running sequences, streams being decoded, utterances)."""
+        return {stage.name: len(stage.active_requests()) for stage in self.stages}
 
     def submit(self, request: SynthesisRequest) -> None:
         self.workers[0].put([StageItem(request)])

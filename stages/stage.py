@@ -45,6 +45,10 @@ class Stage(Protocol):
         """The requests of the step in progress (those to fail when step() raises)."""
         ...
 
+    def active_requests(self) -> list[SynthesisRequest]:
+        """Every request the stage holds (for metrics)."""
+        ...
+
     def drop(self, request: SynthesisRequest) -> None:
         """Forget `request` and free what it holds (cache slot, buffers)."""
         ...

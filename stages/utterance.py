@@ -40,6 +40,9 @@ class UtteranceStage:
     def batch_requests(self) -> list[SynthesisRequest]:
         return list(self._batch)
 
+    def active_requests(self) -> list[SynthesisRequest]:
+        return [*self._waiting.values(), *(request for request, _ in self._active.values())]
+
     def drop(self, request: SynthesisRequest) -> None:
         self._waiting.pop(id(request), None)
         entry = self._active.pop(id(request), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -29,6 +29,8 @@ class StageWorker:
     def __init__(self, stage: Stage, next_worker: StageWorker | None = None) -> None:
         self.stage = stage
         self.next = next_worker
+        self.observer: Callable[[str, int], None] | None = None
+        """Called after every step with the stage name and the step's batch size (metrics)."""
         self.inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name=f"stage-{stage.name}", daemon=True)
 
@@ -78,6 +80,8 @@ class StageWorker:
             log.exception("stage %s failed a step", self.stage.name)
             self._fail(self.stage.batch_requests(), exc)
             return
+        if self.observer is not None:
+            self.observer(self.stage.name, len(self.stage.batch_requests()))
         for item in outputs:
             item.request.mark_stage_output(self.stage.name)
         if self.next is not None:

@@ -50,12 +50,13 @@ class RunningServer:
             self.process.wait()
 
 
-def start_server(log_dir: Path, *args: str, timeout: float = 60.0) -> RunningServer:
+def start_server(log_dir: Path, *args: str, timeout: float = 60.0, tls_root: bytes | None = None) -> RunningServer:
     grpc_port, http_port = free_port(), free_port()
     log_path = log_dir / f"server-{grpc_port}.log"
     command = [
         sys.executable, "-m", "vocalis.server", "serve",
-        "--grpc-address", f"127.0.0.1:{grpc_port}", "--host", "127.0.0.1", "--port", str(http_port), *args,
+        "--grpc-address", f"127.0.0.1:{grpc_port}", "--host", "127.0.0.1", "--port", str(http_port),
+        *(() if "--voice-dir" in args else ("--voice-dir", str(log_dir / f"voices-{grpc_port}"))), *args,
     ]
     log = log_path.open("wb")
     process = subprocess.Popen(
@@ -63,7 +64,12 @@ def start_server(log_dir: Path, *args: str, timeout: float = 60.0) -> RunningSer
     )
     server = RunningServer(process, grpc_port, http_port, log_path)
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(server.grpc_target) as channel:
+    channel = (
+        grpc.secure_channel(server.grpc_target, grpc.ssl_channel_credentials(tls_root))
+        if tls_root
+        else grpc.insecure_channel(server.grpc_target)
+    )
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if not server.alive():
@@ -72,7 +78,8 @@ def start_server(log_dir: Path, *args: str, timeout: float = 60.0) -> RunningSer
                 if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
                     break
             except grpc.RpcError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         else:
             server.stop()
             raise RuntimeError(f"server did not become ready: {log_path.read_text()}")

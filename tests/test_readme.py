@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -24,7 +25,12 @@ def run_example(name: str, server, cwd: Path) -> subprocess.CompletedProcess:
     lang, code = examples()[name]
     code = code.replace("localhost:8091", f"127.0.0.1:{server.http_port}").replace("localhost:50051", server.grpc_target)
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    env = {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ["PATH"],
+        "VOCALIS_SERVER": server.grpc_target,
+        "VOCALIS_HTTP_URL": server.http_url,
+    }
     if lang == "bash":
         code = code.replace("vocalis say ", f"vocalis say --server {server.grpc_target} ")
         command = ["bash", "-euo", "pipefail", "-c", code]
@@ -36,7 +42,7 @@ def run_example(name: str, server, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_readme_has_the_examples():
-    assert set(examples()) == {"curl", "curl-stream", "httpx-sse", "openai", "grpcurl", "say"}
+    assert set(examples()) == {"curl", "curl-stream", "httpx-sse", "openai", "grpcurl", "say", "client", "bench"}
 
 
 def test_the_two_commands_are_there():
@@ -85,3 +91,19 @@ def test_say(server, tmp_path):
         samples, rate = sf.read(tmp_path / name)
         assert rate == 22050
         assert_speech(samples, rate)
+
+
+def test_client(server, tmp_path):
+    run_example("client", server, tmp_path)
+    samples, rate = sf.read(tmp_path / "client.wav")
+    assert rate == 22050
+    assert_speech(samples, rate)
+    assert len((tmp_path / "session.pcm").read_bytes()) / 2 / 22050 > 1.0
+
+
+def test_bench(server, tmp_path):
+    out = run_example("bench", server, tmp_path).stdout
+    assert "en_US-joe-medium\tpreset" in out
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert [level["ok"] for level in report["levels"]] == [4, 4]
+    assert (tmp_path / "bench.md").read_text() in out

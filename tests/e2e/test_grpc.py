@@ -77,12 +77,14 @@ def test_session_messages_in_order(client):
     result = client.synthesize(config(encoding=audio_pb2.AUDIO_ENCODING_PCM), "One sentence. And another one.")
     assert result.started.sample_rate == 22050 and result.started.media_type == "audio/pcm"
     assert result.started.voice == "en_US-joe-medium" and result.started.request_id
-    (utterance,) = result.utterances
-    assert utterance.num_samples == len(result.audio) // 2 == result.done.num_samples
-    assert 0 < utterance.real_time_factor < 1
-    assert 0 < utterance.time_to_first_audio_seconds < 5
-    assert result.done.utterance_count == 1
-    assert utterance.text_span.end == len("One sentence. And another one.")
+    # One utterance per sentence (the session's text is cut into units and pipelined).
+    first, second = result.utterances
+    assert first.num_samples + second.num_samples == len(result.audio) // 2 == result.done.num_samples
+    for utterance in (first, second):
+        assert 0 < utterance.real_time_factor < 1
+        assert 0 < utterance.time_to_first_audio_seconds < 5
+    assert result.done.utterance_count == 2
+    assert [(u.text_span.start, u.text_span.end) for u in result.utterances] == [(0, 13), (14, 30)]
 
 
 def test_first_audio_before_last_sentence_is_synthesized(client):

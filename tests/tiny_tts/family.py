@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors.torch import load_file
 
 from tests.tiny_tts.config import MODEL_TYPE, TinyConfig
-from tests.tiny_tts.modules import TinyCodecDecoder, TinyTalker
+from tests.tiny_tts.modules import SPEAKER_DIM, TinyCodecDecoder, TinyTalker
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.chunk_stage import ChunkStage
@@ -23,7 +24,7 @@ from vocalis.stages.family import ModelFamily
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.model import Capabilities, LoadedModel
 from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.request import RequestParams, SynthesisRequest
+from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
@@ -36,6 +37,21 @@ POISON = "\a"
 class TinyInput:
     sampling: SamplingParams
     initial_codec_chunk_frames: int | None = None
+    speaker: torch.Tensor | None = None
+    """[SPEAKER_DIM] embedding of the voice to clone, if any."""
+    ref_text: str = ""
+
+
+def speaker_embedding(reference: ReferenceAudio) -> torch.Tensor:
+    """The tiny family's "speaker encoder": the normalized loudness contour of the clip in 16 segments."""
+    stored = reference.artifacts.get("speaker_embedding")
+    if stored is not None:
+        if len(stored) != SPEAKER_DIM:
+            raise InvalidField("voice", "EMBEDDING_SIZE", f"speaker embeddings of this model have {SPEAKER_DIM} values, not {len(stored)}")
+        return torch.as_tensor(np.asarray(stored, dtype=np.float32))
+    segments = np.array_split(np.asarray(reference.samples, dtype=np.float64), SPEAKER_DIM)
+    contour = np.array([np.sqrt(np.mean(seg**2)) if len(seg) else 0.0 for seg in segments])
+    return torch.as_tensor((contour / (contour.max() + 1e-9)).astype(np.float32))
 
 
 class TinyAdapter:
@@ -44,8 +60,11 @@ class TinyAdapter:
             sample_rate=config.codec.sample_rate,
             voices=(VOICE,),
             default_voice=VOICE,
-            accepted_fields=frozenset({"seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params"}),
+            accepted_fields=frozenset(
+                {"seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "ref_audio", "ref_text"}
+            ),
             extra_params={key: f"sampling {key}" for key in SAMPLING_KEYS},
+            voice_cloning=True,
         )
 
     def resolve_voice(self, voice: str) -> str:
@@ -71,7 +90,12 @@ class TinyAdapter:
             )
         except ValueError as error:
             raise InvalidField("extra_params", "INVALID_VALUE", str(error)) from error
-        return TinyInput(sampling, fields.get("initial_codec_chunk_frames"))
+        reference = params.reference
+        if reference is None:
+            if "ref_text" in fields:
+                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text needs ref_audio or a cloned voice")
+            return TinyInput(sampling, fields.get("initial_codec_chunk_frames"))
+        return TinyInput(sampling, fields.get("initial_codec_chunk_frames"), speaker_embedding(reference), reference.text or "")
 
 
 class TinyTalkerModel:
@@ -85,8 +109,12 @@ class TinyTalkerModel:
     def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
         if POISON in request.text:  # lets tests give one request an input the stage fails on
             raise ValueError("the tiny model cannot speak the BEL character")
-        ids = list(request.text.encode("utf-8")) + [self.talker.config.bos_token_id]
-        return self.talker.text_embedding(torch.tensor(ids))
+        stage_input: TinyInput = request.stage_input
+        ids = list((stage_input.ref_text + request.text).encode("utf-8")) + [self.talker.config.bos_token_id]
+        text = self.talker.text_embedding(torch.tensor(ids))
+        if stage_input.speaker is None:
+            return text
+        return torch.cat([self.talker.speaker_proj(stage_input.speaker)[None], text])
 
     def sampling(self, request: SynthesisRequest) -> SamplingParams:
         return request.stage_input.sampling

@@ -10,6 +10,9 @@ from tests.tiny_tts.config import CodecConfig, TalkerConfig
 from vocalis.stages.attention import AttentionBatch, slot_attention
 from vocalis.stages.kv_cache import SlotKVCache
 
+SPEAKER_DIM = 16
+"""Length of the tiny family's speaker embedding (loudness contour of the reference clip)."""
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6) -> None:
@@ -79,6 +82,7 @@ class TinyTalker(nn.Module):
             nn.Embedding(config.codebook_size, config.hidden_size) for _ in range(config.num_codebooks)
         )
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.speaker_proj = nn.Linear(SPEAKER_DIM, config.hidden_size, bias=False)
         self.norm = RMSNorm(config.hidden_size)
         self.codec_head = nn.Linear(config.hidden_size, config.num_codebooks * config.codebook_size, bias=False)
 

@@ -26,53 +26,57 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from vocalis.tts.v1 import audio_pb2 as vocalis_dot_tts_dot_v1_dot_audio__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n vocalis/tts/v1/synthesizer.proto\x12\x0evocalis.tts.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1avocalis/tts/v1/audio.proto\"\xca\x01\n\x11SynthesizeRequest\x12/\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x1d.vocalis.tts.v1.SessionConfigH\x00\x12)\n\x04text\x18\x02 \x01(\x0b\x32\x19.vocalis.tts.v1.TextInputH\x00\x12&\n\x05\x66lush\x18\x03 \x01(\x0b\x32\x15.vocalis.tts.v1.FlushH\x00\x12&\n\x05\x63lear\x18\x04 \x01(\x0b\x32\x15.vocalis.tts.v1.ClearH\x00\x42\t\n\x07request\"\xe1\x05\n\rSessionConfig\x12\r\n\x05model\x18\x01 \x01(\t\x12\r\n\x05voice\x18\x02 \x01(\t\x12/\n\x08\x65ncoding\x18\x03 \x01(\x0e\x32\x1d.vocalis.tts.v1.AudioEncoding\x12\x18\n\x0bsample_rate\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05speed\x18\x05 \x01(\x02H\x01\x88\x01\x01\x12\x15\n\x08language\x18\x06 \x01(\tH\x02\x88\x01\x01\x12\x19\n\x0cinstructions\x18\x07 \x01(\tH\x03\x88\x01\x01\x12+\n\ttask_type\x18\x08 \x01(\x0e\x32\x18.vocalis.tts.v1.TaskType\x12\x16\n\tref_audio\x18\t \x01(\tH\x04\x88\x01\x01\x12\x15\n\x08ref_text\x18\n \x01(\tH\x05\x88\x01\x01\x12\x1f\n\x12x_vector_only_mode\x18\x0b \x01(\x08H\x06\x88\x01\x01\x12\x19\n\x11speaker_embedding\x18\x0c \x03(\x02\x12\x11\n\x04seed\x18\r \x01(\x03H\x07\x88\x01\x01\x12\x1b\n\x0emax_new_tokens\x18\x0e \x01(\x05H\x08\x88\x01\x01\x12\'\n\x1ainitial_codec_chunk_frames\x18\x0f \x01(\x05H\t\x88\x01\x01\x12-\n\x0c\x65xtra_params\x18\x10 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fword_timestamps\x18\x11 \x01(\x08\x12\x12\n\nrequest_id\x18\x12 \x01(\t\x12/\n\x08\x64\x65livery\x18\x13 \x01(\x0e\x32\x1d.vocalis.tts.v1.AudioDeliveryB\x0e\n\x0c_sample_rateB\x08\n\x06_speedB\x0b\n\t_languageB\x0f\n\r_instructionsB\x0c\n\n_ref_audioB\x0b\n\t_ref_textB\x15\n\x13_x_vector_only_modeB\x07\n\x05_seedB\x11\n\x0f_max_new_tokensB\x1d\n\x1b_initial_codec_chunk_frames\"\x19\n\tTextInput\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x19\n\x05\x46lush\x12\x10\n\x08\x66lush_id\x18\x01 \x01(\t\"\x07\n\x05\x43lear\"\xb4\x03\n\x12SynthesizeResponse\x12\x39\n\x0fsession_started\x18\x01 \x01(\x0b\x32\x1e.vocalis.tts.v1.SessionStartedH\x00\x12+\n\x05\x61udio\x18\x02 \x01(\x0b\x32\x1a.vocalis.tts.v1.AudioChunkH\x00\x12\x33\n\x0cword_timings\x18\x03 \x01(\x0b\x32\x1b.vocalis.tts.v1.WordTimingsH\x00\x12/\n\nflush_done\x18\x04 \x01(\x0b\x32\x19.vocalis.tts.v1.FlushDoneH\x00\x12*\n\x07\x63leared\x18\x05 \x01(\x0b\x32\x17.vocalis.tts.v1.ClearedH\x00\x12*\n\x07warning\x18\x06 \x01(\x0b\x32\x17.vocalis.tts.v1.WarningH\x00\x12\x37\n\x0eutterance_done\x18\x07 \x01(\x0b\x32\x1d.vocalis.tts.v1.UtteranceDoneH\x00\x12\x33\n\x0csession_done\x18\x08 \x01(\x0b\x32\x1b.vocalis.tts.v1.SessionDoneH\x00\x42\n\n\x08response\"D\n\rSessionLimits\x12\x1a\n\x12max_buffered_chars\x18\x01 \x01(\x05\x12\x17\n\x0fmax_input_chars\x18\x02 \x01(\x05\"\xdd\x01\n\x0eSessionStarted\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05voice\x18\x03 \x01(\t\x12/\n\x08\x65ncoding\x18\x04 \x01(\x0e\x32\x1d.vocalis.tts.v1.AudioEncoding\x12\x13\n\x0bsample_rate\x18\x05 \x01(\x05\x12\x10\n\x08\x63hannels\x18\x06 \x01(\x05\x12-\n\x06limits\x18\x07 \x01(\x0b\x32\x1d.vocalis.tts.v1.SessionLimits\x12\x12\n\nmedia_type\x18\x08 \x01(\t\"&\n\x08TextSpan\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xb4\x01\n\nAudioChunk\x12\r\n\x05\x61udio\x18\x01 \x01(\x0c\x12\x17\n\x0futterance_index\x18\x02 \x01(\x05\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\x05\x12\x15\n\rsample_offset\x18\x04 \x01(\x03\x12\x13\n\x0bnum_samples\x18\x05 \x01(\x03\x12\x10\n\x08\x66lush_id\x18\x06 \x01(\t\x12+\n\ttext_span\x18\x07 \x01(\x0b\x32\x18.vocalis.tts.v1.TextSpan\"i\n\nWordTiming\x12\x0c\n\x04word\x18\x01 \x01(\t\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12+\n\ttext_span\x18\x04 \x01(\x0b\x32\x18.vocalis.tts.v1.TextSpan\"Q\n\x0bWordTimings\x12\x17\n\x0futterance_index\x18\x01 \x01(\x05\x12)\n\x05words\x18\x02 \x03(\x0b\x32\x1a.vocalis.tts.v1.WordTiming\"\x1d\n\tFlushDone\x12\x10\n\x08\x66lush_id\x18\x01 \x01(\t\"\t\n\x07\x43leared\"(\n\x07Warning\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"4\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\"\xf8\x01\n\rUtteranceDone\x12\x17\n\x0futterance_index\x18\x01 \x01(\x05\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x03\x12\x15\n\raudio_seconds\x18\x03 \x01(\x01\x12#\n\x1btime_to_first_audio_seconds\x18\x04 \x01(\x01\x12\x18\n\x10real_time_factor\x18\x05 \x01(\x01\x12$\n\x05usage\x18\x06 \x01(\x0b\x32\x15.vocalis.tts.v1.Usage\x12+\n\ttext_span\x18\x07 \x01(\x0b\x32\x18.vocalis.tts.v1.TextSpan\x12\x10\n\x08\x66lush_id\x18\x08 \x01(\t\"x\n\x0bSessionDone\x12\x17\n\x0futterance_count\x18\x01 \x01(\x05\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x03\x12\x15\n\raudio_seconds\x18\x03 \x01(\x01\x12$\n\x05usage\x18\x04 \x01(\x0b\x32\x15.vocalis.tts.v1.Usage*q\n\x08TaskType\x12\x19\n\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16TASK_TYPE_CUSTOM_VOICE\x10\x01\x12\x1a\n\x16TASK_TYPE_VOICE_DESIGN\x10\x02\x12\x12\n\x0eTASK_TYPE_BASE\x10\x03*c\n\rAudioDelivery\x12\x1e\n\x1a\x41UDIO_DELIVERY_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41UDIO_DELIVERY_STREAM\x10\x01\x12\x17\n\x13\x41UDIO_DELIVERY_FILE\x10\x02\x32\x66\n\x0bSynthesizer\x12W\n\nSynthesize\x12!.vocalis.tts.v1.SynthesizeRequest\x1a\".vocalis.tts.v1.SynthesizeResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n vocalis/tts/v1/synthesizer.proto\x12\x0evocalis.tts.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1avocalis/tts/v1/audio.proto\"\xca\x01\n\x11SynthesizeRequest\x12/\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x1d.vocalis.tts.v1.SessionConfigH\x00\x12)\n\x04text\x18\x02 \x01(\x0b\x32\x19.vocalis.tts.v1.TextInputH\x00\x12&\n\x05\x66lush\x18\x03 \x01(\x0b\x32\x15.vocalis.tts.v1.FlushH\x00\x12&\n\x05\x63lear\x18\x04 \x01(\x0b\x32\x15.vocalis.tts.v1.ClearH\x00\x42\t\n\x07request\"\x98\x06\n\rSessionConfig\x12\r\n\x05model\x18\x01 \x01(\t\x12\r\n\x05voice\x18\x02 \x01(\t\x12/\n\x08\x65ncoding\x18\x03 \x01(\x0e\x32\x1d.vocalis.tts.v1.AudioEncoding\x12\x18\n\x0bsample_rate\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05speed\x18\x05 \x01(\x02H\x01\x88\x01\x01\x12\x15\n\x08language\x18\x06 \x01(\tH\x02\x88\x01\x01\x12\x19\n\x0cinstructions\x18\x07 \x01(\tH\x03\x88\x01\x01\x12+\n\ttask_type\x18\x08 \x01(\x0e\x32\x18.vocalis.tts.v1.TaskType\x12\x16\n\tref_audio\x18\t \x01(\tH\x04\x88\x01\x01\x12\x15\n\x08ref_text\x18\n \x01(\tH\x05\x88\x01\x01\x12\x1f\n\x12x_vector_only_mode\x18\x0b \x01(\x08H\x06\x88\x01\x01\x12\x19\n\x11speaker_embedding\x18\x0c \x03(\x02\x12\x11\n\x04seed\x18\r \x01(\x03H\x07\x88\x01\x01\x12\x1b\n\x0emax_new_tokens\x18\x0e \x01(\x05H\x08\x88\x01\x01\x12\'\n\x1ainitial_codec_chunk_frames\x18\x0f \x01(\x05H\t\x88\x01\x01\x12-\n\x0c\x65xtra_params\x18\x10 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fword_timestamps\x18\x11 \x01(\x08\x12\x12\n\nrequest_id\x18\x12 \x01(\t\x12/\n\x08\x64\x65livery\x18\x13 \x01(\x0e\x32\x1d.vocalis.tts.v1.AudioDelivery\x12\x35\n\x0etext_splitting\x18\x14 \x01(\x0b\x32\x1d.vocalis.tts.v1.TextSplittingB\x0e\n\x0c_sample_rateB\x08\n\x06_speedB\x0b\n\t_languageB\x0f\n\r_instructionsB\x0c\n\n_ref_audioB\x0b\n\t_ref_textB\x15\n\x13_x_vector_only_modeB\x07\n\x05_seedB\x11\n\x0f_max_new_tokensB\x1d\n\x1b_initial_codec_chunk_frames\"\xa4\x01\n\rTextSplitting\x12\x35\n\x0bgranularity\x18\x01 \x01(\x0e\x32 .vocalis.tts.v1.SplitGranularity\x12\x1b\n\x0emax_unit_chars\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\ridle_flush_ms\x18\x03 \x01(\x05H\x01\x88\x01\x01\x42\x11\n\x0f_max_unit_charsB\x10\n\x0e_idle_flush_ms\"\x19\n\tTextInput\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x19\n\x05\x46lush\x12\x10\n\x08\x66lush_id\x18\x01 \x01(\t\"\x07\n\x05\x43lear\"\xb4\x03\n\x12SynthesizeResponse\x12\x39\n\x0fsession_started\x18\x01 \x01(\x0b\x32\x1e.vocalis.tts.v1.SessionStartedH\x00\x12+\n\x05\x61udio\x18\x02 \x01(\x0b\x32\x1a.vocalis.tts.v1.AudioChunkH\x00\x12\x33\n\x0cword_timings\x18\x03 \x01(\x0b\x32\x1b.vocalis.tts.v1.WordTimingsH\x00\x12/\n\nflush_done\x18\x04 \x01(\x0b\x32\x19.vocalis.tts.v1.FlushDoneH\x00\x12*\n\x07\x63leared\x18\x05 \x01(\x0b\x32\x17.vocalis.tts.v1.ClearedH\x00\x12*\n\x07warning\x18\x06 \x01(\x0b\x32\x17.vocalis.tts.v1.WarningH\x00\x12\x37\n\x0eutterance_done\x18\x07 \x01(\x0b\x32\x1d.vocalis.tts.v1.UtteranceDoneH\x00\x12\x33\n\x0csession_done\x18\x08 \x01(\x0b\x32\x1b.vocalis.tts.v1.SessionDoneH\x00\x42\n\n\x08response\"D\n\rSessionLimits\x12\x1a\n\x12max_buffered_chars\x18\x01 \x01(\x05\x12\x17\n\x0fmax_input_chars\x18\x02 \x01(\x05\"\xdd\x01\n\x0eSessionStarted\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05voice\x18\x03 \x01(\t\x12/\n\x08\x65ncoding\x18\x04 \x01(\x0e\x32\x1d.vocalis.tts.v1.AudioEncoding\x12\x13\n\x0bsample_rate\x18\x05 \x01(\x05\x12\x10\n\x08\x63hannels\x18\x06 \x01(\x05\x12-\n\x06limits\x18\x07 \x01(\x0b\x32\x1d.vocalis.tts.v1.SessionLimits\x12\x12\n\nmedia_type\x18\x08 \x01(\t\"&\n\x08TextSpan\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\"\xb4\x01\n\nAudioChunk\x12\r\n\x05\x61udio\x18\x01 \x01(\x0c\x12\x17\n\x0futterance_index\x18\x02 \x01(\x05\x12\x13\n\x0b\x63hunk_index\x18\x03 \x01(\x05\x12\x15\n\rsample_offset\x18\x04 \x01(\x03\x12\x13\n\x0bnum_samples\x18\x05 \x01(\x03\x12\x10\n\x08\x66lush_id\x18\x06 \x01(\t\x12+\n\ttext_span\x18\x07 \x01(\x0b\x32\x18.vocalis.tts.v1.TextSpan\"i\n\nWordTiming\x12\x0c\n\x04word\x18\x01 \x01(\t\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12+\n\ttext_span\x18\x04 \x01(\x0b\x32\x18.vocalis.tts.v1.TextSpan\"Q\n\x0bWordTimings\x12\x17\n\x0futterance_index\x18\x01 \x01(\x05\x12)\n\x05words\x18\x02 \x03(\x0b\x32\x1a.vocalis.tts.v1.WordTiming\"\x1d\n\tFlushDone\x12\x10\n\x08\x66lush_id\x18\x01 \x01(\t\"\t\n\x07\x43leared\"(\n\x07Warning\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"4\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\"\xf8\x01\n\rUtteranceDone\x12\x17\n\x0futterance_index\x18\x01 \x01(\x05\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x03\x12\x15\n\raudio_seconds\x18\x03 \x01(\x01\x12#\n\x1btime_to_first_audio_seconds\x18\x04 \x01(\x01\x12\x18\n\x10real_time_factor\x18\x05 \x01(\x01\x12$\n\x05usage\x18\x06 \x01(\x0b\x32\x15.vocalis.tts.v1.Usage\x12+\n\ttext_span\x18\x07 \x01(\x0b\x32\x18.vocalis.tts.v1.TextSpan\x12\x10\n\x08\x66lush_id\x18\x08 \x01(\t\"x\n\x0bSessionDone\x12\x17\n\x0futterance_count\x18\x01 \x01(\x05\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x03\x12\x15\n\raudio_seconds\x18\x03 \x01(\x01\x12$\n\x05usage\x18\x04 \x01(\x0b\x32\x15.vocalis.tts.v1.Usage*q\n\x08TaskType\x12\x19\n\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16TASK_TYPE_CUSTOM_VOICE\x10\x01\x12\x1a\n\x16TASK_TYPE_VOICE_DESIGN\x10\x02\x12\x12\n\x0eTASK_TYPE_BASE\x10\x03*\x8a\x01\n\rAudioDelivery\x12\x1e\n\x1a\x41UDIO_DELIVERY_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41UDIO_DELIVERY_STREAM\x10\x01\x12\x17\n\x13\x41UDIO_DELIVERY_FILE\x10\x02\x12%\n!AUDIO_DELIVERY_FILE_PER_UTTERANCE\x10\x03*\xab\x01\n\x10SplitGranularity\x12!\n\x1dSPLIT_GRANULARITY_UNSPECIFIED\x10\x00\x12\x1e\n\x1aSPLIT_GRANULARITY_SENTENCE\x10\x01\x12\x1c\n\x18SPLIT_GRANULARITY_CLAUSE\x10\x02\x12\x1a\n\x16SPLIT_GRANULARITY_NONE\x10\x03\x12\x1a\n\x16SPLIT_GRANULARITY_AUTO\x10\x04\x32\x66\n\x0bSynthesizer\x12W\n\nSynthesize\x12!.vocalis.tts.v1.SynthesizeRequest\x1a\".vocalis.tts.v1.SynthesizeResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vocalis.tts.v1.synthesizer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TASKTYPE']._serialized_start=2775
-  _globals['_TASKTYPE']._serialized_end=2888
-  _globals['_AUDIODELIVERY']._serialized_start=2890
-  _globals['_AUDIODELIVERY']._serialized_end=2989
+  _globals['_TASKTYPE']._serialized_start=2997
+  _globals['_TASKTYPE']._serialized_end=3110
+  _globals['_AUDIODELIVERY']._serialized_start=3113
+  _globals['_AUDIODELIVERY']._serialized_end=3251
+  _globals['_SPLITGRANULARITY']._serialized_start=3254
+  _globals['_SPLITGRANULARITY']._serialized_end=3425
   _globals['_SYNTHESIZEREQUEST']._serialized_start=111
   _globals['_SYNTHESIZEREQUEST']._serialized_end=313
   _globals['_SESSIONCONFIG']._serialized_start=316
-  _globals['_SESSIONCONFIG']._serialized_end=1053
-  _globals['_TEXTINPUT']._serialized_start=1055
-  _globals['_TEXTINPUT']._serialized_end=1080
-  _globals['_FLUSH']._serialized_start=1082
-  _globals['_FLUSH']._serialized_end=1107
-  _globals['_CLEAR']._serialized_start=1109
-  _globals['_CLEAR']._serialized_end=1116
-  _globals['_SYNTHESIZERESPONSE']._serialized_start=1119
-  _globals['_SYNTHESIZERESPONSE']._serialized_end=1555
-  _globals['_SESSIONLIMITS']._serialized_start=1557
-  _globals['_SESSIONLIMITS']._serialized_end=1625
-  _globals['_SESSIONSTARTED']._serialized_start=1628
-  _globals['_SESSIONSTARTED']._serialized_end=1849
-  _globals['_TEXTSPAN']._serialized_start=1851
-  _globals['_TEXTSPAN']._serialized_end=1889
-  _globals['_AUDIOCHUNK']._serialized_start=1892
-  _globals['_AUDIOCHUNK']._serialized_end=2072
-  _globals['_WORDTIMING']._serialized_start=2074
-  _globals['_WORDTIMING']._serialized_end=2179
-  _globals['_WORDTIMINGS']._serialized_start=2181
-  _globals['_WORDTIMINGS']._serialized_end=2262
-  _globals['_FLUSHDONE']._serialized_start=2264
-  _globals['_FLUSHDONE']._serialized_end=2293
-  _globals['_CLEARED']._serialized_start=2295
-  _globals['_CLEARED']._serialized_end=2304
-  _globals['_WARNING']._serialized_start=2306
-  _globals['_WARNING']._serialized_end=2346
-  _globals['_USAGE']._serialized_start=2348
-  _globals['_USAGE']._serialized_end=2400
-  _globals['_UTTERANCEDONE']._serialized_start=2403
-  _globals['_UTTERANCEDONE']._serialized_end=2651
-  _globals['_SESSIONDONE']._serialized_start=2653
-  _globals['_SESSIONDONE']._serialized_end=2773
-  _globals['_SYNTHESIZER']._serialized_start=2991
-  _globals['_SYNTHESIZER']._serialized_end=3093
+  _globals['_SESSIONCONFIG']._serialized_end=1108
+  _globals['_TEXTSPLITTING']._serialized_start=1111
+  _globals['_TEXTSPLITTING']._serialized_end=1275
+  _globals['_TEXTINPUT']._serialized_start=1277
+  _globals['_TEXTINPUT']._serialized_end=1302
+  _globals['_FLUSH']._serialized_start=1304
+  _globals['_FLUSH']._serialized_end=1329
+  _globals['_CLEAR']._serialized_start=1331
+  _globals['_CLEAR']._serialized_end=1338
+  _globals['_SYNTHESIZERESPONSE']._serialized_start=1341
+  _globals['_SYNTHESIZERESPONSE']._serialized_end=1777
+  _globals['_SESSIONLIMITS']._serialized_start=1779
+  _globals['_SESSIONLIMITS']._serialized_end=1847
+  _globals['_SESSIONSTARTED']._serialized_start=1850
+  _globals['_SESSIONSTARTED']._serialized_end=2071
+  _globals['_TEXTSPAN']._serialized_start=2073
+  _globals['_TEXTSPAN']._serialized_end=2111
+  _globals['_AUDIOCHUNK']._serialized_start=2114
+  _globals['_AUDIOCHUNK']._serialized_end=2294
+  _globals['_WORDTIMING']._serialized_start=2296
+  _globals['_WORDTIMING']._serialized_end=2401
+  _globals['_WORDTIMINGS']._serialized_start=2403
+  _globals['_WORDTIMINGS']._serialized_end=2484
+  _globals['_FLUSHDONE']._serialized_start=2486
+  _globals['_FLUSHDONE']._serialized_end=2515
+  _globals['_CLEARED']._serialized_start=2517
+  _globals['_CLEARED']._serialized_end=2526
+  _globals['_WARNING']._serialized_start=2528
+  _globals['_WARNING']._serialized_end=2568
+  _globals['_USAGE']._serialized_start=2570
+  _globals['_USAGE']._serialized_end=2622
+  _globals['_UTTERANCEDONE']._serialized_start=2625
+  _globals['_UTTERANCEDONE']._serialized_end=2873
+  _globals['_SESSIONDONE']._serialized_start=2875
+  _globals['_SESSIONDONE']._serialized_end=2995
+  _globals['_SYNTHESIZER']._serialized_start=3427
+  _globals['_SYNTHESIZER']._serialized_end=3529
 # @@protoc_insertion_point(module_scope)

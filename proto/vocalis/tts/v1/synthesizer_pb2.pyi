@@ -21,6 +21,15 @@ class AudioDelivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUDIO_DELIVERY_UNSPECIFIED: _ClassVar[AudioDelivery]
     AUDIO_DELIVERY_STREAM: _ClassVar[AudioDelivery]
     AUDIO_DELIVERY_FILE: _ClassVar[AudioDelivery]
+    AUDIO_DELIVERY_FILE_PER_UTTERANCE: _ClassVar[AudioDelivery]
+
+class SplitGranularity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SPLIT_GRANULARITY_UNSPECIFIED: _ClassVar[SplitGranularity]
+    SPLIT_GRANULARITY_SENTENCE: _ClassVar[SplitGranularity]
+    SPLIT_GRANULARITY_CLAUSE: _ClassVar[SplitGranularity]
+    SPLIT_GRANULARITY_NONE: _ClassVar[SplitGranularity]
+    SPLIT_GRANULARITY_AUTO: _ClassVar[SplitGranularity]
 TASK_TYPE_UNSPECIFIED: TaskType
 TASK_TYPE_CUSTOM_VOICE: TaskType
 TASK_TYPE_VOICE_DESIGN: TaskType
@@ -28,6 +37,12 @@ TASK_TYPE_BASE: TaskType
 AUDIO_DELIVERY_UNSPECIFIED: AudioDelivery
 AUDIO_DELIVERY_STREAM: AudioDelivery
 AUDIO_DELIVERY_FILE: AudioDelivery
+AUDIO_DELIVERY_FILE_PER_UTTERANCE: AudioDelivery
+SPLIT_GRANULARITY_UNSPECIFIED: SplitGranularity
+SPLIT_GRANULARITY_SENTENCE: SplitGranularity
+SPLIT_GRANULARITY_CLAUSE: SplitGranularity
+SPLIT_GRANULARITY_NONE: SplitGranularity
+SPLIT_GRANULARITY_AUTO: SplitGranularity
 
 class SynthesizeRequest(_message.Message):
     __slots__ = ("config", "text", "flush", "clear")
@@ -42,7 +57,7 @@ class SynthesizeRequest(_message.Message):
     def __init__(self, config: _Optional[_Union[SessionConfig, _Mapping]] = ..., text: _Optional[_Union[TextInput, _Mapping]] = ..., flush: _Optional[_Union[Flush, _Mapping]] = ..., clear: _Optional[_Union[Clear, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ("model", "voice", "encoding", "sample_rate", "speed", "language", "instructions", "task_type", "ref_audio", "ref_text", "x_vector_only_mode", "speaker_embedding", "seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "word_timestamps", "request_id", "delivery")
+    __slots__ = ("model", "voice", "encoding", "sample_rate", "speed", "language", "instructions", "task_type", "ref_audio", "ref_text", "x_vector_only_mode", "speaker_embedding", "seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "word_timestamps", "request_id", "delivery", "text_splitting")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VOICE_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +77,7 @@ class SessionConfig(_message.Message):
     WORD_TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    TEXT_SPLITTING_FIELD_NUMBER: _ClassVar[int]
     model: str
     voice: str
     encoding: _audio_pb2.AudioEncoding
@@ -81,7 +97,18 @@ class SessionConfig(_message.Message):
     word_timestamps: bool
     request_id: str
     delivery: AudioDelivery
-    def __init__(self, model: _Optional[str] = ..., voice: _Optional[str] = ..., encoding: _Optional[_Union[_audio_pb2.AudioEncoding, str]] = ..., sample_rate: _Optional[int] = ..., speed: _Optional[float] = ..., language: _Optional[str] = ..., instructions: _Optional[str] = ..., task_type: _Optional[_Union[TaskType, str]] = ..., ref_audio: _Optional[str] = ..., ref_text: _Optional[str] = ..., x_vector_only_mode: _Optional[bool] = ..., speaker_embedding: _Optional[_Iterable[float]] = ..., seed: _Optional[int] = ..., max_new_tokens: _Optional[int] = ..., initial_codec_chunk_frames: _Optional[int] = ..., extra_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., word_timestamps: _Optional[bool] = ..., request_id: _Optional[str] = ..., delivery: _Optional[_Union[AudioDelivery, str]] = ...) -> None: ...
+    text_splitting: TextSplitting
+    def __init__(self, model: _Optional[str] = ..., voice: _Optional[str] = ..., encoding: _Optional[_Union[_audio_pb2.AudioEncoding, str]] = ..., sample_rate: _Optional[int] = ..., speed: _Optional[float] = ..., language: _Optional[str] = ..., instructions: _Optional[str] = ..., task_type: _Optional[_Union[TaskType, str]] = ..., ref_audio: _Optional[str] = ..., ref_text: _Optional[str] = ..., x_vector_only_mode: _Optional[bool] = ..., speaker_embedding: _Optional[_Iterable[float]] = ..., seed: _Optional[int] = ..., max_new_tokens: _Optional[int] = ..., initial_codec_chunk_frames: _Optional[int] = ..., extra_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., word_timestamps: _Optional[bool] = ..., request_id: _Optional[str] = ..., delivery: _Optional[_Union[AudioDelivery, str]] = ..., text_splitting: _Optional[_Union[TextSplitting, _Mapping]] = ...) -> None: ...
+
+class TextSplitting(_message.Message):
+    __slots__ = ("granularity", "max_unit_chars", "idle_flush_ms")
+    GRANULARITY_FIELD_NUMBER: _ClassVar[int]
+    MAX_UNIT_CHARS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FLUSH_MS_FIELD_NUMBER: _ClassVar[int]
+    granularity: SplitGranularity
+    max_unit_chars: int
+    idle_flush_ms: int
+    def __init__(self, granularity: _Optional[_Union[SplitGranularity, str]] = ..., max_unit_chars: _Optional[int] = ..., idle_flush_ms: _Optional[int] = ...) -> None: ...
 
 class TextInput(_message.Message):
     __slots__ = ("text",)

@@ -48,9 +48,13 @@ class SynthesizerServicer:
 
     def Synthesize(self, request_iterator, context):
         """Open a synthesis session. The first request must carry `config`; then any number
-        of `text`, `flush` and `clear` messages. Half-closing the request stream means
-        "no more text": the server synthesizes what is buffered and ends with SessionDone.
-        Cancelling the call (or its deadline) aborts at once and frees engine resources.
+        of `text`, `flush` and `clear` messages. Text is cut into units (sentences, by
+        `config.text_splitting`); each unit is synthesized as soon as it is complete, while
+        more text keeps arriving, and several units of a session are in the engine at once.
+        Audio comes back strictly in text order, one utterance per unit. Half-closing the
+        request stream means "no more text": the server synthesizes what is buffered and
+        ends with SessionDone. Cancelling the call (or its deadline) aborts at once and
+        frees engine resources.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

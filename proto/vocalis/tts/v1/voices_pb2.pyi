@@ -19,7 +19,7 @@ VOICE_KIND_PRECOMPUTED: VoiceKind
 VOICE_KIND_UPLOADED: VoiceKind
 
 class Voice(_message.Message):
-    __slots__ = ("name", "kind", "models", "has_ref_text", "created_at", "description", "language")
+    __slots__ = ("name", "kind", "models", "has_ref_text", "created_at", "description", "language", "duration_seconds", "embedding_dim")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,8 @@ class Voice(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_DIM_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: VoiceKind
     models: _containers.RepeatedScalarFieldContainer[str]
@@ -34,7 +36,9 @@ class Voice(_message.Message):
     created_at: int
     description: str
     language: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[VoiceKind, str]] = ..., models: _Optional[_Iterable[str]] = ..., has_ref_text: _Optional[bool] = ..., created_at: _Optional[int] = ..., description: _Optional[str] = ..., language: _Optional[str] = ...) -> None: ...
+    duration_seconds: float
+    embedding_dim: int
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[VoiceKind, str]] = ..., models: _Optional[_Iterable[str]] = ..., has_ref_text: _Optional[bool] = ..., created_at: _Optional[int] = ..., description: _Optional[str] = ..., language: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., embedding_dim: _Optional[int] = ...) -> None: ...
 
 class ListVoicesRequest(_message.Message):
     __slots__ = ("model",)
@@ -61,20 +65,22 @@ class GetVoiceResponse(_message.Message):
     def __init__(self, voice: _Optional[_Union[Voice, _Mapping]] = ...) -> None: ...
 
 class CreateVoiceRequest(_message.Message):
-    __slots__ = ("name", "audio", "mime_type", "ref_text", "consent", "speaker_description")
+    __slots__ = ("name", "audio", "mime_type", "ref_text", "consent", "speaker_description", "speaker_embedding")
     NAME_FIELD_NUMBER: _ClassVar[int]
     AUDIO_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     REF_TEXT_FIELD_NUMBER: _ClassVar[int]
     CONSENT_FIELD_NUMBER: _ClassVar[int]
     SPEAKER_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SPEAKER_EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     name: str
     audio: bytes
     mime_type: str
     ref_text: str
     consent: str
     speaker_description: str
-    def __init__(self, name: _Optional[str] = ..., audio: _Optional[bytes] = ..., mime_type: _Optional[str] = ..., ref_text: _Optional[str] = ..., consent: _Optional[str] = ..., speaker_description: _Optional[str] = ...) -> None: ...
+    speaker_embedding: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., audio: _Optional[bytes] = ..., mime_type: _Optional[str] = ..., ref_text: _Optional[str] = ..., consent: _Optional[str] = ..., speaker_description: _Optional[str] = ..., speaker_embedding: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class CreateVoiceResponse(_message.Message):
     __slots__ = ("voice",)

@@ -76,14 +76,15 @@ class VoicesServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateVoice(self, request, context):
-        """Upload a voice from a reference clip.
+        """Upload a voice from a reference clip (or a speaker embedding); a voice of the same name
+        is replaced only once the new one has passed every check.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteVoice(self, request, context):
-        """Delete an uploaded voice.
+        """Delete an uploaded voice (presets and precomputed voices cannot be deleted).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

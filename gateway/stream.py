@@ -1,0 +1,547 @@
+"""WS /v1/audio/speech/stream: an incremental speech session on a WebSocket, mapped onto one Synthesize call.
+
+The messages are vLLM-Omni's, plus flush and clear. Client to server, JSON text frames:
+
+- `session.config`: the fields of POST /v1/audio/speech (less `input`, `stream`, `stream_format`) and
+  `stream_audio`, `split_granularity` (auto | sentence | clause | none), `max_unit_chars`, `idle_flush_ms`.
+  First, and again between utterances (it replaces the whole config).
+- `input.text {text}`: appended verbatim; each complete sentence is synthesized at once.
+- `input.flush {flush_id}`: synthesize what is buffered now; answered by `flush.done {flush_id}`.
+- `input.clear`: drop buffered text and audio not yet sent (barge-in); answered by `input.cleared`.
+- `input.done`: the utterance is complete: synthesize the rest; answered by `session.done`.
+- `session.close`: speak what was sent, then close (1000).
+
+Server to client, for every unit of text: `audio.start` (utterance and sentence index, the
+sentence, the real `format` and `sample_rate`), the audio as binary frames (with
+`stream_audio`, raw PCM16 chunks as they are made; otherwise one complete file in
+`response_format`), then `audio.done`. Besides: `session.done`, `flush.done`,
+`input.cleared`, and `error {message, code, reason, param}` (with `partial_audio` and
+`action: "discard"` when audio of the failed sentence was already sent).
+
+The socket keeps reading while audio is made: one task receives frames, one maps them onto
+the gRPC session, one maps its responses back onto frames. Nothing about speech is decided here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import grpc
+from fastapi import APIRouter, WebSocket
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.websockets import WebSocketDisconnect
+
+from vocalis.clients.aio import AsyncClient, AsyncTextSession
+from vocalis.clients.errors import VocalisError
+from vocalis.gateway.config import StreamLimits
+from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.errors import http_status
+from vocalis.gateway.schemas import SpeechRequest
+from vocalis.gateway.translate import session_config
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+router = APIRouter(tags=["speech"])
+
+PATH = "/v1/audio/speech/stream"
+
+GRANULARITIES = {
+    "auto": pb.SPLIT_GRANULARITY_AUTO,
+    "sentence": pb.SPLIT_GRANULARITY_SENTENCE,
+    "clause": pb.SPLIT_GRANULARITY_CLAUSE,
+    "none": pb.SPLIT_GRANULARITY_NONE,
+}
+# gRPC field names whose name on the socket differs.
+WS_FIELDS = {
+    "encoding": "response_format",
+    "delivery": "stream_audio",
+    "text_splitting.granularity": "split_granularity",
+    "text_splitting.max_unit_chars": "max_unit_chars",
+    "text_splitting.idle_flush_ms": "idle_flush_ms",
+}
+# Close codes (RFC 6455).
+NORMAL, UNSUPPORTED_DATA, INVALID_PAYLOAD, POLICY, TOO_BIG, INTERNAL, TRY_AGAIN_LATER = 1000, 1003, 1007, 1008, 1009, 1011, 1013
+
+
+class StreamOptions(BaseModel):
+    """The session.config fields that only the socket has; the rest are POST /v1/audio/speech's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["session.config"]
+    stream_audio: bool = Field(default=False, description="Raw PCM chunks as they are made (needs response_format pcm).")
+    split_granularity: Literal["auto", "sentence", "clause", "none"] = Field(default="auto", description="Where text is cut into units.")
+    max_unit_chars: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Longest unit, in characters.")
+    idle_flush_ms: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1, description="Flush buffered text after this long without text; 0: never.")
+
+
+OWN_FIELDS = frozenset(StreamOptions.model_fields)
+NOT_ON_THE_SOCKET = frozenset({"input", "stream", "stream_format"})
+
+
+class ConfigError(Exception):
+    def __init__(self, message: str, param: str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """A session.config, translated."""
+
+    session: pb.SessionConfig
+    response_format: str
+    stream_audio: bool
+
+
+def parse_config(message: dict[str, Any]) -> StreamConfig:
+    """session.config to a SessionConfig, field for field (the speech fields through SpeechRequest); raises ConfigError."""
+    unknown = sorted(set(message) & NOT_ON_THE_SOCKET)
+    if unknown:
+        raise ConfigError(f"unknown field {unknown[0]!r} (text goes in input.text messages)", unknown[0])
+    try:
+        options = StreamOptions.model_validate({k: v for k, v in message.items() if k in OWN_FIELDS})
+        body = SpeechRequest.model_validate({**{k: v for k, v in message.items() if k not in OWN_FIELDS}, "input": ""})
+    except ValidationError as error:
+        raise ConfigError(*_validation_message(error)) from None
+    if options.stream_audio and body.response_format != "pcm":
+        raise ConfigError("stream_audio requires response_format pcm", "stream_audio")
+    config = session_config(body, f"ws-{uuid.uuid4().hex}")
+    config.delivery = pb.AUDIO_DELIVERY_STREAM if options.stream_audio else pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
+    splitting = config.text_splitting
+    splitting.granularity = GRANULARITIES[options.split_granularity]
+    if options.max_unit_chars is not None:
+        splitting.max_unit_chars = options.max_unit_chars
+    if options.idle_flush_ms is not None:
+        splitting.idle_flush_ms = options.idle_flush_ms
+    return StreamConfig(config, body.response_format, options.stream_audio)
+
+
+def _validation_message(error: ValidationError) -> tuple[str, str | None]:
+    first = error.errors()[0]
+    param = ".".join(str(part) for part in first.get("loc", ())) or None
+    if first.get("type") == "extra_forbidden":
+        return f"unknown field {param!r}", param
+    return (f"{param}: {first['msg']}" if param else first["msg"]), param
+
+
+def error_frame(message: str, code: int, reason: str, param: str | None = None) -> dict[str, Any]:
+    return {"type": "error", "message": message, "code": code, "reason": reason, "param": param}
+
+
+def upstream_error_frame(error: VocalisError) -> dict[str, Any]:
+    param = WS_FIELDS.get(error.field, error.field) or None
+    return error_frame(error.message, http_status(error), error.reason or error.code.name, param)
+
+
+def close_code(error: VocalisError) -> int:
+    if error.code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+        return TRY_AGAIN_LATER
+    return POLICY if http_status(error) < 500 else INTERNAL
+
+
+@router.websocket(PATH)
+async def speech_stream(websocket: WebSocket) -> None:
+    limits = getattr(websocket.app.state, "stream_limits", None) or StreamLimits()
+    await StreamSession(websocket, upstream(websocket), limits).run()
+
+
+class _Stop:
+    """Put on the inbox when the session is over on the server's side."""
+
+
+_STOP = _Stop()
+
+
+@dataclass
+class _Unit:
+    """The unit of text whose audio is being sent."""
+
+    index: int
+    """Its utterance index in the gRPC session."""
+    bytes_sent: int = 0
+    held: bytearray = field(default_factory=bytearray)
+    """Its file so far, without stream_audio (sent whole at the end)."""
+
+
+class StreamSession:
+    """One WebSocket and the gRPC session behind it."""
+
+    def __init__(self, websocket: WebSocket, upstream: AsyncClient, limits: StreamLimits) -> None:
+        self.ws = websocket
+        self.upstream = upstream
+        self.limits = limits
+        self.inbox: asyncio.Queue[dict[str, Any] | _Stop] = asyncio.Queue()
+        self.last_activity = time.monotonic()
+        self._send_lock = asyncio.Lock()
+        self.closed = False
+        self.closing = False
+        """session.close received: what was sent is being finished."""
+        # The gRPC session and what the reader has sent on it.
+        self.call: AsyncTextSession | None = None
+        self.pump: asyncio.Task | None = None
+        self.config: StreamConfig | None = None
+        self.started: pb.SessionStarted | None = None
+        self.text = ""
+        """Everything sent on the call: the server's text spans point into it."""
+        self.open_text = False
+        """Text sent since the last input.done."""
+        self.pending: deque[tuple[str, str, str]] = deque()
+        """Flushes sent and not yet answered: (gRPC flush id, "flush" or "done", the client's flush id)."""
+        self.flushes = 0
+        self.clearing = 0
+        """Clears sent and not yet answered: audio arriving meanwhile is dropped."""
+        # What the pump has sent back.
+        self.utterance_index = 0
+        self.sentence_index = 0
+        self.unit: _Unit | None = None
+        self.last_finished = -1
+
+    async def run(self) -> None:
+        await self.ws.accept()
+        receiver = asyncio.create_task(self._receive())
+        try:
+            await self._serve()
+        except WebSocketDisconnect:
+            pass  # the client went away while we were sending
+        finally:
+            receiver.cancel()
+            await self._drop_call()
+
+    async def _receive(self) -> None:
+        """Read frames into the inbox as they come, whatever the other tasks are doing."""
+        try:
+            while True:
+                message = await self.ws.receive()
+                self.inbox.put_nowait(message)
+                if message["type"] == "websocket.disconnect":
+                    return
+        except (WebSocketDisconnect, RuntimeError):
+            self.inbox.put_nowait({"type": "websocket.disconnect"})
+
+    # -- client to server --------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        config_deadline = time.monotonic() + self.limits.first_config_timeout_s
+        while True:
+            if self.call is None:
+                timeout = config_deadline - time.monotonic()
+            else:
+                timeout = self.last_activity + self.limits.idle_timeout_s - time.monotonic()
+            try:
+                item = await asyncio.wait_for(self.inbox.get(), max(timeout, 0.0))
+            except TimeoutError:
+                if self.call is None:
+                    wait = self.limits.first_config_timeout_s
+                    await self._fail(error_frame(f"no session.config within {wait:g} s", 408, "CONFIG_TIMEOUT"), POLICY)
+                    return
+                if time.monotonic() - self.last_activity >= self.limits.idle_timeout_s:
+                    wait = self.limits.idle_timeout_s
+                    await self._fail(error_frame(f"idle timeout: no message for {wait:g} s", 408, "IDLE_TIMEOUT"), POLICY)
+                    return
+                continue  # audio went out meanwhile
+            if isinstance(item, _Stop) or item["type"] == "websocket.disconnect":
+                return
+            self.last_activity = time.monotonic()
+            if self.closing:
+                continue  # session.close was the last word
+            if not await self._handle(item):
+                return
+
+    async def _handle(self, frame: dict[str, Any]) -> bool:
+        """Act on one frame; False when the socket was closed."""
+        if frame.get("bytes") is not None:
+            return await self._refuse("binary frames are not accepted: send JSON text messages", "BINARY_FRAME", UNSUPPORTED_DATA)
+        text = frame.get("text") or ""
+        if len(text) > self.limits.max_config_chars:
+            return await self._refuse(
+                f"message too large: over {self.limits.max_config_chars} characters", "MESSAGE_TOO_LARGE", TOO_BIG, 413
+            )
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return await self._refuse("invalid JSON message", "INVALID_JSON", INVALID_PAYLOAD)
+        if not isinstance(message, dict):
+            return await self._refuse("messages must be JSON objects", "INVALID_MESSAGE", INVALID_PAYLOAD)
+        kind = message.get("type")
+        if kind != "session.config" and len(text) > self.limits.max_message_chars:
+            return await self._refuse(
+                f"{kind} message too large: over {self.limits.max_message_chars} characters", "MESSAGE_TOO_LARGE", TOO_BIG, 413
+            )
+        if self.call is None and kind != "session.config":
+            return await self._refuse(f"expected session.config first, got {kind!r}", "CONFIG_REQUIRED", POLICY)
+        handler = {
+            "session.config": self._on_config,
+            "input.text": self._on_text,
+            "input.flush": self._on_flush,
+            "input.clear": self._on_clear,
+            "input.done": self._on_done,
+            "session.close": self._on_close,
+        }.get(kind)
+        if handler is None:
+            return await self._refuse(f"unknown message type {kind!r}", "UNKNOWN_MESSAGE_TYPE", POLICY)
+        return await handler(message)
+
+    async def _refuse(self, message: str, reason: str, close: int, code: int = 400, param: str | None = None) -> bool:
+        """A protocol error: reported; fatal only before a session is configured."""
+        if self.call is None:
+            await self._fail(error_frame(message, code, reason, param), close)
+            return False
+        await self._send_json(error_frame(message, code, reason, param))
+        return True
+
+    async def _on_config(self, message: dict[str, Any]) -> bool:
+        if self.open_text or self.pending or self.clearing:
+            return await self._refuse(
+                "session.config cannot be applied while an utterance is in progress; send input.done first",
+                "CONFIG_IN_UTTERANCE",
+                POLICY,
+            )
+        try:
+            config = parse_config(message)
+        except ConfigError as error:
+            return await self._refuse(f"invalid session.config: {error.message}", "INVALID_CONFIG", POLICY, param=error.param)
+        call = None
+        try:
+            call = await self.upstream.session(config.session)
+            responses = aiter(call)
+            started = (await anext(responses)).session_started
+        except VocalisError as error:
+            if call is not None:
+                call.cancel()
+            if self.call is None:
+                await self._fail(upstream_error_frame(error), close_code(error))
+                return False
+            await self._send_json(upstream_error_frame(error))
+            return True  # the previous config stays
+        await self._drop_call()
+        self.call, self.config, self.started = call, config, started
+        self.text, self.unit, self.last_finished, self.sentence_index = "", None, -1, 0
+        self.pump = asyncio.create_task(self._pump(responses))
+        return True
+
+    async def _on_text(self, message: dict[str, Any]) -> bool:
+        text = message.get("text", "")
+        if not isinstance(text, str):
+            return await self._refuse("input.text requires a string text", "INVALID_FIELD", POLICY, param="text")
+        if not text:
+            return True
+        limit = self.started.limits.max_buffered_chars if self.started else 0
+        if limit and len(text) > limit:
+            return await self._refuse(
+                f"input.text is longer than the {limit} characters a session may buffer", "TEXT_TOO_LONG", POLICY, param="text"
+            )
+        self.text += text
+        self.open_text = True
+        await self._write(self.call.send(text))
+        return True
+
+    async def _on_flush(self, message: dict[str, Any]) -> bool:
+        flush_id = message.get("flush_id", "")
+        if not isinstance(flush_id, str):
+            return await self._refuse("flush_id must be a string", "INVALID_FIELD", POLICY, param="flush_id")
+        await self._flush("flush", flush_id)
+        return True
+
+    async def _on_done(self, message: dict[str, Any]) -> bool:
+        self.open_text = False
+        await self._flush("done", "")
+        return True
+
+    async def _on_clear(self, message: dict[str, Any]) -> bool:
+        self.clearing += 1
+        self.open_text = False
+        await self._write(self.call.clear())
+        return True
+
+    async def _on_close(self, message: dict[str, Any]) -> bool:
+        self.closing = True
+        if self.text.strip():
+            await self._write(self.call.end())  # the pump closes the socket after SessionDone
+            return True
+        await self._close(NORMAL)
+        return False
+
+    async def _flush(self, kind: str, client_id: str) -> None:
+        self.flushes += 1
+        flush_id = f"ws-{self.flushes}"
+        self.pending.append((flush_id, kind, client_id))
+        await self._write(self.call.flush(flush_id))
+
+    async def _write(self, sending: Any) -> None:
+        try:
+            await sending
+        except VocalisError:
+            pass  # the call has ended: the pump reports its status
+
+    async def _drop_call(self) -> None:
+        if self.pump is not None:
+            self.pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.pump
+            self.pump = None
+        if self.call is not None:
+            self.call.cancel()
+            self.call = None
+
+    # -- server to client --------------------------------------------------------------
+
+    async def _pump(self, responses: AsyncIterator[pb.SynthesizeResponse]) -> None:
+        try:
+            async for response in responses:
+                kind = response.WhichOneof("response")
+                if kind == "audio":
+                    await self._on_audio(response.audio)
+                elif kind == "utterance_done":
+                    await self._on_utterance_done(response.utterance_done)
+                elif kind == "flush_done":
+                    await self._on_flush_done(response.flush_done.flush_id)
+                elif kind == "cleared":
+                    await self._on_cleared()
+                elif kind == "warning":
+                    await self._send_json({"type": "warning", "code": response.warning.code, "message": response.warning.message})
+                elif kind == "session_done":
+                    await self._close(NORMAL)
+                    break
+        except VocalisError as error:
+            await self._upstream_failed(error)
+        except (WebSocketDisconnect, RuntimeError):
+            pass  # the client is gone; the reader sees the disconnect
+        self.inbox.put_nowait(_STOP)
+
+    async def _on_audio(self, chunk: pb.AudioChunk) -> None:
+        if self.clearing or not chunk.audio:
+            return
+        if chunk.utterance_index <= self.last_finished:  # the resampler's tail at the very end
+            if self.config.stream_audio:
+                await self._send_bytes(chunk.audio)
+            return
+        if self.unit is None:
+            await self._start_unit(chunk.utterance_index, chunk.text_span)
+        if self.config.stream_audio:
+            await self._send_bytes(chunk.audio)
+            self.unit.bytes_sent += len(chunk.audio)
+        else:
+            self.unit.held += chunk.audio
+
+    async def _start_unit(self, index: int, span: pb.TextSpan) -> None:
+        self.unit = _Unit(index)
+        await self._send_json(
+            {
+                "type": "audio.start",
+                "utterance_index": self.utterance_index,
+                "sentence_index": self.sentence_index,
+                "sentence_text": self.text[span.start : span.end],
+                "format": self.config.response_format,
+                "sample_rate": self.started.sample_rate,
+                "channels": self.started.channels,
+            }
+        )
+
+    async def _on_utterance_done(self, done: pb.UtteranceDone) -> None:
+        if self.clearing:
+            return  # its audio was dropped; the Clear closes it
+        if self.unit is None:
+            await self._start_unit(done.utterance_index, done.text_span)  # a unit with no audio at all
+        unit = self.unit
+        if unit.held:
+            await self._send_bytes(bytes(unit.held))
+            unit.bytes_sent = len(unit.held)
+        await self._send_json(
+            self._audio_done(
+                audio_seconds=round(done.audio_seconds, 4),
+                time_to_first_audio_s=round(done.time_to_first_audio_seconds, 4),
+                real_time_factor=round(done.real_time_factor, 4),
+            )
+        )
+        self._end_unit()
+
+    async def _on_flush_done(self, flush_id: str) -> None:
+        await self._close_cleared_unit()
+        while self.pending:
+            sent_id, kind, client_id = self.pending.popleft()
+            if sent_id != flush_id:
+                continue  # cannot happen: the server answers every flush in order
+            if kind == "flush":
+                await self._send_json({"type": "flush.done", "flush_id": client_id})
+            else:
+                await self._send_json(
+                    {"type": "session.done", "utterance_index": self.utterance_index, "total_sentences": self.sentence_index}
+                )
+                self.utterance_index += 1
+                self.sentence_index = 0
+            return
+
+    async def _on_cleared(self) -> None:
+        await self._close_cleared_unit()
+        self.clearing = max(self.clearing - 1, 0)
+        await self._send_json({"type": "input.cleared"})
+
+    async def _close_cleared_unit(self) -> None:
+        if self.clearing and self.unit is not None:
+            await self._send_json(self._audio_done(cleared=True))
+            self._end_unit()
+
+    async def _upstream_failed(self, error: VocalisError) -> None:
+        frame = upstream_error_frame(error)
+        if self.unit is not None and self.unit.bytes_sent:
+            frame.update(partial_audio=True, action="discard")
+        await self._send_json(frame)
+        if self.unit is not None:
+            await self._send_json(self._audio_done(error=True))
+            self._end_unit()
+        await self._close(close_code(error))
+
+    def _audio_done(self, error: bool = False, **extra: Any) -> dict[str, Any]:
+        return {
+            "type": "audio.done",
+            "utterance_index": self.utterance_index,
+            "sentence_index": self.sentence_index,
+            "total_bytes": self.unit.bytes_sent if self.unit else 0,
+            "error": error,
+            **extra,
+        }
+
+    def _end_unit(self) -> None:
+        if self.unit is not None:
+            self.last_finished = self.unit.index
+        self.unit = None
+        self.sentence_index += 1
+
+    # -- the socket ------------------------------------------------------------------
+
+    async def _send_json(self, message: dict[str, Any]) -> None:
+        await self._send(text=json.dumps(message, ensure_ascii=False))
+
+    async def _send_bytes(self, data: bytes) -> None:
+        await self._send(data=data)
+
+    async def _send(self, text: str | None = None, data: bytes | None = None) -> None:
+        if self.closed:
+            return
+        async with self._send_lock:
+            if text is not None:
+                await self.ws.send_text(text)
+            else:
+                await self.ws.send_bytes(data)
+        self.last_activity = time.monotonic()
+
+    async def _fail(self, frame: dict[str, Any], close: int) -> None:
+        await self._send_json(frame)
+        await self._close(close, frame["reason"])
+
+    async def _close(self, code: int, reason: str = "") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        async with self._send_lock:
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                await self.ws.close(code, reason)

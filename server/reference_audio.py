@@ -1,0 +1,117 @@
+"""The voice a synthesis request clones: an inline `ref_audio`, or a stored voice by name.
+
+`ref_audio` may be base64, a `data:` URL, an http(s) URL (only to allowlisted hosts,
+never to loopback or private addresses, with size and time limits) or a local
+path / file:// URI (only under an allowlisted directory). Whatever it is, the clip
+then passes the same checks as an upload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import ipaddress
+import socket
+import urllib.parse
+from pathlib import Path
+
+import httpx
+
+from vocalis.server.config import VoiceConfig
+from vocalis.server.errors import invalid_argument
+from vocalis.server.voice_catalog import VoiceCatalog
+from vocalis.server.voice_rules import check_clip
+from vocalis.stages.model import LoadedModel
+from vocalis.stages.request import ReferenceAudio
+from vocalis.tts.v1 import synthesizer_pb2
+
+
+class ReferenceResolver:
+    def __init__(self, catalog: VoiceCatalog, config: VoiceConfig) -> None:
+        self.catalog = catalog
+        self.config = config
+
+    async def resolve(self, session: synthesizer_pb2.SessionConfig, model: LoadedModel) -> ReferenceAudio | None:
+        """The reference for `session` on `model`, or None when it uses a preset voice."""
+        ref_text = session.ref_text if session.HasField("ref_text") else None
+        if session.HasField("ref_audio"):
+            if "ref_audio" not in model.capabilities.accepted_fields:
+                return None  # session_config.resolve refuses the field by name, before any fetching
+            data = await self._fetch(session.ref_audio)
+            audio = await asyncio.to_thread(check_clip, data, self.config, "ref_audio")
+            return ReferenceAudio(audio.samples, audio.sample_rate, text=ref_text)
+        reference = await asyncio.to_thread(self.catalog.reference, session.voice, model)
+        if reference is not None and ref_text is not None:
+            reference = ReferenceAudio(reference.samples, reference.sample_rate, ref_text, reference.name, reference.artifacts)
+        return reference
+
+    async def _fetch(self, value: str) -> bytes:
+        value = value.strip()
+        if value.startswith("data:"):
+            header, _, payload = value.partition(",")
+            if ";base64" not in header:
+                raise invalid_argument("ref_audio", "INVALID_REF_AUDIO", "ref_audio data: URLs must be base64 (data:audio/wav;base64,...)")
+            return self._base64(payload)
+        scheme = urllib.parse.urlsplit(value).scheme.lower()
+        if scheme in ("http", "https"):
+            return await self._download(value)
+        if scheme == "file" or value.startswith(("/", "./", "../")):
+            return await asyncio.to_thread(self._read_local, value)
+        return self._base64(value)
+
+    def _base64(self, payload: str) -> bytes:
+        if len(payload) * 3 // 4 > self.config.max_upload_bytes:
+            raise invalid_argument(
+                "ref_audio", "AUDIO_TOO_LARGE", f"ref_audio is larger than {self.config.max_upload_bytes / 2**20:g} MiB"
+            )
+        try:
+            return base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            raise invalid_argument(
+                "ref_audio", "INVALID_REF_AUDIO", "ref_audio must be base64 audio, a data: URL, or an allowed URL or path"
+            ) from None
+
+    def _read_local(self, value: str) -> bytes:
+        root = self.config.ref_audio_dir
+        if root is None:
+            raise invalid_argument("ref_audio", "LOCAL_PATH_REFUSED", "ref_audio local paths are not allowed on this server")
+        raw = urllib.parse.unquote(urllib.parse.urlsplit(value).path) if value.startswith("file:") else value
+        path = (root / raw).resolve() if not Path(raw).is_absolute() else Path(raw).resolve()
+        if not path.is_relative_to(root.resolve()) or not path.is_file():
+            raise invalid_argument("ref_audio", "LOCAL_PATH_REFUSED", f"ref_audio path is not a file under {root}")
+        if path.stat().st_size > self.config.max_upload_bytes:
+            raise invalid_argument("ref_audio", "AUDIO_TOO_LARGE", "ref_audio file is larger than the upload limit")
+        return path.read_bytes()
+
+    async def _download(self, url: str) -> bytes:
+        host = (urllib.parse.urlsplit(url).hostname or "").lower()
+        if not self.config.allowed_ref_hosts:
+            raise invalid_argument("ref_audio", "URL_REFUSED", "ref_audio URLs are not allowed on this server; send the audio as base64")
+        if host not in {h.lower() for h in self.config.allowed_ref_hosts}:
+            raise invalid_argument("ref_audio", "URL_REFUSED", f"ref_audio host {host!r} is not on this server's allowlist")
+        await self._refuse_internal(host)
+        limit = self.config.max_upload_bytes
+        try:
+            async with httpx.AsyncClient(timeout=self.config.ref_fetch_timeout_s, follow_redirects=False) as client:
+                async with client.stream("GET", url) as response:
+                    if response.status_code != 200:
+                        raise invalid_argument("ref_audio", "URL_FAILED", f"ref_audio URL answered HTTP {response.status_code}")
+                    data = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        data += chunk
+                        if len(data) > limit:
+                            raise invalid_argument("ref_audio", "AUDIO_TOO_LARGE", f"ref_audio URL gives more than {limit / 2**20:g} MiB")
+                    return bytes(data)
+        except httpx.HTTPError as error:
+            raise invalid_argument("ref_audio", "URL_FAILED", f"ref_audio URL could not be fetched: {type(error).__name__}") from None
+
+    async def _refuse_internal(self, host: str) -> None:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except socket.gaierror:
+            raise invalid_argument("ref_audio", "URL_FAILED", f"ref_audio host {host!r} does not resolve") from None
+        for info in infos:
+            address = ipaddress.ip_address(info[4][0])
+            if not address.is_global:
+                raise invalid_argument("ref_audio", "URL_REFUSED", f"ref_audio host {host!r} is a loopback or private address")

@@ -1,0 +1,136 @@
+"""Every voice the server can speak with, and which loaded model can use which.
+
+Presets belong to their model. Uploaded and precomputed voices are references to
+clone: usable by the models that can clone (a precomputed voice may narrow that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+
+from vocalis.server.errors import StatusError
+from vocalis.server.precomputed_voices import PrecomputedVoice
+from vocalis.server.voice_rules import not_found
+from vocalis.server.voice_store import VoiceNotFound, VoiceRecord, VoiceStore
+from vocalis.stages.model import LoadedModel
+from vocalis.stages.request import ReferenceAudio
+
+
+@dataclass(frozen=True)
+class CatalogVoice:
+    name: str
+    kind: str
+    """"preset", "precomputed" or "uploaded"."""
+    models: tuple[str, ...]
+    has_ref_text: bool = False
+    created_at: float = 0.0
+    description: str = ""
+    language: str = ""
+    record: VoiceRecord | None = None
+
+
+class VoiceCatalog:
+    def __init__(self, models: list[LoadedModel], store: VoiceStore, precomputed: list[PrecomputedVoice]) -> None:
+        self.models = models
+        self.store = store
+        self.precomputed = {voice.name.lower(): voice for voice in precomputed}
+
+    def reserved_names(self) -> set[str]:
+        """Names an upload may not take: presets, precomputed voices, and "default"."""
+        names = {"default", *self.precomputed}
+        for model in self.models:
+            names.update(voice.lower() for voice in model.capabilities.voices)
+        return names
+
+    def cloning_models(self, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
+        return tuple(
+            m.name for m in self.models if m.capabilities.voice_cloning and (not allowed or m.name in allowed)
+        )
+
+    def list(self, model: str = "") -> list[CatalogVoice]:
+        voices: dict[str, CatalogVoice] = {}
+        for loaded in self.models:
+            language = loaded.capabilities.languages[0] if loaded.capabilities.languages else ""
+            for name in loaded.capabilities.voices:
+                current = voices.get(name.lower())
+                users = (current.models if current else ()) + (loaded.name,)
+                voices[name.lower()] = CatalogVoice(name, "preset", users, language=language)
+        for voice in self.precomputed.values():
+            voices.setdefault(
+                voice.name.lower(),
+                CatalogVoice(voice.name, "precomputed", self.cloning_models(voice.models), bool(voice.ref_text), 0.0, voice.description or ""),
+            )
+        for record in self.store.list():
+            voices.setdefault(
+                record.name.lower(),
+                CatalogVoice(
+                    record.name, "uploaded", self.cloning_models(), bool(record.ref_text), record.created_at, record.description or "",
+                    record=record,
+                ),
+            )
+        listed = [voices[key] for key in sorted(voices)]
+        return [v for v in listed if not model or model.lower() in (m.lower() for m in v.models)]
+
+    def find(self, name: str) -> CatalogVoice:
+        for voice in self.list():
+            if voice.name.lower() == name.lower():
+                return voice
+        raise not_found(name, [v.name for v in self.list()], field="name")
+
+    def reference(self, name: str, model: LoadedModel) -> ReferenceAudio | None:
+        """The voice to clone that `name` stands for on `model`, or None when it is one of the model's presets.
+
+        Raises NOT_FOUND for an unknown name, INVALID_ARGUMENT when `model` cannot use the voice.
+        """
+        if not name or name.lower() == "default" or name.lower() in (v.lower() for v in model.capabilities.voices):
+            return None
+        key = name.lower()
+        precomputed = self.precomputed.get(key)
+        if precomputed is not None:
+            self._check_usable(name, model, self.cloning_models(precomputed.models))
+            audio = precomputed.audio
+            return ReferenceAudio(
+                samples=audio.samples if audio else np.zeros(0, np.float32),
+                sample_rate=audio.sample_rate if audio else 24000,
+                text=precomputed.ref_text,
+                name=precomputed.name,
+                artifacts=dict(precomputed.artifacts),
+            )
+        try:
+            record = self.store.get(name)
+            self._check_usable(name, model, self.cloning_models())
+            audio = self.store.audio(record) if record.duration_s else None
+            embedding = self.store.embedding(record)
+        except VoiceNotFound:
+            known = [v.name for v in self.list(model.name)]
+            raise not_found(name, known) from None
+        return ReferenceAudio(
+            samples=audio.samples if audio else np.zeros(0, np.float32),
+            sample_rate=audio.sample_rate if audio else 24000,
+            text=record.ref_text,
+            name=record.name,
+            artifacts={} if embedding is None else {"speaker_embedding": embedding},
+        )
+
+    def _check_usable(self, name: str, model: LoadedModel, users: tuple[str, ...]) -> None:
+        if model.name not in users:
+            presets = ", ".join(model.capabilities.voices)
+            raise StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"voice {name!r} is a cloned voice, which model {model.name} cannot use; its voices are: {presets}",
+                "VOICE_NOT_SUPPORTED_BY_MODEL",
+                "voice",
+            )
+
+
+def build_voice_catalog(engine, config) -> VoiceCatalog:  # (Engine, VoiceConfig)
+    """The catalog over the engine's models, the voice store and the precomputed voices of `config`."""
+    from vocalis.server.config import default_voice_dir
+    from vocalis.server.precomputed_voices import load_precomputed
+
+    store = VoiceStore(config.voice_dir or default_voice_dir())
+    precomputed = load_precomputed(config.custom_voice_dir) if config.custom_voice_dir else []
+    return VoiceCatalog(list(engine.models.values()), store, precomputed)

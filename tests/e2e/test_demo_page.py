@@ -1,0 +1,87 @@
+"""The demo page at `/`: served by the gateway, using only the public API; played in headless Chromium when present."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.chromium import Chromium, find_chromium
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("VOCALIS_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    with httpx.Client(base_url=server.http_url, timeout=30) as client:
+        yield client
+
+
+def test_the_page_and_its_scripts_are_served(http):
+    page = http.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    assert scripts == ["/static/demo.js"]
+    demo = http.get("/static/demo.js")
+    assert demo.status_code == 200 and "javascript" in demo.headers["content-type"]
+    for endpoint in ("/v1/models", "/v1/audio/voices", "/v1/audio/speech", "X-Sample-Rate", "/static/pcm-player.js"):
+        assert endpoint in demo.text, endpoint
+    worklet = http.get("/static/pcm-player.js")
+    assert worklet.status_code == 200 and 'registerProcessor("pcm-player"' in worklet.text
+
+
+def test_only_the_static_files_are_reachable(http):
+    assert http.get("/static/nothing.js").status_code == 404
+    assert http.get("/static/..%2Fdemo.py").status_code == 404
+    assert http.get("/static/../demo.py").status_code == 404
+    assert "/" not in http.get("/openapi.json").json()["paths"], "the page is not part of the API schema"
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_the_page_streams_and_plays_speech(server, tmp_path):
+    browser = Chromium(find_chromium(), tmp_path / "profile", tmp_path / "chromium.log")
+    try:
+        browser.open(server.http_url + "/")
+        assert browser.wait_for("window.vocalisDemo && window.vocalisDemo.ready", timeout=30) is True
+        assert browser.evaluate("document.getElementById('voice').value") == "en_US-joe-medium"
+
+        for fmt, text in (("pcm", "Hello from the browser."), ("wav", "A streamed wave file.")):
+            browser.evaluate(
+                f"document.getElementById('format').value = '{fmt}';"
+                f"document.getElementById('text').value = '{text}';"
+                "document.getElementById('speak-button').click()",
+                user_gesture=True,
+            )
+            browser.wait_for("window.vocalisDemo.done && window.vocalisDemo.playbackDone", timeout=40)
+            stats = browser.evaluate("window.vocalisDemo")
+            assert stats["error"] is None and stats["format"] == fmt
+            assert stats["sampleRate"] == 22050
+            # every sample sent to the AudioWorklet was played, and there was a second or more of it
+            assert stats["samplesQueued"] == stats["samplesPlayed"] > 22050
+            assert 0 < stats["ttfaMs"] <= stats["totalMs"] and stats["rtf"] > 0
+            assert browser.evaluate("document.getElementById('m-rate').textContent") == "22050 Hz"
+
+        # the upload form posts multipart to /v1/audio/voices and shows the server's answer, whatever it is
+        browser.evaluate(
+            "const files = new DataTransfer();"
+            "files.items.add(new File([new Uint8Array(64)], 'clip.wav', {type: 'audio/wav'}));"
+            "document.getElementById('voice-file').files = files.files;"
+            "document.getElementById('voice-name').value = 'browser_test';"
+            "document.getElementById('voice-consent').value = 'test';"
+            "document.getElementById('upload-form').requestSubmit()",
+            user_gesture=True,
+        )
+        answer = browser.wait_for(
+            "(t => t && t !== 'uploading…' && t)(document.getElementById('upload-status').textContent)", timeout=30
+        )
+        assert answer.startswith(("uploaded: ", "upload failed: ")), answer
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = browser.screenshot(ARTIFACTS / "demo-page.png")
+        assert shot.read_bytes()[:4] == b"\x89PNG"
+    finally:
+        browser.close()

@@ -1,0 +1,192 @@
+"""Voices end to end: upload, list, clone, delete; validation; two processes on one store; concurrency."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.serving import start_server
+from tests.tiny_tts.build import build_checkpoint
+from vocalis.clients.errors import VocalisError
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2, voices_pb2, voices_pb2_grpc
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+
+def clip(seconds: float = 2.0, rate: int = 16000, amplitude: float = 0.3, fmt: str = "WAV", seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
+    signal = amplitude * envelope * np.sin(2 * np.pi * 220 * t) + 0.01 * rng.standard_normal(len(t))
+    buffer = io.BytesIO()
+    sf.write(buffer, signal.astype(np.float32), rate, format=fmt)
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    root = tmp_path_factory.mktemp("voices")
+    checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)
+    precomputed = root / "precomputed"
+    precomputed.mkdir()
+    (precomputed / "narrator.wav").write_bytes(clip(3.0, seed=9))
+    (precomputed / "manifest.json").write_text(
+        json.dumps({"voices": [{"name": "narrator", "audio": "narrator.wav", "ref_text": "A narrator.", "description": "calm"}]})
+    )
+    common = ("--family-module", "tests.tiny_tts.family", "--voice-dir", str(root / "store"), "--custom-voice-dir", str(precomputed))
+    first = start_server(root, *common, "--max-voices", "60", str(checkpoint))
+    second = start_server(root, *common, "--max-voices", "60", str(checkpoint))
+    yield first, second
+    first.stop()
+    second.stop()
+
+
+def upload(server, name: str, data: bytes | None = None, **form) -> httpx.Response:
+    files = {"audio_sample": ("voice.wav", clip() if data is None else data, form.pop("mime", "audio/wav"))}
+    fields = {"name": name, "consent": "consent-1", **form}
+    return httpx.post(f"{server.http_url}/v1/audio/voices", data=fields, files=files, timeout=60)
+
+
+def names(server) -> set[str]:
+    return set(httpx.get(f"{server.http_url}/v1/audio/voices", timeout=30).json()["voices"])
+
+
+def speak(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": "hello there", "max_new_tokens": 20, "response_format": "pcm", **body}, timeout=60)
+
+
+def test_upload_list_clone_delete_across_two_processes(servers):
+    first, second = servers
+    response = upload(first, "Alice", ref_text="Hello, I am Alice.", speaker_description="test voice")
+    assert response.status_code == 200, response.text
+    voice = response.json()["voice"]
+    assert voice["kind"] == "VOICE_KIND_UPLOADED" and voice["has_ref_text"] and voice["models"] == ["tiny-tts"]
+    assert abs(voice["duration_seconds"] - 2.0) < 0.01
+    listing = httpx.get(f"{second.http_url}/v1/audio/voices", timeout=30).json()
+    assert "Alice" in listing["voices"] and [v["name"] for v in listing["uploaded_voices"]] == ["Alice"]
+    assert {"tiny", "narrator"} <= set(listing["voices"])
+
+    default = speak(second).content
+    cloned = speak(second, voice="alice")
+    assert cloned.status_code == 200, cloned.text
+    assert cloned.content != default and len(cloned.content) == 20 * 160 * 2
+    with Client(second.grpc_target, timeout=60) as client:
+        over_grpc = client.synthesize(pb.SessionConfig(voice="ALICE", encoding=audio_pb2.AUDIO_ENCODING_PCM, max_new_tokens=20), "hello there")
+    assert over_grpc.audio == cloned.content and over_grpc.started.voice == "Alice"
+
+    assert httpx.delete(f"{second.http_url}/v1/audio/voices/alice", timeout=30).json()["success"]
+    assert "Alice" not in names(first)
+    gone = speak(first, voice="Alice")
+    assert gone.status_code == 404 and gone.json()["error"]["param"] == "voice"
+    with Client(first.grpc_target, timeout=60) as client, pytest.raises(VocalisError) as caught:
+        client.synthesize(pb.SessionConfig(voice="Alice", max_new_tokens=5), "x")
+    assert caught.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_inline_reference_and_precomputed_voice(servers):
+    first, _ = servers
+    inline = speak(first, ref_audio=base64.b64encode(clip(seed=4)).decode())
+    data_url = speak(first, ref_audio="data:audio/wav;base64," + base64.b64encode(clip(seed=4)).decode())
+    assert inline.status_code == 200 and inline.content == data_url.content != speak(first).content
+    narrator = speak(first, voice="narrator")
+    assert narrator.status_code == 200 and narrator.content != speak(first).content
+    refused = httpx.delete(f"{first.http_url}/v1/audio/voices/narrator", timeout=30)
+    assert refused.status_code == 400 and "precomputed" in refused.json()["error"]["message"]
+
+
+def test_failed_reupload_keeps_the_old_voice(servers):
+    first, second = servers
+    assert upload(first, "keeper").status_code == 200
+    before = speak(second, voice="keeper").content
+    bad = upload(first, "keeper", b"RIFF....WAVEnot really audio")
+    assert bad.status_code == 400 and "audio" in bad.json()["error"]["message"]
+    assert speak(second, voice="keeper").content == before
+    assert httpx.delete(f"{first.http_url}/v1/audio/voices/keeper", timeout=30).status_code == 200
+
+
+def silent() -> bytes:
+    buffer = io.BytesIO()
+    sf.write(buffer, np.zeros(32000, np.float32), 16000, format="WAV")
+    return buffer.getvalue()
+
+
+BAD_UPLOADS = [
+    ({"name": "big", "data": b"\0" * (11 * 1024 * 1024)}, 400, "MiB"),
+    ({"name": "short", "data": clip(0.5)}, 400, "0.50 s"),
+    ({"name": "long", "data": clip(31.0, rate=8000)}, 400, "30 s"),
+    ({"name": "quiet", "data": silent()}, 400, "silent"),
+    ({"name": "fake", "data": b"this is not audio at all" * 100, "mime": "audio/mpeg"}, 400, "not audio"),
+    ({"name": "../x"}, 400, "name"),
+    ({"name": ""}, 400, "name"),
+    ({"name": "tiny"}, 400, "preset"),
+    ({"name": "nocon", "consent": ""}, 400, "consent"),
+]
+
+
+@pytest.mark.parametrize(("case", "status", "text"), BAD_UPLOADS, ids=[c[0]["name"] or "empty" for c in BAD_UPLOADS])
+def test_bad_uploads_change_nothing(servers, case, status, text):
+    first, _ = servers
+    before = names(first)
+    case = dict(case)
+    response = upload(first, case.pop("name"), case.pop("data", None), **case)
+    assert response.status_code == status, response.text
+    assert text.lower() in response.json()["error"]["message"].lower()
+    assert names(first) == before
+
+
+@pytest.mark.parametrize(
+    ("ref_audio", "text"),
+    [
+        ("http://127.0.0.1:9/voice.wav", "not allowed"),
+        ("/etc/passwd", "local paths"),
+        ("A" * (15 * 1024 * 1024), "MiB"),
+        ("not base64 !!", "base64"),
+    ],
+    ids=["loopback-url", "local-path", "oversized-base64", "garbage"],
+)
+def test_bad_inline_references(servers, ref_audio, text):
+    first, _ = servers
+    response = speak(first, ref_audio=ref_audio)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "ref_audio" and text.lower() in error["message"].lower()
+
+
+def test_parallel_uploads_and_deletes(servers):
+    first, second = servers
+    before = names(first)
+
+    def work(i: int) -> None:
+        server = servers[i % 2]
+        assert upload(server, f"bulk-{i}", clip(1.2, seed=i)).status_code == 200
+        if i % 3 == 0:
+            assert httpx.delete(f"{server.http_url}/v1/audio/voices/bulk-{i}", timeout=30).status_code == 200
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(50)))
+    expected = before | {f"bulk-{i}" for i in range(50) if i % 3}
+    assert names(first) == names(second) == expected
+    with grpc.insecure_channel(first.grpc_target) as channel:
+        listed = voices_pb2_grpc.VoicesStub(channel).ListVoices(voices_pb2.ListVoicesRequest())
+    assert {v.name for v in listed.voices} == expected
+    for i in range(50):
+        if i % 3:
+            httpx.delete(f"{first.http_url}/v1/audio/voices/bulk-{i}", timeout=30)
+
+
+def test_piper_cannot_use_a_cloned_voice(server, tmp_path):
+    response = upload(server, "cloned")
+    assert response.status_code == 200, response.text
+    assert response.json()["voice"]["models"] == []
+    refused = httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": "Hi.", "voice": "cloned"}, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "voice" and "cannot use" in refused.json()["error"]["message"]
+    assert httpx.delete(f"{server.http_url}/v1/audio/voices/cloned", timeout=30).status_code == 200

@@ -40,7 +40,7 @@ class SpeechRequest(BaseModel):
     speaker: str | None = Field(default=None, description="Alias of voice.")
     instructions: str | None = Field(default=None, description="Style or voice description, for models that take one.")
     response_format: ResponseFormat = Field(default="wav", description="Audio format of the response.")
-    sample_rate: int | None = Field(default=None, gt=0, description="Output sample rate in Hz; omitted: the model's own.")
+    sample_rate: int | None = Field(default=None, gt=0, le=2**31 - 1, description="Output sample rate in Hz; omitted: the model's own.")
     speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Playback speed, 0.25 to 4.0.")
     stream: bool = Field(default=False, description="Stream as server-sent events (unless stream_format says otherwise).")
     stream_format: Literal["sse", "audio"] | None = Field(default=None, description="sse: SSE events; audio: raw bytes.")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalis.server.audio_decoding import DecodedAudio, decode_audio
-from vocalis.server.voice_rules import NAME_PATTERN
+from vocalis.server.voice_store import NAME_PATTERN
 
 
 @dataclass(frozen=True)

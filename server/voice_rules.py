@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from vocalis.server.audio_decoding import DecodedAudio, UndecodableAudio, decode_audio
 from vocalis.server.config import VoiceConfig
 from vocalis.server.errors import StatusError, invalid_argument
+from vocalis.server.voice_store import NAME_PATTERN
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SILENCE_RMS = 1e-3
 
 

@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -34,6 +35,8 @@ import soundfile as sf
 from vocalis.server.audio_decoding import DecodedAudio
 
 CANONICAL_RATE = 24000
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A voice name: also a file name, so nothing else may appear in one."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,8 @@ class VoiceStore:
     # -- internals ----------------------------------------------------------------------
 
     def _pointer(self, name: str) -> Path:
+        if not NAME_PATTERN.fullmatch(name):
+            raise VoiceNotFound(name)  # no stored voice can have such a name
         return self._names / f"{name.lower()}.json"
 
     def _read_pointer(self, path: Path) -> VoiceRecord | None:

@@ -1,0 +1,181 @@
+"""Soak and faults: many clients for minutes, with cancellations, disconnects, slow readers and bad input.
+
+Starts `vocalis serve` (the Piper voice) on loopback, learns the exact PCM length of
+each prompt (noise scales 0 make it deterministic), then runs `--concurrency` clients
+for `--duration` seconds over gRPC and HTTP. Every completed response must have
+exactly the expected length (else it counts as corrupted); errors are counted by
+kind; the server's RSS is sampled every second and the median of the last fifth of
+the run is compared with the median of the first fifth. Prints a table, writes JSON.
+
+    python bench/soak.py --duration 600 --concurrency 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.serving import start_server  # noqa: E402
+from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc  # noqa: E402
+from vocalis.tts.v1 import synthesizer_pb2 as pb  # noqa: E402
+
+PROMPTS = [
+    "Hello there.",
+    "The weather today is mild, with a light breeze from the west.",
+    "Please remember to bring your umbrella. It may rain later this afternoon, and the buses are often late.",
+    "One. Two. Three. Four. Five.",
+]
+NOISELESS = {"noise_scale": 0, "noise_w_scale": 0}
+ACTIONS = [("complete", 0.65), ("cancel", 0.10), ("disconnect", 0.05), ("slow_reader", 0.12), ("oversize", 0.08)]
+
+
+def config() -> pb.SessionConfig:
+    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM)
+    message.extra_params.update(NOISELESS)
+    return message
+
+
+def requests(text: str) -> list[pb.SynthesizeRequest]:
+    return [pb.SynthesizeRequest(config=config()), pb.SynthesizeRequest(text=pb.TextInput(text=text))]
+
+
+async def grpc_pcm(stub, text: str, action: str, rng: random.Random) -> bytes | None:
+    call = stub.Synthesize(iter(requests(text)), timeout=120)
+    audio = bytearray()
+    async for response in call:
+        if response.WhichOneof("response") != "audio":
+            continue
+        audio += response.audio.audio
+        if action in ("cancel", "disconnect"):
+            call.cancel()
+            return None
+        if action == "slow_reader":
+            await asyncio.sleep(rng.uniform(0.05, 0.3))
+    return bytes(audio)
+
+
+async def http_pcm(http: httpx.AsyncClient, text: str, action: str, rng: random.Random) -> bytes | None:
+    body = {"input": text, "response_format": "pcm", "stream_format": "audio", "extra_params": NOISELESS}
+    async with http.stream("POST", "/v1/audio/speech", json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            raise httpx.HTTPStatusError(str(response.status_code), request=response.request, response=response)
+        audio = bytearray()
+        async for chunk in response.aiter_raw():
+            audio += chunk
+            if action in ("cancel", "disconnect"):
+                return None  # leaving the block closes the connection mid-stream
+            if action == "slow_reader":
+                await asyncio.sleep(rng.uniform(0.05, 0.3))
+        return bytes(audio)
+
+
+async def client(index: int, server, expected: dict[str, int], until: float, tally: Counter, seed: int) -> None:
+    rng = random.Random(seed * 1000 + index)
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel, httpx.AsyncClient(base_url=server.http_url, timeout=120) as http:
+        stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
+        while time.monotonic() < until:
+            action = rng.choices([a for a, _ in ACTIONS], [w for _, w in ACTIONS])[0]
+            protocol = rng.choice(["grpc", "http"])
+            text = "x" * 6000 if action == "oversize" else rng.choice(PROMPTS)
+            try:
+                audio = await (grpc_pcm(stub, text, action, rng) if protocol == "grpc" else http_pcm(http, text, action, rng))
+            except grpc.aio.AioRpcError as error:
+                tally[f"{protocol}:{error.code().name}" + ("" if action == "oversize" else ":unexpected")] += 1
+                continue
+            except httpx.HTTPStatusError as error:
+                tally[f"{protocol}:{error.response.status_code}" + ("" if action == "oversize" else ":unexpected")] += 1
+                continue
+            except httpx.HTTPError as error:
+                tally[f"{protocol}:{type(error).__name__}:unexpected"] += 1
+                continue
+            if audio is None:
+                tally[f"{action}"] += 1
+            elif action == "oversize":
+                tally["oversize:accepted:unexpected"] += 1
+            elif len(audio) == expected[text]:
+                tally[f"completed:{action}"] += 1
+            else:
+                tally["corrupted"] += 1
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+async def soak(server, duration: float, concurrency: int, seed: int) -> dict:
+    expected = {}
+    async with grpc.aio.insecure_channel(server.grpc_target) as channel:
+        stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
+        for text in PROMPTS:
+            expected[text] = len(await grpc_pcm(stub, text, "complete", random.Random(0)))
+    tally: Counter = Counter()
+    samples: list[tuple[float, int]] = []
+    start = time.monotonic()
+    until = start + duration
+
+    async def sample_memory() -> None:
+        while time.monotonic() < until:
+            samples.append((time.monotonic() - start, rss_bytes(server.process.pid)))
+            await asyncio.sleep(1.0)
+
+    await asyncio.gather(sample_memory(), *(client(i, server, expected, until, tally, seed) for i in range(concurrency)))
+    fifth = max(1, len(samples) // 5)
+    first = statistics.median(r for _, r in samples[:fifth])
+    last = statistics.median(r for _, r in samples[-fifth:])
+    return {
+        "duration_s": duration,
+        "concurrency": concurrency,
+        "counts": dict(sorted(tally.items())),
+        "completed": sum(v for k, v in tally.items() if k.startswith("completed")),
+        "corrupted": tally["corrupted"],
+        "unexpected_errors": sum(v for k, v in tally.items() if k.endswith(":unexpected")),
+        "rss_first_mb": first / 2**20,
+        "rss_last_mb": last / 2**20,
+        "rss_growth": last / first - 1,
+        "server_alive": server.alive(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=600)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
+    args = parser.parse_args()
+    server = start_server(Path(tempfile.mkdtemp()))
+    try:
+        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed))
+    finally:
+        server.stop()
+    print(f"soak: {args.concurrency} clients for {args.duration:.0f} s")
+    print("| outcome | count |\n|---|---|")
+    for key, value in result["counts"].items():
+        print(f"| {key} | {value} |")
+    print(f"completed {result['completed']}, corrupted {result['corrupted']}, unexpected errors {result['unexpected_errors']}")
+    print(f"server RSS {result['rss_first_mb']:.0f} MB -> {result['rss_last_mb']:.0f} MB ({result['rss_growth'] * 100:+.1f} %)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

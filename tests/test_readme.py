@@ -42,7 +42,7 @@ def run_example(name: str, server, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_readme_has_the_examples():
-    assert set(examples()) == {"curl", "curl-stream", "httpx-sse", "openai", "grpcurl", "say", "client", "bench"}
+    assert set(examples()) == {"curl", "curl-stream", "httpx-sse", "openai", "grpcurl", "say", "client", "bench", "voices"}
 
 
 def test_the_two_commands_are_there():
@@ -107,3 +107,11 @@ def test_bench(server, tmp_path):
     report = json.loads((tmp_path / "bench.json").read_text())
     assert [level["ok"] for level in report["levels"]] == [4, 4]
     assert (tmp_path / "bench.md").read_text() in out
+
+
+def test_voices(server, tmp_path):
+    run_example("voices", server, tmp_path)
+    created = json.loads((tmp_path / "created.json").read_text())
+    assert created["success"] and created["voice"]["name"] == "alice" and created["voice"]["models"] == []
+    assert "alice" in json.loads((tmp_path / "listed.json").read_text())["voices"]
+    assert json.loads((tmp_path / "deleted.json").read_text())["success"]

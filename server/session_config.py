@@ -32,7 +32,7 @@ ENCODINGS = {
 PROTO_ENCODINGS = {encoding: value for value, encoding in ENCODINGS.items() if value}
 
 # Handled by the server for every model, whatever the model says it accepts.
-UNIVERSAL_FIELDS = frozenset({"model", "voice", "encoding", "sample_rate", "request_id", "delivery"})
+UNIVERSAL_FIELDS = frozenset({"model", "voice", "encoding", "sample_rate", "request_id", "delivery", "text_splitting"})
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """UtteranceStage: a whole unit of text in, its audio out piece by piece (Piper, diffusion models).
 
-Requests are served round-robin one piece (e.g. one sentence) per step, so a
-long text does not hold up the short ones that arrive behind it.
+Requests are served one piece (e.g. one sentence) per step: a request that has
+produced nothing yet first, then the others round-robin, so a long text does not
+hold up the short ones that arrive behind it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class UtteranceStage:
         self._waiting: OrderedDict[int, SynthesisRequest] = OrderedDict()
         self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray]]] = OrderedDict()
         self._batch: list[SynthesisRequest] = []
+        self._started: set[int] = set()
 
     def add(self, item: StageItem) -> None:
         self._waiting[id(item.request)] = item.request
@@ -45,6 +47,7 @@ class UtteranceStage:
 
     def drop(self, request: SynthesisRequest) -> None:
         self._waiting.pop(id(request), None)
+        self._started.discard(id(request))
         entry = self._active.pop(id(request), None)
         if entry is not None:
             entry[1].close()
@@ -60,8 +63,11 @@ class UtteranceStage:
             self._active[key] = (request, self.model.synthesize(request))
         if not self._active:
             return []
-        key, (request, pieces) = next(iter(self._active.items()))
+        # A request that has produced nothing yet goes first (time to first audio); the rest take turns.
+        key = next((k for k in self._active if k not in self._started), next(iter(self._active)))
+        request, pieces = self._active[key]
         self._active.move_to_end(key)
+        self._started.add(key)
         self._batch = [request]
         try:
             samples = next(pieces)

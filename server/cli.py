@@ -7,7 +7,6 @@ gateway and the client commands together, to start them in one process.
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 import click
@@ -21,7 +20,9 @@ from vocalis.server.config import SecurityConfig, ServerConfig, VoiceConfig
 
 
 def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from vocalis.server.log_format import configure
+
+    configure(level)
 
 
 @click.group()

@@ -30,6 +30,7 @@ from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, abort, invalid_argument
+from vocalis.server.log_format import REQUEST_ID
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.sentence_splitter import (
@@ -187,6 +188,7 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
         reference = await self.references.resolve(model_config, model) if self.references else None
         resolved = session_config.resolve(model_config, model, self.limits, reference)
         request_id = config.request_id or f"tts-{uuid.uuid4().hex}"
+        REQUEST_ID.set(request_id)
         return Session(self.engine, self.limits, resolved, splitter, request_id, config.delivery)
 
 

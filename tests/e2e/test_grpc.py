@@ -127,7 +127,19 @@ def test_flush_and_clear(stub):
         pb.SynthesizeRequest(clear=pb.Clear()),
         pb.SynthesizeRequest(text=pb.TextInput(text="Last part.")),
     ]
-    responses = run_session(stub, requests, pause=0.05)
+    flushed = threading.Event()
+
+    def send():
+        for index, request in enumerate(requests):
+            yield request
+            if index == 2:
+                flushed.wait(30)  # the Clear must come after the flush's audio, not race it
+
+    responses = []
+    for response in stub.Synthesize(send(), timeout=60):
+        responses.append(response)
+        if response.WhichOneof("response") == "flush_done":
+            flushed.set()
     kinds = [r.WhichOneof("response") for r in responses]
     assert kinds[0] == "session_started" and kinds[-1] == "session_done"
     assert "cleared" in kinds

@@ -14,7 +14,9 @@ from vocalis.gateway.config import StreamLimits
 from vocalis.gateway.middleware import RequestLimits
 
 
-def create_app(upstream: str, stream_limits: StreamLimits | None = None, *, tls_root: bytes | None = None) -> FastAPI:
+def create_app(
+    upstream: str, stream_limits: StreamLimits | None = None, *, tls_root: bytes | None = None, request_timeout_s: float = 600.0
+) -> FastAPI:
     """A gateway that translates HTTP and WebSocket into gRPC calls to the server at `upstream` (HOST:PORT).
 
     With `tls_root` (PEM), the upstream is dialed over TLS, trusting that certificate.
@@ -30,6 +32,8 @@ def create_app(upstream: str, stream_limits: StreamLimits | None = None, *, tls_
 
     app = FastAPI(title="Vocalis", version=__version__, lifespan=lifespan)
     app.state.stream_limits = stream_limits or StreamLimits()
+    app.state.request_timeout_s = request_timeout_s
+    """Deadline of a speech request (504 past it) unless the caller's X-Request-Timeout says otherwise."""
     errors.install(app)
     app.add_middleware(RequestLimits)
     app.include_router(speech.router)

@@ -6,8 +6,9 @@ import base64
 import json
 import uuid
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from vocalis.clients.errors import VocalisError
@@ -28,9 +29,15 @@ AUDIO_RESPONSES = {
 
 
 @router.post("/v1/audio/speech", responses=AUDIO_RESPONSES, response_class=Response)
-async def create_speech(body: SpeechRequest, client: Upstream) -> Response:
-    request_id = f"speech-{uuid.uuid4().hex}"
-    responses = client.synthesize(session_config(body, request_id), body.input)
+async def create_speech(
+    body: SpeechRequest,
+    client: Upstream,
+    request: Request,
+    x_request_timeout: Annotated[float | None, Header(gt=0, le=3600, description="Deadline in seconds; past it: 504.")] = None,
+) -> Response:
+    request_id = getattr(request.state, "request_id", None) or f"speech-{uuid.uuid4().hex}"
+    timeout = x_request_timeout or request.app.state.request_timeout_s
+    responses = client.synthesize(session_config(body, request_id), body.input, timeout=timeout)
     started = (await anext(responses)).session_started
     headers = {"X-Sample-Rate": str(started.sample_rate), "X-Request-Id": started.request_id}
     if not body.streaming:

@@ -122,6 +122,12 @@ def test_deadline_stops_the_work(server):
         assert 'vocalis_aborted_streams_total{reason="deadline"}' in text
 
 
+def test_http_timeout_is_504(server):
+    response = httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": LONG_TEXT * 3}, headers={"x-request-timeout": "0.05"}, timeout=60)
+    assert response.status_code == 504 and response.json()["error"]["type"] == "timeout_error"
+    assert httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": "Still fine."}, timeout=60).status_code == 200
+
+
 def test_body_size_limit(server):
     response = httpx.post(f"{server.http_url}/v1/audio/speech", content=b"{" + b" " * (33 * 1024 * 1024) + b"}",
                           headers={"content-type": "application/json"}, timeout=60)
@@ -164,13 +170,14 @@ def test_tls_round_trip(tmp_path):
 
 
 def test_sigterm_drains(tmp_path):
-    running = start_server(tmp_path, "--drain-grace", "30")
+    running = start_server(tmp_path, "--drain-grace", "120")
+    text = " ".join(["This sentence keeps the voice busy for a little while."] * 5)
     results: dict[int, str] = {}
     started = threading.Barrier(5)
 
     def stream(i: int) -> None:
         with grpc.insecure_channel(running.grpc_target) as channel:
-            responses = synthesizer_pb2_grpc.SynthesizerStub(channel).Synthesize(iter(session(LONG_TEXT)), timeout=60)
+            responses = synthesizer_pb2_grpc.SynthesizerStub(channel).Synthesize(iter(session(text)), timeout=150)
             first = True
             last = None
             for response in responses:
@@ -191,6 +198,6 @@ def test_sigterm_drains(tmp_path):
             list(synthesizer_pb2_grpc.SynthesizerStub(channel).Synthesize(iter(session("Too late.")), timeout=10))
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     for thread in threads:
-        thread.join(60)
+        thread.join(150)
     assert results == {i: "session_done" for i in range(4)}
-    assert running.process.wait(30) == 0
+    assert running.process.wait(60) == 0

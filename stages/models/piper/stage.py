@@ -33,7 +33,7 @@ class PiperSynthesizer:
     def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
         params: PiperInput = request.stage_input
         voice = self.voice.voice
-        for index, phonemes in enumerate(voice.phonemize(request.text)):
+        for index, phonemes in enumerate(voice.phonemize(_speakable(request.text))):
             if request.cancelled:
                 return
             if not phonemes:
@@ -66,3 +66,11 @@ def _normalized(audio: np.ndarray) -> np.ndarray:
     if peak < 1e-8:
         return np.zeros_like(audio)
     return np.clip(audio / peak, -1.0, 1.0).astype(np.float32)
+
+
+_CONTROLS = {c: " " for c in range(32) if chr(c) not in "\n\t"} | {0x7F: " "}
+
+
+def _speakable(text: str) -> str:
+    """Control characters become spaces: espeak-ng refuses a NUL and has nothing to say for the rest."""
+    return text.translate(_CONTROLS)

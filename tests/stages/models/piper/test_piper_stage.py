@@ -92,3 +92,8 @@ def test_cancel_stops_between_sentences(voice, adapter):
         return produced
 
     assert asyncio.run(go()) == 1
+
+
+def test_control_characters_are_not_fatal(voice, adapter):
+    chunks = run(voice, "Hello\x00 there \x08 friend.", adapter.stage_input(params()))
+    assert sum(len(c) for c in chunks) > 11025

@@ -57,6 +57,16 @@ class SpeechRequest(BaseModel):
     word_timestamps: bool = Field(default=False, description="Ask for word timings.")
     references: list[Reference] | None = Field(default=None, description="Alias of ref_audio/ref_text (one element).")
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+        return value
+
     @field_validator("speaker_embedding")
     @classmethod
     def _finite(cls, value: list[float] | None) -> list[float] | None:

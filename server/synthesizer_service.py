@@ -27,6 +27,7 @@ import grpc
 
 from vocalis.server import session_config
 from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
+from vocalis.server.auth import take_first_message
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, abort, invalid_argument
@@ -136,6 +137,7 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
         try:
             session = await self._open(request_iterator)
         except StatusError as error:
+            await take_first_message(request_iterator)  # let the client finish writing (see take_first_message)
             await abort(context, error)
             return
         except Exception:  # noqa: BLE001

@@ -41,7 +41,7 @@ class AutoregressiveModel(Protocol):
         ...
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
-        """[B] bool: frame i ends its sequence (and is not emitted)."""
+        """[B] bool: frame i ends its sequence (and is not emitted, unless the model sets `emits_eos_frame`)."""
         ...
 
     def frame_embeds(self, frames: torch.Tensor) -> torch.Tensor:
@@ -59,6 +59,9 @@ class StatefulAutoregressiveModel(AutoregressiveModel, Protocol):
 
 
 class AutoregressiveStage:
+    """Runs an AutoregressiveModel. A model whose stop decision comes beside a real frame (a stop head,
+    rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output."""
+
     def __init__(
         self,
         name: str,
@@ -77,6 +80,7 @@ class AutoregressiveStage:
         self._batch: list[SynthesisRequest] = []
         self.steps = 0
         self._stateful = callable(getattr(model, "new_state", None))
+        self._emits_eos_frame = bool(getattr(model, "emits_eos_frame", False))
 
     # -- the Stage protocol -------------------------------------------------------------
 
@@ -148,11 +152,14 @@ class AutoregressiveStage:
         for row, seq in enumerate(seqs):
             seq.num_generated += 1
             request = seq.request
+            frame = frames[row : row + 1]
             if eos[row]:
-                outputs.append(StageItem(request, frames[row : row + 1][:0], finished=True))
+                if self._emits_eos_frame:
+                    seq.data["frames"].append(frame)
+                    request.output_tokens += 1
+                outputs.append(StageItem(request, frame if self._emits_eos_frame else frame[:0], finished=True))
                 self.drop(request)
                 continue
-            frame = frames[row : row + 1]
             seq.data["frames"].append(frame)
             request.output_tokens += 1
             finished = seq.num_generated >= seq.max_new_tokens

@@ -24,6 +24,9 @@ class ChunkDecoder(Protocol):
         """[B, T, K] frames to [B, T * samples_per_frame] float samples."""
         ...
 
+    # Optional: `context_frames(request) -> Tensor | None`, frames that precede a request's first frame
+    # (e.g. the tail of a continuation prompt's audio): decoded as left context, never emitted.
+
 
 @dataclass
 class _Stream:
@@ -58,6 +61,10 @@ class ChunkStage:
         stream = self._streams.get(id(item.request))
         if stream is None:
             stream = self._streams[id(item.request)] = _Stream(item.request, first_chunk_frames=_first_chunk(item.request))
+            context = self.decoder.context_frames(item.request) if hasattr(self.decoder, "context_frames") else None
+            if context is not None and len(context):
+                stream.frames.append(context)
+                stream.available = stream.emitted = len(context)
             context = _context_frames(item.request)
             if context is not None and len(context):
                 stream.frames.append(context)

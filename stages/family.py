@@ -22,7 +22,7 @@ from vocalis.stages.model import LoadedModel
 class ModelFamily:
     name: str
     model_types: tuple[str, ...]
-    """config.json `model_type` values this family loads."""
+    """config.json `model_type` values this family loads (or `architecture`, in configs without a model_type)."""
     deploy_defaults: Path
     load: Callable[[Path, DeployConfig], LoadedModel]
     """Load the checkpoint at a path with a resolved deploy config."""
@@ -47,7 +47,8 @@ def family_for_checkpoint(path: Path) -> ModelFamily:
     config = path / "config.json"
     if not config.is_file():
         raise ValueError(f"{path} has no config.json: is it a checkpoint directory?")
-    model_type = json.loads(config.read_text()).get("model_type", "")
+    data = json.loads(config.read_text())
+    model_type = data.get("model_type") or data.get("architecture", "")  # VoxCPM configs name only an architecture
     for family in _FAMILIES.values():
         if model_type in family.model_types:
             return family

@@ -2,9 +2,10 @@
 
 A stage is pure compute over a batch; its worker thread owns it, feeds it what
 arrives in the inbox, calls `step()` while it has work, and routes the outputs.
-Three runtimes implement it: AutoregressiveStage (persistent sequences, KV
-cache, continuous batching), ChunkStage (decodes frames in chunks as they come)
-and UtteranceStage (a whole unit of text in, its audio out).
+Four runtimes implement it: AutoregressiveStage (persistent sequences, KV
+cache, continuous batching), ChunkStage (decodes frames in chunks as they come),
+UtteranceStage (a whole unit of text in, its audio out) and IterativeStage
+(every running request refined by one batched pass per step: masked diffusion).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from vocalis.stages.deploy import load_deploy
 from vocalis.stages.model import LoadedModel
 
 DEFAULT_MODEL = "en_US-joe-medium"
-BUILTIN_FAMILIES = ("vocalis.stages.models.piper.loader",)
+BUILTIN_FAMILIES = ("vocalis.stages.models.piper.loader", "vocalis.stages.models.qwen3_tts.loader", "vocalis.stages.models.omnivoice.family",
+                    "vocalis.stages.models.voxcpm2.loader")
 
 
 def load_model(

@@ -60,3 +60,8 @@ def test_server_keeps_serving_after_errors(http, server):
     assert server.alive()
     response = http.post("/v1/audio/speech", json={"input": "Still here."})
     assert response.status_code == 200 and response.content[:4] == b"RIFF"
+
+
+def test_lone_surrogate_is_a_400(http):
+    response = http.post("/v1/audio/speech", content=b'{"input": "a\\udc00b"}', headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text

@@ -1,0 +1,401 @@
+"""The Higgs Audio v2 tokenizer: audio codes to 24 kHz waveform (decode), and a reference clip to codes (encode).
+
+Decode: residual codebooks -> summed projections -> `fc2` -> DAC decoder (Snake activations,
+transposed convolutions). Encode: a DAC encoder on the waveform and a HuBERT model on its
+16 kHz resampling (mean of all its hidden states, then a small conv stack), concatenated,
+projected by `fc`, and quantized residually. Module names follow `audio_tokenizer/model.safetensors`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, DacConfig, HubertConfig
+from vocalis.stages.models.omnivoice.resample import resample
+
+
+class Snake1d(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+
+
+class DacResidualUnit(nn.Module):
+    def __init__(self, channels: int, dilation: int) -> None:
+        super().__init__()
+        self.snake1 = Snake1d(channels)
+        self.conv1 = nn.Conv1d(channels, channels, kernel_size=7, dilation=dilation, padding=3 * dilation)
+        self.snake2 = Snake1d(channels)
+        self.conv2 = nn.Conv1d(channels, channels, kernel_size=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv2(self.snake2(self.conv1(self.snake1(x))))
+        trim = (x.shape[-1] - y.shape[-1]) // 2
+        if trim > 0:
+            x = x[..., trim:-trim]
+        return x + y
+
+
+class DacEncoderBlock(nn.Module):
+    def __init__(self, channels: int, stride: int) -> None:
+        super().__init__()
+        self.res_unit1 = DacResidualUnit(channels // 2, 1)
+        self.res_unit2 = DacResidualUnit(channels // 2, 3)
+        self.res_unit3 = DacResidualUnit(channels // 2, 9)
+        self.snake1 = Snake1d(channels // 2)
+        self.conv1 = nn.Conv1d(channels // 2, channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv1(self.snake1(self.res_unit3(self.res_unit2(self.res_unit1(x)))))
+
+
+class DacEncoder(nn.Module):
+    def __init__(self, config: DacConfig) -> None:
+        super().__init__()
+        width = config.encoder_hidden_size
+        self.conv1 = nn.Conv1d(1, width, kernel_size=7, padding=3)
+        self.block = nn.ModuleList(
+            DacEncoderBlock(width * 2 ** (i + 1), stride) for i, stride in enumerate(config.downsampling_ratios)
+        )
+        top = width * 2 ** len(config.downsampling_ratios)
+        self.snake1 = Snake1d(top)
+        self.conv2 = nn.Conv1d(top, config.hidden_size, kernel_size=3, padding=1)
+        self.strides = tuple(config.downsampling_ratios)
+
+    def output_length(self, length: int) -> int:
+        """Frames out for `length` samples in (only the strided convolutions change the length)."""
+        for stride in self.strides:
+            length = (length + 2 * math.ceil(stride / 2) - 2 * stride) // stride + 1
+        return length
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x)
+        for block in self.block:
+            x = block(x)
+        return self.conv2(self.snake1(x))
+
+
+class DacDecoderBlock(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
+        super().__init__()
+        self.snake1 = Snake1d(in_channels)
+        # Higgs' DAC pads odd strides' outputs so that every block upsamples exactly by its stride.
+        self.conv_t1 = nn.ConvTranspose1d(
+            in_channels, out_channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2),
+            output_padding=stride % 2,
+        )
+        self.res_unit1 = DacResidualUnit(out_channels, 1)
+        self.res_unit2 = DacResidualUnit(out_channels, 3)
+        self.res_unit3 = DacResidualUnit(out_channels, 9)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.res_unit3(self.res_unit2(self.res_unit1(self.conv_t1(self.snake1(x)))))
+
+
+class DacDecoder(nn.Module):
+    """DAC's decoder without the final tanh (as Higgs uses it)."""
+
+    def __init__(self, config: DacConfig) -> None:
+        super().__init__()
+        width = config.decoder_hidden_size
+        self.conv1 = nn.Conv1d(config.hidden_size, width, kernel_size=7, padding=3)
+        self.block = nn.ModuleList(
+            DacDecoderBlock(width // 2**i, width // 2 ** (i + 1), stride) for i, stride in enumerate(config.upsampling_ratios)
+        )
+        last = width // 2 ** len(config.upsampling_ratios)
+        self.snake1 = Snake1d(last)
+        self.conv2 = nn.Conv1d(last, 1, kernel_size=7, padding=3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x)
+        for block in self.block:
+            x = block(x)
+        return self.conv2(self.snake1(x))
+
+
+# -- HuBERT -------------------------------------------------------------------------------
+
+
+class HubertConvLayer(nn.Module):
+    def __init__(self, config: HubertConfig, index: int) -> None:
+        super().__init__()
+        in_channels = config.conv_dim[index - 1] if index > 0 else 1
+        out_channels = config.conv_dim[index]
+        self.conv = nn.Conv1d(
+            in_channels, out_channels, kernel_size=config.conv_kernel[index], stride=config.conv_stride[index], bias=config.conv_bias
+        )
+        # Only the first layer is group-normed (one group per channel), as in HuBERT base.
+        self.layer_norm = nn.GroupNorm(out_channels, out_channels, affine=True) if index == 0 else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv(x)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return F.gelu(x)
+
+
+class HubertFeatureExtractor(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.conv_layers = nn.ModuleList(HubertConvLayer(config, i) for i in range(len(config.conv_dim)))
+
+    def forward(self, samples: torch.Tensor) -> torch.Tensor:
+        x = samples[:, None]
+        for layer in self.conv_layers:
+            x = layer(x)
+        return x
+
+
+class HubertFeatureProjection(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(config.conv_dim[-1], eps=config.layer_norm_eps) if config.feat_proj_layer_norm else None
+        self.projection = nn.Linear(config.conv_dim[-1], config.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return self.projection(x)
+
+
+class HubertPositionalConv(nn.Module):
+    """A grouped convolution over time; its weight is stored weight-normed (over dim 2) or plain."""
+
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        kernel = config.num_conv_pos_embeddings
+        self.conv = nn.Conv1d(
+            config.hidden_size, config.hidden_size, kernel_size=kernel, padding=kernel // 2,
+            groups=config.num_conv_pos_embedding_groups,
+        )
+        self.trim = 1 if kernel % 2 == 0 else 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x.transpose(1, 2))
+        if self.trim:
+            y = y[:, :, : -self.trim]
+        return F.gelu(y).transpose(1, 2)
+
+
+class HubertAttention(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        width = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.q_proj = nn.Linear(width, width)
+        self.k_proj = nn.Linear(width, width)
+        self.v_proj = nn.Linear(width, width)
+        self.out_proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        shape = (batch, length, self.num_heads, width // self.num_heads)
+        q, k, v = (proj(x).view(shape).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj))
+        out = F.scaled_dot_product_attention(q, k, v)
+        return self.out_proj(out.transpose(1, 2).reshape(batch, length, width))
+
+
+class HubertFeedForward(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.intermediate_dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.output_dense = nn.Linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output_dense(F.gelu(self.intermediate_dense(x)))
+
+
+class HubertLayer(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.attention = HubertAttention(config)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.feed_forward = HubertFeedForward(config)
+        self.final_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer_norm(x + self.attention(x))
+        return self.final_layer_norm(x + self.feed_forward(x))
+
+
+class HubertEncoder(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.pos_conv_embed = HubertPositionalConv(config)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layers = nn.ModuleList(HubertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Every hidden state: the input to the first layer, then each layer's output."""
+        x = self.layer_norm(x + self.pos_conv_embed(x))
+        states = [x]
+        for layer in self.layers:
+            x = layer(x)
+            states.append(x)
+        return states
+
+
+class HubertModel(nn.Module):
+    def __init__(self, config: HubertConfig) -> None:
+        super().__init__()
+        self.feature_extractor = HubertFeatureExtractor(config)
+        self.feature_projection = HubertFeatureProjection(config)
+        self.encoder = HubertEncoder(config)
+
+    def forward(self, samples: torch.Tensor) -> list[torch.Tensor]:
+        features = self.feature_extractor(samples).transpose(1, 2)
+        return self.encoder(self.feature_projection(features))
+
+
+# -- the semantic branch and the quantizer -------------------------------------------------
+
+
+class SemanticResidualUnit(nn.Module):
+    def __init__(self, config: AudioTokenizerConfig, channels: int, dilation: int) -> None:
+        super().__init__()
+        kernel = config.unit_kernel_size
+        self.conv1 = nn.Conv1d(channels, channels, kernel, padding=((kernel - 1) // 2) * dilation, dilation=dilation, bias=False)
+        self.conv2 = nn.Conv1d(channels, channels, kernel_size=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv2(F.elu(self.conv1(F.elu(x))))
+
+
+class SemanticEncoderBlock(nn.Module):
+    def __init__(self, config: AudioTokenizerConfig, in_channels: int, out_channels: int, stride: int) -> None:
+        super().__init__()
+        self.res_units = nn.ModuleList(SemanticResidualUnit(config, in_channels, d) for d in config.block_dilations)
+        kernel = 3 if stride == 1 else 2 * stride
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel, stride=stride, padding=(kernel - 1) // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for unit in self.res_units:
+            x = unit(x)
+        return self.conv(x)
+
+
+class SemanticEncoder(nn.Module):
+    def __init__(self, config: AudioTokenizerConfig) -> None:
+        super().__init__()
+        width = config.semantic.hidden_size
+        self.conv = nn.Conv1d(width, width, config.kernel_size, padding=config.kernel_size // 2, bias=False)
+        blocks = []
+        channels = width
+        for ratio, stride in zip(config.channel_ratios, config.strides, strict=True):
+            out_channels = int(width * ratio)
+            blocks.append(SemanticEncoderBlock(config, channels, out_channels, stride))
+            channels = out_channels
+        self.conv_blocks = nn.ModuleList(blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv(x)
+        for block in self.conv_blocks:
+            x = block(x)
+        return x
+
+
+class Codebook(nn.Module):
+    def __init__(self, size: int, dim: int) -> None:
+        super().__init__()
+        self.embed = nn.Parameter(torch.zeros(size, dim))
+
+    def nearest(self, x: torch.Tensor) -> torch.Tensor:
+        """Index of the nearest entry (Euclidean) for each row of x [N, D]."""
+        embed = self.embed.t()
+        distance = -(x.pow(2).sum(1, keepdim=True) - 2 * x @ embed + embed.pow(2).sum(0, keepdim=True))
+        return distance.max(dim=-1).indices
+
+
+class VectorQuantizer(nn.Module):
+    def __init__(self, config: AudioTokenizerConfig) -> None:
+        super().__init__()
+        self.codebook = Codebook(config.codebook_size, config.codebook_dim)
+        self.project_in = nn.Linear(config.hidden_size, config.codebook_dim)
+        self.project_out = nn.Linear(config.codebook_dim, config.hidden_size)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Codes [B, T] of latents [B, D, T]."""
+        projected = self.project_in(x.transpose(1, 2))
+        batch, frames, dim = projected.shape
+        return self.codebook.nearest(projected.reshape(-1, dim)).view(batch, frames)
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """Latents [B, D, T] of codes [B, T]."""
+        return self.project_out(F.embedding(codes, self.codebook.embed)).transpose(1, 2)
+
+
+class ResidualQuantizer(nn.Module):
+    def __init__(self, config: AudioTokenizerConfig) -> None:
+        super().__init__()
+        self.quantizers = nn.ModuleList(VectorQuantizer(config) for _ in range(config.num_quantizers))
+
+    def encode(self, latents: torch.Tensor) -> torch.Tensor:
+        residual = latents
+        codes = []
+        for quantizer in self.quantizers:
+            indices = quantizer.encode(residual)
+            residual = residual - quantizer.decode(indices)
+            codes.append(indices)
+        return torch.stack(codes, dim=1)
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        out = 0
+        for k, quantizer in enumerate(self.quantizers[: codes.shape[1]]):
+            out = out + quantizer.decode(codes[:, k])
+        return out
+
+
+class AudioTokenizer(nn.Module):
+    def __init__(self, config: AudioTokenizerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.acoustic_encoder = DacEncoder(config.acoustic)
+        self.acoustic_decoder = DacDecoder(config.acoustic)
+        self.encoder_semantic = SemanticEncoder(config)
+        self.semantic_model = HubertModel(config.semantic)
+        self.fc = nn.Linear(config.hidden_size, config.hidden_size)
+        self.fc2 = nn.Linear(config.hidden_size, config.acoustic.hidden_size)
+        self.quantizer = ResidualQuantizer(config)
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.config.hop_length
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """Waveforms [B, T * hop] of codes [B, C, T]."""
+        latents = self.quantizer.decode(codes)
+        acoustic = self.fc2(latents.transpose(1, 2)).transpose(1, 2)
+        return self.acoustic_decoder(acoustic)[:, 0]
+
+    def semantic_features(self, waveform: torch.Tensor) -> torch.Tensor:
+        """HuBERT's mean hidden state [B, T', H] of waveforms [B, N] at the tokenizer's rate."""
+        config = self.config
+        samples = waveform
+        if config.sample_rate != config.semantic_sample_rate:
+            samples = resample(samples, config.sample_rate, config.semantic_sample_rate)
+        samples = F.pad(samples, (160, 160))
+        features = torch.stack(self.semantic_model(samples), dim=1).mean(dim=1)
+        if config.semantic_downsample_factor > 1:
+            features = features[:, :: config.semantic_downsample_factor, :]
+        return features
+
+    def encode(self, waveform: torch.Tensor) -> torch.Tensor:
+        """Codes [B, C, T] of waveforms [B, N] at the tokenizer's rate."""
+        return self.quantizer.encode(self.latents(waveform))
+
+    def latents(self, waveform: torch.Tensor) -> torch.Tensor:
+        """The joint acoustic + semantic latent [B, D, T] that the quantizer codes."""
+        semantic = self.encoder_semantic(self.semantic_features(waveform).transpose(1, 2))
+        x = waveform[:, None]
+        if self.acoustic_encoder.output_length(x.shape[-1]) != semantic.shape[-1]:
+            pad = self.config.hop_length // 2
+            x = F.pad(x, (pad, pad))
+        acoustic = self.acoustic_encoder(x)
+        return self.fc(torch.cat([acoustic, semantic], dim=1).transpose(1, 2)).transpose(1, 2)

@@ -1,0 +1,24 @@
+"""The OmniVoice family as the registry sees it: checkpoints with config.json model_type "omnivoice".
+
+Kept free of torch imports, so that a server that loads another family never imports them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.family import ModelFamily
+from vocalis.stages.model import LoadedModel
+
+MODEL_TYPE = "omnivoice"
+DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.models.omnivoice.loader import load as load_checkpoint
+
+    return load_checkpoint(path, deploy)
+
+
+FAMILY = ModelFamily(name="omnivoice", model_types=(MODEL_TYPE,), deploy_defaults=DEPLOY_DEFAULTS, load=load)

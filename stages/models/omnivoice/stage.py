@@ -1,0 +1,327 @@
+"""OmniVoice on the stage runtime: a generator stage (masked decoding) and a decoder stage (codes to audio).
+
+Stage 0, `generator`, is an IterativeStage: a request's text becomes one unit, or several
+when its speech would be longer than audio_chunk_threshold (cut at sentences and clauses), and
+each step runs one unmasking pass for every running request's current unit in one batch.
+A finished unit's codes go to stage 1 at once, so a long text streams unit by unit. In auto
+voice mode the first unit's codes and text become the reference of the following units, so
+that the voice stays the same; a cloned voice is the reference of every unit.
+
+Stage 1, `decoder`, turns each unit's codes into a waveform with the audio tokenizer, trims its
+long pauses and edge silences, levels and fades it, and puts silence before the first unit,
+between units and after the last. The reference does the same to the whole text at once; per
+unit, a long text's loudness is levelled unit by unit rather than over the whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
+from vocalis.stages.models.omnivoice.codec import AudioTokenizer
+from vocalis.stages.models.omnivoice.config import GenerationConfig
+from vocalis.stages.models.omnivoice.decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
+from vocalis.stages.models.omnivoice.duration import estimate_frames
+from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
+from vocalis.stages.models.omnivoice.resample import resample
+from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
+from vocalis.stages.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.stage import StageItem
+
+REFERENCE_CACHE = 64
+"""Encoded reference clips kept (a session's units, and voices used again, share one encoding)."""
+
+
+@dataclass(frozen=True)
+class OmniVoiceInput:
+    """Stage-0 input of a request, made by the adapter."""
+
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    language: str | None = None
+    """ISO code of the language, None to let the model tell."""
+    instruction: str | None = None
+    """Voice-design attributes (validated), None for none."""
+    reference: ReferenceAudio | None = None
+    """The voice to clone (its transcript required), None for auto voice or voice design."""
+    speed: float = 1.0
+    seed: int | None = None
+    preprocess_reference: bool = True
+    """Trim the reference clip's silences and end its transcript with punctuation, as the reference does."""
+
+
+@dataclass(frozen=True)
+class PreparedReference:
+    codes: torch.Tensor
+    """[C, T] codes of the clip."""
+    text: str
+    rms: float | None
+    """The clip's loudness (None for a reference made of generated codes)."""
+
+
+@dataclass
+class UnitCodes:
+    """One finished unit, from the generator to the decoder."""
+
+    codes: torch.Tensor
+    """[C, T] audio codes."""
+    index: int
+    count: int
+    """Units in the request."""
+    text: str
+    ref_rms: float | None
+    config: GenerationConfig
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.count - 1
+
+
+@dataclass
+class RequestJob:
+    """A request on its way through the generator: its units and the one being decoded."""
+
+    request: SynthesisRequest
+    units: list[str]
+    language: str | None
+    instruction: str | None
+    config: GenerationConfig
+    speed: float
+    noise: NoiseSource
+    reference: PreparedReference | None
+    current: UnitDecoding | None = None
+    index: int = 0
+    first_unit: PreparedReference | None = None
+    """Auto voice on a long text: the first unit, reference of the others."""
+
+    @property
+    def done(self) -> bool:
+        return self.index >= len(self.units)
+
+
+class OmniVoiceGenerator:
+    """The IterativeModel of the generator stage."""
+
+    def __init__(
+        self, lm: OmniVoiceLM, codec: AudioTokenizer, tokenizer: TextTokenizer, device: str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.lm = lm
+        self.codec = codec
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dtype = dtype
+        self.config = lm.config
+        self.frame_rate = codec.config.frame_rate
+        self.sample_rate = codec.config.sample_rate
+        self._references: OrderedDict[str, PreparedReference] = OrderedDict()
+        self.noise_for: dict[str, NoiseSource] = {}
+        """Noise to use for a request id instead of its seeded draws (parity tests replay recorded draws)."""
+
+    # -- the IterativeModel protocol ----------------------------------------------------------
+
+    def start(self, request: SynthesisRequest) -> RequestJob:
+        params: OmniVoiceInput = request.stage_input
+        reference = self.prepare_reference(params.reference, params.preprocess_reference) if params.reference else None
+        text = request.text
+        ref_text, ref_frames = (reference.text, reference.codes.shape[-1]) if reference else (None, None)
+        total = estimate_frames(text, ref_text, ref_frames, params.speed)
+        units = [text]
+        config = params.generation
+        if config.audio_chunk_duration > 0 and total > int(config.audio_chunk_threshold * self.frame_rate):
+            max_chars = int(config.audio_chunk_duration * self.frame_rate / (total / len(text)))
+            units = split_units(text, max_chars) or [text]
+        instruction = normalize_instruction(params.instruction, text) if params.instruction else None
+        noise = self.noise_for.pop(request.request_id, None) or SeededNoise(params.seed)
+        job = RequestJob(request, units, params.language, instruction, config, params.speed, noise, reference)
+        job.current = self._unit(job)
+        return job
+
+    def step(self, jobs: list[RequestJob]) -> list[list[UnitCodes]]:
+        units = [job.current for job in jobs]
+        rows = [unit.rows()[0] for unit in units] + [unit.rows()[1] for unit in units]  # type: ignore[union-attr]
+        hidden = self._hidden(rows)
+        batch = len(jobs)
+        out: list[list[UnitCodes]] = []
+        for b, (job, unit) in enumerate(zip(jobs, units, strict=True)):
+            assert unit is not None
+            length = unit.ids.shape[1]
+            cond = self._logits(hidden[b, length - unit.frames : length])
+            uncond = self._logits(hidden[batch + b, : unit.frames])
+            unit.advance(cond, uncond)
+            out.append(self._finish_unit(job) if unit.done else [])
+        return out
+
+    # -- units ------------------------------------------------------------------------------------
+
+    def _unit(self, job: RequestJob) -> UnitDecoding:
+        text = job.units[job.index]
+        reference = job.reference or job.first_unit
+        ref_text, ref_codes = (reference.text, reference.codes) if reference else (None, None)
+        frames = estimate_frames(text, ref_text, ref_codes.shape[-1] if ref_codes is not None else None, job.speed)
+        c = self.config
+        prompt = build_prompt(
+            self.tokenizer, c.num_audio_codebook, c.audio_mask_id, text, frames, job.language, job.instruction,
+            ref_text, ref_codes, job.config.denoise,
+        )
+        schedule = unmask_schedule(frames, c.num_audio_codebook, job.config.num_step, job.config.t_shift)
+        return UnitDecoding(
+            prompt.ids, prompt.audio_mask, frames, schedule, job.config, job.noise, c.audio_mask_id
+        )
+
+    def _finish_unit(self, job: RequestJob) -> list[UnitCodes]:
+        unit = job.current
+        assert unit is not None
+        codes = unit.tokens.clone()
+        text = job.units[job.index]
+        job.request.output_tokens += unit.frames
+        rms = job.reference.rms if job.reference else None
+        produced = UnitCodes(codes, job.index, len(job.units), text, rms, job.config)
+        if job.index == 0 and job.reference is None and len(job.units) > 1:
+            job.first_unit = PreparedReference(codes, text, None)
+        job.index += 1
+        job.current = self._unit(job) if not job.done else None
+        return [produced]
+
+    # -- tensors ----------------------------------------------------------------------------------
+
+    def _hidden(self, rows: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        longest = max(ids.shape[1] for ids, _ in rows)
+        codebooks = self.config.num_audio_codebook
+        ids = torch.zeros((len(rows), codebooks, longest), dtype=torch.long)
+        audio_mask = torch.zeros((len(rows), longest), dtype=torch.bool)
+        lengths = torch.tensor([row_ids.shape[1] for row_ids, _ in rows])
+        for i, (row_ids, row_mask) in enumerate(rows):
+            ids[i, :, : row_ids.shape[1]] = row_ids
+            audio_mask[i, : row_mask.shape[0]] = row_mask
+        embeds = self.lm.embed(ids.to(self.device), audio_mask.to(self.device))
+        return self.lm.llm(embeds.to(self.dtype), lengths)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[C, T, V] logits of hidden states [T, H]."""
+        c = self.config
+        return self.lm.audio_heads(hidden).view(-1, c.num_audio_codebook, c.audio_vocab_size).permute(1, 0, 2).float().cpu()
+
+    # -- references ----------------------------------------------------------------------------
+
+    def prepare_reference(self, reference: ReferenceAudio, preprocess: bool = True) -> PreparedReference:
+        """The clip's codes, transcript and loudness (cached by content)."""
+        samples = np.asarray(reference.samples, dtype=np.float32).reshape(-1)
+        key = hashlib.sha1(samples.tobytes() + f"|{reference.sample_rate}|{reference.text}|{preprocess}".encode()).hexdigest()
+        cached = self._references.get(key)
+        if cached is not None:
+            self._references.move_to_end(key)
+            return cached
+        prepared = self._encode_reference(samples, reference.sample_rate, reference.text or "", preprocess)
+        self._references[key] = prepared
+        while len(self._references) > REFERENCE_CACHE:
+            self._references.popitem(last=False)
+        return prepared
+
+    def _encode_reference(self, samples: np.ndarray, rate: int, text: str, preprocess: bool) -> PreparedReference:
+        wav = samples
+        if rate != self.sample_rate:
+            wav = resample(torch.from_numpy(wav)[None], rate, self.sample_rate)[0].numpy()
+        rms = float(np.sqrt(np.mean(wav**2))) if wav.size else 0.0
+        if 0 < rms < 0.1:
+            wav = wav * 0.1 / rms
+        if preprocess:
+            wav = remove_silence(wav, self.sample_rate, mid_ms=200, lead_ms=100, trail_ms=200)
+        hop = self.codec.config.hop_length
+        wav = wav[: len(wav) - len(wav) % hop]
+        if len(wav) == 0:
+            raise ValueError("the reference clip is silent (or shorter than one frame) once its silences are trimmed")
+        weight = next(self.codec.parameters())  # the codec lives where the decoder stage runs
+        with torch.inference_mode():
+            codes = self.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).to(weight.device, weight.dtype)[None])[0].cpu()
+        return PreparedReference(codes, add_punctuation(text) if preprocess else text, rms)
+
+
+@dataclass
+class _Stream:
+    request: SynthesisRequest
+    pending: deque[UnitCodes] = field(default_factory=deque)
+    finished: bool = False
+
+
+class UnitDecoderStage:
+    """Stage 1: each unit's codes to its audio, units of several requests decoded together when equally long."""
+
+    def __init__(self, name: str, codec: AudioTokenizer, device: str = "cpu", dtype: torch.dtype = torch.float32, max_num_seqs: int = 8) -> None:
+        self.name = name
+        self.codec = codec
+        self.device = device
+        self.dtype = dtype
+        self.max_num_seqs = max_num_seqs
+        self.sample_rate = codec.config.sample_rate
+        self._streams: OrderedDict[int, _Stream] = OrderedDict()
+        self._batch: list[SynthesisRequest] = []
+        self.decode_calls = 0
+
+    def add(self, item: StageItem) -> None:
+        stream = self._streams.get(id(item.request))
+        if stream is None:
+            stream = self._streams[id(item.request)] = _Stream(item.request)
+        if item.payload is not None:
+            stream.pending.append(item.payload)
+        stream.finished = stream.finished or item.finished
+
+    def has_work(self) -> bool:
+        return any(stream.pending or stream.finished for stream in self._streams.values())
+
+    def batch_requests(self) -> list[SynthesisRequest]:
+        return list(self._batch)
+
+    def active_requests(self) -> list[SynthesisRequest]:
+        return [stream.request for stream in self._streams.values()]
+
+    def drop(self, request: SynthesisRequest) -> None:
+        self._streams.pop(id(request), None)
+
+    def drop_closed(self) -> None:
+        for stream in list(self._streams.values()):
+            if stream.request.closed:
+                self.drop(stream.request)
+
+    def step(self) -> list[StageItem]:
+        self.drop_closed()
+        outputs: list[StageItem] = []
+        work: list[tuple[_Stream, UnitCodes]] = []
+        for stream in list(self._streams.values()):
+            if stream.pending and len(work) < self.max_num_seqs:
+                work.append((stream, stream.pending.popleft()))
+            elif not stream.pending and stream.finished:
+                outputs.append(StageItem(stream.request, None, finished=True))
+                self.drop(stream.request)
+        self._batch = [stream.request for stream, _ in work]
+        groups: dict[int, list[tuple[_Stream, UnitCodes]]] = {}
+        for stream, unit in work:
+            groups.setdefault(unit.codes.shape[-1], []).append((stream, unit))
+        for group in groups.values():
+            codes = torch.stack([unit.codes for _, unit in group]).to(self.device)
+            audio = self.codec.decode(codes).float().cpu().numpy()
+            self.decode_calls += 1
+            for row, (stream, unit) in enumerate(group):
+                samples = self.finish(audio[row], unit)
+                done = unit.last and stream.finished and not stream.pending
+                outputs.append(StageItem(stream.request, samples, finished=done))
+                if done:
+                    self.drop(stream.request)
+        return outputs
+
+    def finish(self, audio: np.ndarray, unit: UnitCodes) -> np.ndarray:
+        """A unit's decoded audio as it is heard: levelled, faded, with its share of the silences around units."""
+        config = unit.config
+        pad = np.zeros(int(config.pad_duration * self.sample_rate), dtype=np.float32)
+        audio = np.asarray(audio, dtype=np.float32)
+        if config.postprocess_output:
+            audio = remove_silence(audio, self.sample_rate, mid_ms=500, lead_ms=100, trail_ms=100)
+        audio = fade(level(audio, unit.ref_rms), int(config.fade_duration * self.sample_rate))
+        parts = [pad, audio]
+        if unit.last:
+            parts.append(pad)
+        return np.concatenate(parts).astype(np.float32)

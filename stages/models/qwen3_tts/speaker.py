@@ -1,0 +1,158 @@
+"""The x-vector of a voice to clone: a 128-bin log-mel spectrogram and the ECAPA-TDNN `speaker_encoder.*`."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+from torch import nn
+
+from vocalis.stages.models.qwen3_tts.config import SpeakerEncoderConfig
+
+# The reference's fixed analysis settings (24 kHz input).
+N_FFT, HOP, WINDOW, N_MELS, F_MIN, F_MAX = 1024, 256, 1024, 128, 0.0, 12000.0
+
+
+def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
+    """Slaney's mel scale: linear below 1 kHz, logarithmic above."""
+    hz = np.asanyarray(hz, dtype=np.float64)
+    mel = hz / (200.0 / 3)
+    log_region = hz >= 1000.0
+    return np.where(log_region, 15.0 + np.log(np.maximum(hz, 1e-10) / 1000.0) / (math.log(6.4) / 27.0), mel)
+
+
+def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
+    mel = np.asanyarray(mel, dtype=np.float64)
+    hz = (200.0 / 3) * mel
+    return np.where(mel >= 15.0, 1000.0 * np.exp((math.log(6.4) / 27.0) * (mel - 15.0)), hz)
+
+
+@lru_cache(maxsize=4)
+def mel_filters(sample_rate: int = 24000, n_fft: int = N_FFT, n_mels: int = N_MELS, f_min: float = F_MIN, f_max: float = F_MAX) -> np.ndarray:
+    """[n_mels, n_fft // 2 + 1] triangular filters with Slaney area normalisation (as librosa's default)."""
+    fft_freqs = np.linspace(0, sample_rate / 2, 1 + n_fft // 2)
+    edges = _mel_to_hz(np.linspace(_hz_to_mel(f_min), _hz_to_mel(f_max), n_mels + 2))
+    widths = np.diff(edges)
+    ramps = edges[:, None] - fft_freqs[None, :]
+    lower = -ramps[:-2] / widths[:-1, None]
+    upper = ramps[2:] / widths[1:, None]
+    weights = np.maximum(0, np.minimum(lower, upper))
+    weights *= (2.0 / (edges[2:] - edges[:-2]))[:, None]
+    return weights.astype(np.float32)
+
+
+def log_mel(samples: torch.Tensor, sample_rate: int = 24000) -> torch.Tensor:
+    """[N] float samples to [frames, 128] log-mel (reflect-padded, uncentred STFT, magnitude, log clamp 1e-5)."""
+    pad = (N_FFT - HOP) // 2
+    y = torch.nn.functional.pad(samples.float()[None, None], (pad, pad), mode="reflect")[0]
+    spec = torch.stft(y, N_FFT, hop_length=HOP, win_length=WINDOW, window=torch.hann_window(WINDOW, device=y.device),
+                      center=False, normalized=False, onesided=True, return_complex=True)
+    magnitude = torch.sqrt(torch.view_as_real(spec).pow(2).sum(-1) + 1e-9)
+    mel = torch.from_numpy(mel_filters(sample_rate)).to(y.device) @ magnitude
+    return torch.log(mel.clamp(min=1e-5))[0].T
+
+
+def _conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1) -> nn.Conv1d:
+    return nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation, padding="same", padding_mode="reflect")
+
+
+class TDNN(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int) -> None:
+        super().__init__()
+        self.conv = _conv(in_channels, out_channels, kernel_size, dilation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x))
+
+
+class Res2Net(nn.Module):
+    """Channels split in `scale` groups; group i is convolved after adding group i-1's output."""
+
+    def __init__(self, channels: int, scale: int, kernel_size: int, dilation: int) -> None:
+        super().__init__()
+        self.scale = scale
+        self.blocks = nn.ModuleList(TDNN(channels // scale, channels // scale, kernel_size, dilation) for _ in range(scale - 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs, previous = [], None
+        for i, part in enumerate(torch.chunk(x, self.scale, dim=1)):
+            if i == 0:
+                out = part
+            else:
+                out = self.blocks[i - 1](part if i == 1 else part + previous)
+            outputs.append(out)
+            previous = out
+        return torch.cat(outputs, dim=1)
+
+
+class SqueezeExcitation(nn.Module):
+    def __init__(self, channels: int, se_channels: int) -> None:
+        super().__init__()
+        self.conv1 = _conv(channels, se_channels, 1)
+        self.conv2 = _conv(se_channels, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights = torch.sigmoid(self.conv2(torch.relu(self.conv1(x.mean(dim=2, keepdim=True)))))
+        return x * weights
+
+
+class SERes2NetBlock(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, scale: int, se_channels: int, kernel_size: int, dilation: int) -> None:
+        super().__init__()
+        self.tdnn1 = TDNN(in_channels, out_channels, 1, 1)
+        self.res2net_block = Res2Net(out_channels, scale, kernel_size, dilation)
+        self.tdnn2 = TDNN(out_channels, out_channels, 1, 1)
+        self.se_block = SqueezeExcitation(out_channels, se_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.se_block(self.tdnn2(self.res2net_block(self.tdnn1(x))))
+
+
+class AttentiveStatsPooling(nn.Module):
+    """Mean and standard deviation over time, weighted by attention that also sees the global statistics."""
+
+    def __init__(self, channels: int, attention_channels: int) -> None:
+        super().__init__()
+        self.tdnn = TDNN(channels * 3, attention_channels, 1, 1)
+        self.conv = _conv(attention_channels, channels, 1)
+
+    @staticmethod
+    def _stats(x: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = (weights * x).sum(2)
+        std = torch.sqrt((weights * (x - mean[..., None]).pow(2)).sum(2).clamp(1e-12))
+        return mean, std
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[-1]
+        mean, std = self._stats(x, torch.full_like(x[:, :1], 1.0 / length))
+        context = torch.cat([x, mean[..., None].expand(-1, -1, length), std[..., None].expand(-1, -1, length)], dim=1)
+        attention = torch.softmax(self.conv(torch.tanh(self.tdnn(context))), dim=2)
+        mean, std = self._stats(x, attention)
+        return torch.cat([mean, std], dim=1)[..., None]
+
+
+class SpeakerEncoder(nn.Module):
+    """`speaker_encoder.*`: log-mel [B, frames, 128] to x-vectors [B, enc_dim]."""
+
+    def __init__(self, config: SpeakerEncoderConfig) -> None:
+        super().__init__()
+        c = config
+        channels, kernels, dilations = c.enc_channels, c.enc_kernel_sizes, c.enc_dilations
+        blocks: list[nn.Module] = [TDNN(c.mel_dim, channels[0], kernels[0], dilations[0])]
+        for i in range(1, len(channels) - 1):
+            blocks.append(SERes2NetBlock(channels[i - 1], channels[i], c.enc_res2net_scale, c.enc_se_channels, kernels[i], dilations[i]))
+        self.blocks = nn.ModuleList(blocks)
+        self.mfa = TDNN(channels[-1], channels[-1], kernels[-1], dilations[-1])
+        self.asp = AttentiveStatsPooling(channels[-1], c.enc_attention_channels)
+        self.fc = _conv(channels[-1] * 2, c.enc_dim, 1)
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        x = mel.transpose(1, 2)
+        outputs = []
+        for block in self.blocks:
+            x = block(x)
+            outputs.append(x)
+        x = self.mfa(torch.cat(outputs[1:], dim=1))
+        return self.fc(self.asp(x))[..., 0]

@@ -1,0 +1,145 @@
+"""The two stages of Qwen3-TTS on the runtime: the talker (+ code predictor) emitting 16-code frames as an
+AutoregressiveStage, and the speech-tokenizer decoder turning them into 24 kHz audio as a ChunkStage."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
+from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, build_prompt
+from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
+from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
+
+MIN_NEW_FRAMES = 2
+"""EOS is not allowed before this many frames (the reference's min_new_tokens), so no request is silent."""
+
+
+@dataclass(frozen=True)
+class Qwen3TTSInput:
+    """Stage-0 input of a session, made by the adapter."""
+
+    conditioning: Conditioning
+    sampling: SamplingParams
+    """Codebook 0 (the talker)."""
+    subtalker: SamplingParams
+    """Codebooks 1..G-1 (the code predictor); its max_new_tokens is unused."""
+    max_new_tokens_set: bool = False
+    """Whether the caller capped the frames; otherwise the cap also shrinks to fit the KV cache."""
+    initial_codec_chunk_frames: int | None = None
+    codec_context_frames: torch.Tensor | None = None
+    """[R, G] reference codes of an ICL clone: decoded before the first frames as context, never emitted."""
+
+
+@dataclass
+class SequenceState:
+    """What one talker sequence carries between steps."""
+
+    trailing: torch.Tensor
+    pad: torch.Tensor
+    subtalker: SamplerState
+    step: int = 0
+
+
+class TalkerStageModel:
+    """The AutoregressiveModel of stage 0: prompt from text and conditioning, then one frame per step."""
+
+    def __init__(self, modules: Qwen3TTSModules, max_len: int) -> None:
+        self.modules = modules
+        self.talker = modules.talker
+        c = modules.config.talker
+        self.config = c
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, min(max_len, c.max_position_embeddings))
+        never = torch.zeros(c.vocab_size, dtype=torch.bool)
+        never[c.vocab_size - c.num_control_ids :] = True  # control ids are inputs, never outputs ...
+        never[c.codec_eos_token_id] = False  # ... except EOS
+        self._never = never
+        self._pending: tuple[int, TalkerPrompt] | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.talker.codec_head.weight.device
+
+    def prompt(self, request: SynthesisRequest) -> TalkerPrompt:
+        inputs: Qwen3TTSInput = request.stage_input
+        m = self.modules
+        return build_prompt(self.talker, m.config, m.tokenizer, request.text, inputs.conditioning)
+
+    def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
+        prompt = self.prompt(request)
+        self._pending = (id(request), prompt)
+        return prompt.embeds
+
+    def sampling(self, request: SynthesisRequest) -> SamplingParams:
+        inputs: Qwen3TTSInput = request.stage_input
+        params = inputs.sampling
+        prompt_len = len(self._pending[1].embeds) if self._pending and self._pending[0] == id(request) else 0
+        room = self.cache_shape.max_len - prompt_len
+        if params.max_new_tokens > room:
+            if inputs.max_new_tokens_set or room < 1:
+                raise ValueError(f"the prompt ({prompt_len} positions) and max_new_tokens ({params.max_new_tokens}) "
+                                 f"exceed the talker's max_len ({self.cache_shape.max_len})")
+            params = dataclasses.replace(params, max_new_tokens=room)
+        return params
+
+    def new_state(self, request: SynthesisRequest) -> SequenceState:
+        inputs: Qwen3TTSInput = request.stage_input
+        if self._pending is None or self._pending[0] != id(request):
+            self._pending = (id(request), self.prompt(request))
+        prompt = self._pending[1]
+        self._pending = None
+        return SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1))
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        return self.talker(embeds, batch, cache)
+
+    def code0_logits(self, hidden: torch.Tensor, generated: list[int]) -> torch.Tensor:
+        """[B, V] float logits of codebook 0 with the never-sampled ids masked (and EOS, too early)."""
+        logits = self.talker.codec_head(hidden).float()
+        logits = logits.masked_fill(self._never.to(logits.device), float("-inf"))
+        early = torch.tensor([n < MIN_NEW_FRAMES for n in generated], device=logits.device)
+        if bool(early.any()):
+            logits[early, self.config.codec_eos_token_id] = float("-inf")
+        return logits
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
+        logits = self.code0_logits(hidden, [len(h) for h in histories])
+        code0 = sample_batch(logits.cpu(), samplers, [h[:, 0] if h.numel() else None for h in histories]).to(hidden.device)
+        subtalkers = [state.subtalker for state in states]
+
+        def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
+            return sample_batch(group_logits.float().cpu(), subtalkers).to(hidden.device)
+
+        rest, _ = self.talker.code_predictor.generate(hidden, self.talker.embed_codec(code0), choose)
+        return torch.cat([code0[:, None], rest], dim=1).cpu()
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        return frames[:, 0] == self.config.codec_eos_token_id
+
+    def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
+        embeds = self.talker.embed_frames(frames.to(self.device))
+        text = []
+        for state in states:
+            text.append(state.trailing[state.step] if state.step < len(state.trailing) else state.pad)
+            state.step += 1
+        return embeds + torch.stack(text).to(embeds.dtype)
+
+
+class CodecDecoderModel:
+    """The ChunkDecoder of stage 1: frames [B, T, G] to samples [B, T * 1920] at 24 kHz."""
+
+    causal = True
+
+    def __init__(self, decoder: SpeechDecoder) -> None:
+        self.decoder = decoder
+        self.samples_per_frame = decoder.config.samples_per_frame
+
+    def decode(self, frames: torch.Tensor) -> torch.Tensor:
+        device = next(self.decoder.parameters()).device
+        return self.decoder(frames.to(device).transpose(1, 2).clamp(min=0))

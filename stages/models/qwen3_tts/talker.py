@@ -1,0 +1,186 @@
+"""The talker (a Qwen3 decoder that predicts codebook 0 of each 12.5 Hz frame) and its code predictor
+(a small decoder that fills in codebooks 1..G-1 of the frame), named as in the checkpoints' `talker.*`."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vocalis.stages.attention import AttentionBatch, slot_attention
+from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
+from vocalis.stages.models.qwen3_tts.layers import (
+    DenseAttention,
+    GatedMLP,
+    RMSNorm,
+    causal_mask,
+    multimodal_rotary,
+    rotary,
+    rotate,
+)
+
+
+class TalkerAttention(nn.Module):
+    def __init__(self, config: TalkerConfig) -> None:
+        super().__init__()
+        c = config
+        d = c.dim_per_head
+        self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, d
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * d, bias=c.attention_bias)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * d, bias=c.attention_bias)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * d, bias=c.attention_bias)
+        self.o_proj = nn.Linear(c.num_attention_heads * d, c.hidden_size, bias=c.attention_bias)
+        self.q_norm = RMSNorm(d, c.rms_norm_eps)
+        self.k_norm = RMSNorm(d, c.rms_norm_eps)
+
+    def forward(self, x, rope, batch: AttentionBatch, cache: SlotKVCache, layer: int) -> torch.Tensor:
+        cos, sin = rope
+        q = rotate(self.q_norm(self.q_proj(x).view(-1, self.heads, self.head_dim)), cos, sin)
+        k = rotate(self.k_norm(self.k_proj(x).view(-1, self.kv_heads, self.head_dim)), cos, sin)
+        v = self.v_proj(x).view(-1, self.kv_heads, self.head_dim)
+        out = slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
+        return self.o_proj(out.reshape(x.shape[0], -1))
+
+
+class TalkerLayer(nn.Module):
+    def __init__(self, config: TalkerConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = TalkerAttention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = GatedMLP(config.hidden_size, config.intermediate_size)
+
+    def forward(self, x, rope, batch, cache, layer):
+        x = x + self.self_attn(self.input_layernorm(x), rope, batch, cache, layer)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class TalkerModel(nn.Module):
+    def __init__(self, config: TalkerConfig) -> None:
+        super().__init__()
+        self.codec_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.text_embedding = nn.Embedding(config.text_vocab_size, config.text_hidden_size)
+        self.layers = nn.ModuleList(TalkerLayer(config) for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class TextProjection(nn.Module):
+    """Text embeddings (text_hidden_size) into the talker's width: a two-layer SiLU MLP with biases."""
+
+    def __init__(self, text_hidden: int, hidden: int) -> None:
+        super().__init__()
+        self.linear_fc1 = nn.Linear(text_hidden, text_hidden, bias=True)
+        self.linear_fc2 = nn.Linear(text_hidden, hidden, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear_fc2(F.silu(self.linear_fc1(x)))
+
+
+class PredictorLayer(nn.Module):
+    def __init__(self, config: CodePredictorConfig) -> None:
+        super().__init__()
+        c = config
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = DenseAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                                        c.attention_bias, qk_norm_eps=c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = GatedMLP(c.hidden_size, c.intermediate_size)
+
+    def forward(self, x, cos, sin, mask, cache):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class PredictorModel(nn.Module):
+    def __init__(self, config: CodePredictorConfig, embedding_dim: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(PredictorLayer(config) for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.codec_embedding = nn.ModuleList(
+            nn.Embedding(config.vocab_size, embedding_dim) for _ in range(config.num_code_groups - 1)
+        )
+
+
+class CodePredictor(nn.Module):
+    """Codebooks 1..G-1 of a frame, one at a time, from [talker hidden, embedding of code 0]."""
+
+    def __init__(self, config: CodePredictorConfig, talker_hidden: int) -> None:
+        super().__init__()
+        self.config = config
+        self.model = PredictorModel(config, talker_hidden)
+        self.lm_head = nn.ModuleList(
+            nn.Linear(config.hidden_size, config.vocab_size, bias=False) for _ in range(config.num_code_groups - 1)
+        )
+        # Only when the widths differ (the 1.7B models); the 0.6B ones have no such tensor.
+        self.small_to_mtp_projection = (
+            nn.Linear(talker_hidden, config.hidden_size, bias=True) if config.hidden_size != talker_hidden else nn.Identity()
+        )
+
+    def step(self, embeds: torch.Tensor, caches: list[list[torch.Tensor]], start: int) -> torch.Tensor:
+        """Hidden states [B, T, H] of new inputs [B, T, talker_hidden] at positions start.., extending caches."""
+        x = self.small_to_mtp_projection(embeds)
+        t = x.shape[1]
+        cos, sin = rotary(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        mask = causal_mask(t, device=x.device, offset=start)
+        for layer, cache in zip(self.model.layers, caches, strict=True):
+            x = layer(x, cos, sin, mask, cache)
+        return self.model.norm(x)
+
+    def generate(self, talker_hidden: torch.Tensor, code0_embeds: torch.Tensor, choose, forced: torch.Tensor | None = None):
+        """Codes [B, G-1] and logits [B, G-1, V] for a batch of frames.
+
+        `choose(step, logits [B, V]) -> codes [B]` picks each codebook's codes (sampling lives with the
+        caller); `forced` [B, G-1] feeds given codes instead (teacher forcing) while still returning logits.
+        """
+        caches: list[list[torch.Tensor]] = [[] for _ in self.model.layers]
+        hidden = self.step(torch.stack([talker_hidden, code0_embeds], dim=1), caches, 0)[:, -1]
+        codes, logits = [], []
+        groups = self.config.num_code_groups - 1
+        for group in range(groups):
+            step_logits = self.lm_head[group](hidden)
+            logits.append(step_logits)
+            code = forced[:, group] if forced is not None else choose(group, step_logits)
+            codes.append(code)
+            if group + 1 < groups:
+                embed = self.model.codec_embedding[group](code)[:, None]
+                hidden = self.step(embed, caches, 2 + group)[:, -1]
+        return torch.stack(codes, dim=1), torch.stack(logits, dim=1)
+
+
+class Talker(nn.Module):
+    """`talker.*` of a checkpoint: the decoder, the text projection, the codec head, the code predictor."""
+
+    def __init__(self, config: TalkerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = TalkerModel(config)
+        self.text_projection = TextProjection(config.text_hidden_size, config.hidden_size)
+        self.codec_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.code_predictor = CodePredictor(config.code_predictor, config.hidden_size)
+
+    def embed_text(self, ids: torch.Tensor | list[int]) -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.codec_head.weight.device)
+        return self.text_projection(self.model.text_embedding(ids))
+
+    def embed_codec(self, ids: torch.Tensor | list[int]) -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.codec_head.weight.device)
+        return self.model.codec_embedding(ids)
+
+    def embed_frames(self, frames: torch.Tensor) -> torch.Tensor:
+        """[..., G] codes to [..., H]: codebook 0 through the talker's table, the others through the predictor's."""
+        total = self.model.codec_embedding(frames[..., 0])
+        for group, table in enumerate(self.code_predictor.model.codec_embedding, start=1):
+            total = total + table(frames[..., group])
+        return total
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        c = self.config
+        positions = batch.token_positions.to(embeds.device)
+        cos, sin = multimodal_rotary(positions.expand(3, -1), c.dim_per_head, c.rope_theta, c.mrope_section, c.mrope_interleaved)
+        rope = (cos[:, None].to(embeds.dtype), sin[:, None].to(embeds.dtype))
+        x = embeds
+        for index, layer in enumerate(self.model.layers):
+            x = layer(x, rope, batch, cache, index)
+        return self.model.norm(x)

@@ -1,0 +1,173 @@
+"""Which request fields VoxCPM2 honours, and how a request becomes its stage-0 input.
+
+Modes, by what the request carries:
+  no voice to clone                    zero-shot
+  a reference without its transcript   reference clone: the clip sits between ref markers, isolated
+  a reference with its transcript      continuation: the clip is the start of the utterance, its
+                                       transcript precedes the text (ref_text, or the stored voice's)
+  extra_params.clone_mode              forces one of "reference", "continuation", "ref_continuation"
+                                       (the clip both as isolated reference and as prompt)
+A stored voice may carry precomputed latents (artifacts `ref_audio_feat` / `audio_feat`, [N, patch, dim]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.model import Capabilities
+from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
+from vocalis.stages.models.voxcpm2.voices import VoiceClip
+from vocalis.stages.request import ReferenceAudio, RequestParams
+
+VOICE = "default"
+CLONE_MODES = ("reference", "continuation", "ref_continuation")
+EXTRA_PARAMS = {
+    "cfg_value": "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice more closely.",
+    "inference_timesteps": "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
+    "min_len": "Patches before the stop head may end the utterance, 0 to 4096 (default 2).",
+    "clone_mode": "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
+    "Default: continuation when the transcript is known, else reference.",
+}
+MAX_NEW_TOKENS = 4096
+DEFAULT_MIN_LEN = 2
+"""Patches before the stop head may end an utterance (the reference's min_len: it stops after more than this)."""
+
+
+@dataclass(frozen=True, eq=False)
+class VoxCPM2Input:
+    """Stage-0 input of one session (shared by its utterances)."""
+
+    reference: VoiceClip | None = None
+    """Isolated reference voice (between ref markers)."""
+    prompt: VoiceClip | None = None
+    """Continuation prompt audio; `prompt_text` is its transcript."""
+    prompt_text: str = ""
+    cfg_value: float = 2.0
+    inference_timesteps: int = 10
+    seed: int | None = None
+    max_new_tokens: int | None = None
+    """Patches to generate at most; None: a cap from the text length."""
+    min_len: int = DEFAULT_MIN_LEN
+    initial_codec_chunk_frames: int | None = None
+    """Patches in the first decoded chunk (read by the chunk stage)."""
+    noise: torch.Tensor | None = None
+    """Flow-matching start noise to inject, [steps, feat_dim, patch_size] (parity tests); None draws it."""
+
+    @property
+    def mode(self) -> str:
+        if self.reference is not None and self.prompt is not None:
+            return "ref_continuation"
+        if self.reference is not None:
+            return "reference"
+        return "continuation" if self.prompt is not None else "zero_shot"
+
+
+class VoxCPM2Adapter:
+    def __init__(self, config: VoxCPM2Config, max_new_tokens: int = MAX_NEW_TOKENS) -> None:
+        self.config = config
+        self.max_new_tokens = max_new_tokens
+        self.capabilities = Capabilities(
+            sample_rate=config.audio_vae.out_sample_rate,
+            voices=(VOICE,),
+            default_voice=VOICE,
+            accepted_fields=frozenset(
+                {"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text", "initial_codec_chunk_frames"}
+            ),
+            extra_params=dict(EXTRA_PARAMS),
+            streaming=True,
+            voice_cloning=True,
+        )
+
+    def resolve_voice(self, voice: str) -> str:
+        if voice.lower() in ("", VOICE):
+            return VOICE
+        raise UnknownVoice(voice, [VOICE])
+
+    def stage_input(self, params: RequestParams) -> VoxCPM2Input:
+        fields = params.fields
+        extra = dict(fields.get("extra_params") or {})
+        unknown = sorted(set(extra) - set(EXTRA_PARAMS))
+        if unknown:
+            raise InvalidField(
+                "extra_params", "FIELD_NOT_SUPPORTED",
+                f"extra_params {', '.join(unknown)} not supported by VoxCPM2; it accepts: {', '.join(EXTRA_PARAMS)}",
+            )
+        settings: dict[str, Any] = {
+            "cfg_value": _number(extra, "cfg_value", 2.0, 0.0, 10.0),
+            "inference_timesteps": int(_number(extra, "inference_timesteps", 10, 1, 100, integer=True)),
+            "min_len": int(_number(extra, "min_len", DEFAULT_MIN_LEN, 0, MAX_NEW_TOKENS, integer=True)),
+        }
+        if "seed" in fields:
+            settings["seed"] = int(fields["seed"])
+        if "max_new_tokens" in fields:
+            value = fields["max_new_tokens"]
+            if not 1 <= value <= self.max_new_tokens:
+                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {self.max_new_tokens}, got {value}")
+            settings["max_new_tokens"] = int(value)
+        if "initial_codec_chunk_frames" in fields:
+            value = fields["initial_codec_chunk_frames"]
+            if value < 1:
+                raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be at least 1")
+            settings["initial_codec_chunk_frames"] = int(value)
+        mode = extra.get("clone_mode")
+        if mode is not None and mode not in CLONE_MODES:
+            raise InvalidField("extra_params.clone_mode", "INVALID_VALUE", f"extra_params.clone_mode must be one of {', '.join(CLONE_MODES)}")
+        reference = params.reference
+        if reference is None:
+            if "ref_text" in fields:
+                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text needs ref_audio or a cloned voice")
+            if mode is not None:
+                raise InvalidField("extra_params.clone_mode", "REF_AUDIO_REQUIRED", "clone_mode needs ref_audio or a cloned voice")
+            return VoxCPM2Input(**settings)
+        return VoxCPM2Input(**settings, **self._voice(reference, mode))
+
+    def _voice(self, reference: ReferenceAudio, mode: str | None) -> dict[str, Any]:
+        text = (reference.text or "").strip()
+        mode = mode or ("continuation" if text else "reference")
+        if mode != "reference" and not text:
+            field = "voice" if reference.name else "ref_text"
+            raise InvalidField(field, "REF_TEXT_REQUIRED", f"clone_mode {mode} needs the transcript of the voice's audio (ref_text)")
+        artifacts = reference.artifacts or {}
+        has_audio = reference.samples is not None and len(reference.samples) > 0
+        field = "voice" if reference.name else "ref_audio"
+
+        def clip(artifact: str) -> VoiceClip:
+            latents = artifacts.get(artifact)
+            if latents is not None:
+                return VoiceClip(latents=self._latents(latents, artifact, field))
+            if not has_audio:
+                raise InvalidField(field, "VOICE_NOT_SUPPORTED", f"the voice has no audio (nor {artifact} latents) for VoxCPM2 to clone")
+            return VoiceClip(samples=np.asarray(reference.samples, dtype=np.float32), sample_rate=int(reference.sample_rate))
+
+        voice: dict[str, Any] = {}
+        if mode in ("reference", "ref_continuation"):
+            voice["reference"] = clip("ref_audio_feat")
+        if mode in ("continuation", "ref_continuation"):
+            voice["prompt"] = clip("audio_feat")
+            voice["prompt_text"] = text
+        return voice
+
+    def _latents(self, value: Any, artifact: str, field: str) -> torch.Tensor:
+        latents = torch.as_tensor(np.asarray(value, dtype=np.float32))
+        shape = (self.config.patch_size, self.config.feat_dim)
+        if latents.dim() != 3 or tuple(latents.shape[1:]) != shape or len(latents) == 0:
+            raise InvalidField(field, "INVALID_VOICE_ARTIFACT", f"{artifact} must be [N, {shape[0]}, {shape[1]}] latents, got {tuple(latents.shape)}")
+        return latents
+
+
+def _number(extra: dict[str, Any], key: str, default: float, low: float, high: float, integer: bool = False) -> float:
+    if key not in extra:
+        return default
+    value = extra[key]
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
+    if ok and integer:
+        ok = float(value).is_integer()
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        raise InvalidField(f"extra_params.{key}", "INVALID_VALUE", f"extra_params.{key} must be {kind} from {low:g} to {high:g}")
+    return float(value)

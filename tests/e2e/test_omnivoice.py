@@ -1,0 +1,181 @@
+"""OmniVoice served end to end from the tiny checkpoint: HTTP, gRPC and WebSocket; auto voice, design, cloning; long texts."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.sync.client import connect
+
+from tests.serving import start_server
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+CHECKPOINT = "tests/goldens/omnivoice/tiny"
+RATE = 24000
+HOP = 960
+PAD = RATE // 10
+FAST = {"num_step": 2}
+
+
+@pytest.fixture(scope="module")
+def omnivoice(tmp_path_factory):
+    running = start_server(tmp_path_factory.mktemp("omnivoice-server"), CHECKPOINT, timeout=120)
+    yield running
+    running.stop()
+
+
+def speech(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"extra_params": FAST, **body}, timeout=120)
+
+
+def config(**fields) -> pb.SessionConfig:
+    extra = fields.pop("extra_params", FAST)
+    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, **fields)
+    message.extra_params.update(extra)
+    return message
+
+
+def clip(seconds: float = 1.0, seed: int = 3) -> bytes:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(RATE * seconds)) / RATE
+    samples = 0.2 * np.sin(2 * np.pi * 180 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t)) + 0.01 * rng.standard_normal(len(t))
+    buffer = io.BytesIO()
+    sf.write(buffer, samples.astype(np.float32), RATE, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def test_http_auto_voice_is_24khz_with_padding(omnivoice):
+    response = speech(omnivoice, input="Hello world.", language="English", extra_params={"num_step": 2, "postprocess_output": False})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-sample-rate"] == str(RATE)
+    samples, rate = sf.read(io.BytesIO(response.content))
+    assert rate == RATE and (len(samples) - 2 * PAD) % HOP == 0 and len(samples) > 2 * PAD
+    body = samples[PAD:-PAD]
+    assert np.abs(samples[:PAD]).max() == 0 and 0.45 < np.abs(body).max() <= 0.51  # peak-levelled to 0.5
+
+
+def test_http_voice_design_and_cloning(omnivoice):
+    designed = speech(omnivoice, input="Good morning.", instructions="female, low pitch, british accent", seed=1)
+    assert designed.status_code == 200, designed.text
+    reference = base64.b64encode(clip()).decode()
+    cloned = speech(omnivoice, input="Nice to meet you.", ref_audio=reference, ref_text="A short reference.", seed=1)
+    assert cloned.status_code == 200, cloned.text
+    assert sf.read(io.BytesIO(cloned.content))[0].std() > 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"x_vector_only_mode": True}, "x_vector_only_mode"),
+        ({"initial_codec_chunk_frames": 2}, "initial_codec_chunk_frames"),
+        ({"language": "Klingon"}, "language"),
+        ({"instructions": "male, female"}, "instructions"),
+        ({"instructions": "robot voice"}, "instructions"),
+        ({"ref_text": "no audio"}, "ref_text"),
+        ({"ref_audio": base64.b64encode(clip()).decode()}, "ref_text"),
+        ({"extra_params": {"num_step": 0}}, "extra_params.num_step"),
+        ({"extra_params": {"top_k": 5}}, "extra_params"),
+    ],
+)
+def test_fields_it_cannot_honour_are_refused_by_name(omnivoice, body, field):
+    response = speech(omnivoice, input="Hello.", **body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == field
+
+
+def test_seed_reproduces_with_position_noise(omnivoice):
+    noisy = {"num_step": 2, "position_temperature": 5.0}
+    a, b, c = (speech(omnivoice, input="Seeded words.", seed=s, extra_params=noisy).content for s in (7, 7, 8))
+    assert a == b and a != c
+
+
+def test_three_sentences_stream_unit_by_unit_over_grpc(omnivoice):
+    text = "The first sentence. The second one here. And the third."
+    arrivals: list[tuple[str, int, float]] = []
+    with Client(omnivoice.grpc_target, timeout=120) as client:
+        for response in client.stream(config(), text):
+            kind = response.WhichOneof("response")
+            if kind == "audio" and response.audio.num_samples:
+                arrivals.append(("audio", response.audio.utterance_index, time.monotonic()))
+            elif kind == "utterance_done":
+                arrivals.append(("done", response.utterance_done.utterance_index, time.monotonic()))
+    done = [a for a in arrivals if a[0] == "done"]
+    assert [index for _, index, _ in done] == [0, 1, 2]
+    first_audio = next(a for a in arrivals if a[0] == "audio")
+    assert first_audio[1] == 0 and first_audio[2] < done[-1][2]
+    assert arrivals.index(first_audio) < arrivals.index(done[-1])
+
+
+def test_one_long_unit_is_generated_and_streamed_in_pieces(omnivoice):
+    """A unit longer than audio_chunk_threshold is cut inside the model, and each piece leaves when it is ready."""
+    text = "The first sentence. The second one here. And the third."
+    extra = {"num_step": 2, "audio_chunk_threshold": 1.0, "audio_chunk_duration": 1.0}
+    cfg = config(extra_params=extra, text_splitting=pb.TextSplitting(granularity=pb.SPLIT_GRANULARITY_NONE))
+    with Client(omnivoice.grpc_target, timeout=120) as client:
+        responses = list(client.stream(cfg, text))
+    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio" and r.audio.num_samples]
+    dones = [r.utterance_done for r in responses if r.WhichOneof("response") == "utterance_done"]
+    assert len(dones) == 1 and len(chunks) >= 3
+    assert all(c.utterance_index == 0 for c in chunks)
+
+
+def test_forty_sentences_keep_every_sentence(omnivoice):
+    sentences = [f"Sentence number {n} is here." for n in range(1, 41)]
+    with Client(omnivoice.grpc_target, timeout=300) as client:
+        responses = list(client.stream(config(extra_params={"num_step": 1}), " ".join(sentences)))
+    dones = [r.utterance_done for r in responses if r.WhichOneof("response") == "utterance_done"]
+    assert len(dones) == 40
+    spans = [" ".join(sentences)[d.text_span.start : d.text_span.end] for d in dones] if dones[0].HasField("text_span") else None
+    if spans is not None:
+        assert spans == sentences
+    assert all(d.num_samples > 2 * PAD for d in dones)
+    session = next(r.session_done for r in responses if r.WhichOneof("response") == "session_done")
+    assert session.utterance_count == 40
+
+
+def test_websocket_session(omnivoice):
+    url = f"ws://127.0.0.1:{omnivoice.http_port}/v1/audio/speech/stream"
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, "extra_params": FAST}))
+        ws.send(json.dumps({"type": "input.text", "text": "Hello there. How are you?"}))
+        ws.send(json.dumps({"type": "input.done"}))
+        audio, done = bytearray(), []
+        while True:
+            frame = ws.recv(timeout=120)
+            if isinstance(frame, bytes):
+                audio += frame
+                continue
+            message = json.loads(frame)
+            assert message["type"] != "error", message
+            if message["type"] == "audio.done":
+                done.append(message)
+            if message["type"] == "session.done":
+                break
+    assert len(done) == 2 and all(d["total_bytes"] > 0 for d in done) and len(audio) == sum(d["total_bytes"] for d in done)
+
+
+def test_model_reports_its_languages_and_fields(omnivoice):
+    with Client(omnivoice.grpc_target, timeout=30) as client:
+        (model,) = client.list_models()
+    caps = model.capabilities
+    assert "en" in caps.languages and "zh" in caps.languages and len(caps.languages) > 600
+    assert caps.voice_cloning and caps.sample_rate == RATE
+    assert {"language", "instructions", "ref_audio", "ref_text", "seed", "speed", "extra_params"} <= set(caps.accepted_fields)
+    assert {"num_step", "guidance_scale"} <= set(caps.extra_params)
+
+
+def test_a_stored_voice_clones(omnivoice):
+    files = {"audio_sample": ("ref.wav", clip(seed=5), "audio/wav")}
+    form = {"name": "omni-voice", "consent": "consent-1", "ref_text": "A stored reference."}
+    created = httpx.post(f"{omnivoice.http_url}/v1/audio/voices", files=files, data=form, timeout=60)
+    assert created.status_code == 200, created.text
+    response = speech(omnivoice, input="Spoken in a stored voice.", voice="omni-voice")
+    assert response.status_code == 200, response.text

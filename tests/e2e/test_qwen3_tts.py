@@ -1,0 +1,170 @@
+"""Qwen3-TTS served end to end from the tiny checkpoints: CustomVoice, VoiceDesign and Base cloning over HTTP
+and gRPC, streaming and not, and the errors that name the field at fault."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.serving import start_server
+from vocalis.clients.errors import VocalisError
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+GOLDENS = "tests/goldens/qwen3_tts"
+RATE = 24000
+HOP = 1920
+GREEDY = {"temperature": 0, "subtalker_temperature": 0}
+
+
+def serve(tmp_path_factory, variant: str):
+    return start_server(tmp_path_factory.mktemp(f"qwen3-{variant}"), f"{GOLDENS}/{variant}", timeout=120)
+
+
+@pytest.fixture(scope="module")
+def custom_voice(tmp_path_factory):
+    running = serve(tmp_path_factory, "cv-1b7")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def voice_design(tmp_path_factory):
+    running = serve(tmp_path_factory, "vd-1b7")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    running = serve(tmp_path_factory, "base-1b7")
+    yield running
+    running.stop()
+
+
+def speech(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json=body, timeout=120)
+
+
+def config(**fields) -> pb.SessionConfig:
+    extra = fields.pop("extra_params", GREEDY)
+    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, **fields)
+    message.extra_params.update(extra)
+    return message
+
+
+def clip_wav() -> bytes:
+    t = np.arange(RATE * 2) / RATE
+    samples = 0.3 * np.sin(2 * np.pi * 150 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
+    buffer = io.BytesIO()
+    sf.write(buffer, samples.astype(np.float32), RATE, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def chunk_frames(server, cfg: pb.SessionConfig, text: str) -> tuple[list[int], bytes]:
+    with Client(server.grpc_target, timeout=120) as client:
+        chunks = [r.audio for r in client.stream(cfg, text) if r.WhichOneof("response") == "audio"]
+    return [c.num_samples // HOP for c in chunks], b"".join(c.audio for c in chunks)
+
+
+def test_custom_voice_over_http(custom_voice):
+    response = speech(custom_voice, input="Hello there.", voice="Vivian", language="English", max_new_tokens=12,
+                      instructions="Speak warmly.", extra_params=GREEDY)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-sample-rate"] == str(RATE)
+    samples, rate = sf.read(io.BytesIO(response.content))
+    assert rate == RATE and len(samples) % HOP == 0 and 0 < len(samples) <= 12 * HOP and samples.std() > 0.01
+
+
+def test_grpc_streams_one_frame_then_chunks_of_25_and_equals_the_file(custom_voice):
+    frames, streamed = chunk_frames(custom_voice, config(voice="ryan", max_new_tokens=30), "A longer sentence, streamed in chunks.")
+    assert frames[0] == 1 and all(f <= 25 for f in frames[1:])
+    if sum(frames) > 26:
+        assert frames[1] == 25
+    whole = config(voice="ryan", max_new_tokens=30, delivery=pb.AUDIO_DELIVERY_FILE)
+    with Client(custom_voice.grpc_target, timeout=120) as client:
+        assert client.synthesize(whole, "A longer sentence, streamed in chunks.").audio == streamed
+
+
+def test_initial_chunk_per_request_and_seeded_sampling(custom_voice):
+    frames, _ = chunk_frames(custom_voice, config(voice="ryan", max_new_tokens=12, initial_codec_chunk_frames=4), "Four first.")
+    assert frames[0] == 4 or sum(frames) < 4
+    sampled = {"temperature": 0.9, "top_k": 20, "subtalker_temperature": 0.8}
+    with Client(custom_voice.grpc_target, timeout=120) as client:
+        a = client.synthesize(config(voice="eric", seed=7, max_new_tokens=10, extra_params=sampled), "Seeded.").audio
+        b = client.synthesize(config(voice="eric", seed=7, max_new_tokens=10, extra_params=sampled), "Seeded.").audio
+        c = client.synthesize(config(voice="eric", seed=8, max_new_tokens=10, extra_params=sampled), "Seeded.").audio
+    assert a == b and a != c
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        ({"voice": "nobody"}, 404, "voice"),
+        ({"task_type": "Base"}, 400, "task_type"),
+        ({"ref_text": "hello"}, 400, "ref_text"),
+        ({"x_vector_only_mode": True}, 400, "x_vector_only_mode"),
+        ({"language": "Klingon"}, 400, "language"),
+        ({"extra_params": {"num_step": 2}}, 400, "extra_params"),
+    ],
+)
+def test_custom_voice_errors_name_the_field(custom_voice, body, status, param):
+    response = speech(custom_voice, input="Hi.", **body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["param"] == param
+
+
+def test_voice_design(voice_design):
+    response = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY)
+    assert response.status_code == 200, response.text
+    missing = speech(voice_design, input="Designed.")
+    assert missing.status_code == 400 and missing.json()["error"]["param"] == "instructions"
+    wrong = speech(voice_design, input="Designed.", instructions="x", task_type="CustomVoice")
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "task_type"
+    frames, audio = chunk_frames(voice_design, config(instructions="Bright and fast.", max_new_tokens=10), "Streamed design.")
+    assert frames[0] == 1 and len(audio) == sum(frames) * HOP * 2
+
+
+def test_base_cloning_icl_and_x_vector(base):
+    reference = base64.b64encode(clip_wav()).decode()
+    icl = speech(base, input="Cloned voice.", ref_audio=reference, ref_text="A two second clip.", max_new_tokens=10, extra_params=GREEDY)
+    assert icl.status_code == 200, icl.text
+    samples, rate = sf.read(io.BytesIO(icl.content))
+    assert rate == RATE and 0 < len(samples) <= 10 * HOP  # the reference clip's own audio is not in the output
+    xvec = speech(base, input="Cloned voice.", ref_audio=reference, x_vector_only_mode=True, max_new_tokens=10, extra_params=GREEDY)
+    assert xvec.status_code == 200, xvec.text
+    embedded = speech(base, input="Given embedding.", speaker_embedding=[0.1] * 32, max_new_tokens=6, extra_params=GREEDY)
+    assert embedded.status_code == 200, embedded.text
+    frames, _ = chunk_frames(base, config(ref_audio=reference, ref_text="A two second clip.", max_new_tokens=8), "Streamed clone.")
+    assert frames[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"ref_audio": "REF"}, "ref_text"),
+        ({}, "ref_audio"),
+        ({"speaker_embedding": [0.1] * 5}, "speaker_embedding"),
+        ({"ref_audio": "REF", "ref_text": "x", "task_type": "CustomVoice"}, "task_type"),
+        ({"ref_audio": "REF", "ref_text": "x", "instructions": "calm"}, "instructions"),
+    ],
+)
+def test_base_errors_name_the_field(base, body, param):
+    body = {k: base64.b64encode(clip_wav()).decode() if v == "REF" else v for k, v in body.items()}
+    response = speech(base, input="Hi.", **body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+
+
+def test_grpc_error_for_a_missing_transcript(base):
+    with Client(base.grpc_target, timeout=60) as client:
+        with pytest.raises(VocalisError) as caught:
+            client.synthesize(config(ref_audio=base64.b64encode(clip_wav()).decode()), "No transcript.")
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "ref_text" in caught.value.message

@@ -1,0 +1,163 @@
+"""VoxCPM2 served end to end: the tiny golden checkpoint over HTTP, gRPC and WebSocket at 48 kHz.
+
+The built-in family loads the checkpoint directory as published (config.json with only an
+`architecture`). Lengths are pinned with max_new_tokens and extra_params.min_len (the random stop
+head would end utterances at random); noise is pinned with seed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.sync.client import connect
+
+from tests.goldens.voxcpm2.cases import HERE
+from tests.serving import start_server
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+PATCH = 2 * 1920  # samples per patch of the tiny checkpoint at 48 kHz
+PATCHES = 8
+PINNED = {"max_new_tokens": PATCHES, "seed": 11, "extra_params": {"min_len": PATCHES}}
+
+
+@pytest.fixture(scope="module")
+def vox(tmp_path_factory):
+    root = tmp_path_factory.mktemp("voxcpm2")
+    checkpoint = root / "voxcpm2-tiny"
+    shutil.copytree(HERE / "tiny", checkpoint)
+    precomputed = root / "precomputed"
+    precomputed.mkdir()
+    shutil.copy(HERE / "prompt.wav", precomputed / "narrator.wav")
+    (precomputed / "manifest.json").write_text(
+        json.dumps({"voices": [{"name": "narrator", "audio": "narrator.wav", "ref_text": "a short prompt."}]})
+    )
+    overrides = json.dumps({"audio_vae": {"chunk_frames": 2, "chunk_growth": 1.0, "left_context_frames": 11}})
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"  # thousands of tiny ops: one thread is much faster
+    try:
+        running = start_server(root, "--custom-voice-dir", str(precomputed), "--stage-overrides", overrides, str(checkpoint))
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS")
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+    yield running
+    running.stop()
+
+
+def speak(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": "Hello world, this is a tiny voice.", **PINNED, **body}, timeout=60)
+
+
+def wav(response: httpx.Response) -> tuple[np.ndarray, int]:
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    return samples, rate
+
+
+def pcm(response: httpx.Response) -> np.ndarray:
+    assert response.status_code == 200, response.text
+    return np.frombuffer(response.content, dtype="<i2")
+
+
+def config(**fields) -> pb.SessionConfig:
+    extra = fields.pop("extra_params", None)
+    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, **fields)
+    if extra:
+        message.extra_params.update(extra)
+    return message
+
+
+def test_http_wav_at_48k(vox):
+    response = speak(vox)
+    samples, rate = wav(response)
+    assert response.headers["x-sample-rate"] == "48000" and rate == 48000
+    assert len(samples) == PATCHES * PATCH and 0.01 < samples.std() < 0.5
+
+
+def test_grpc_streams_patch_sized_chunks_equal_to_the_whole(vox):
+    whole = pcm(speak(vox, response_format="pcm")).tobytes()
+    with Client(vox.grpc_target, timeout=60) as client:
+        responses = list(client.stream(config(**PINNED), "Hello world, this is a tiny voice."))
+    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
+    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio"]
+    assert started.sample_rate == 48000
+    assert [c.num_samples for c in chunks] == [PATCH] + [2 * PATCH] * 3 + [PATCH]
+    assert b"".join(c.audio for c in chunks) == whole
+
+
+def test_websocket_announces_48k(vox):
+    with connect(f"ws://127.0.0.1:{vox.http_port}/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
+        ws.send(json.dumps({"type": "input.text", "text": "Hello world, this is a tiny voice."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        frames = []
+        while not (isinstance(frames[-1:] and frames[-1], dict) and frames[-1]["type"] == "session.done"):
+            frame = ws.recv(timeout=60)
+            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
+    assert start["sample_rate"] == 48000
+    audio = b"".join(f for f in frames if isinstance(f, bytes))
+    assert audio == pcm(speak(vox, response_format="pcm")).tobytes()
+
+
+def test_opus_at_48k_and_a_resampled_24k_request(vox):
+    opus = speak(vox, response_format="opus")
+    samples, rate = wav(opus)
+    assert rate == 48000 and opus.headers["x-sample-rate"] == "48000"
+    assert abs(len(samples) - PATCHES * PATCH) < 0.05 * PATCHES * PATCH
+    resampled = speak(vox, response_format="wav", sample_rate=24000)
+    samples, rate = wav(resampled)
+    assert rate == 24000 and resampled.headers["x-sample-rate"] == "24000"
+    assert abs(len(samples) - PATCHES * PATCH // 2) <= 2 and samples.std() > 0.01
+
+
+def test_cloning_inline_uploaded_and_precomputed(vox):
+    default = pcm(speak(vox, response_format="pcm"))
+    clip = (HERE / "ref.wav").read_bytes()
+    reference = pcm(speak(vox, response_format="pcm", ref_audio=base64.b64encode(clip).decode()))
+    continuation = pcm(speak(vox, response_format="pcm", ref_audio=base64.b64encode(clip).decode(), ref_text="a short prompt."))
+    assert len(reference) == len(continuation) == len(default) == PATCHES * PATCH
+    assert not np.array_equal(reference, default) and not np.array_equal(continuation, reference)
+
+    upload = httpx.post(
+        f"{vox.http_url}/v1/audio/voices", data={"name": "alice", "consent": "c-1", "ref_text": "a short prompt."},
+        files={"audio_sample": ("voice.wav", clip, "audio/wav")}, timeout=60,
+    )
+    assert upload.status_code == 200, upload.text
+    assert np.array_equal(pcm(speak(vox, response_format="pcm", voice="alice")), continuation)  # same clip and transcript
+    narrator = pcm(speak(vox, response_format="pcm", voice="narrator"))
+    assert len(narrator) == PATCHES * PATCH and not np.array_equal(narrator, default)
+    isolated = pcm(speak(vox, response_format="pcm", voice="narrator", extra_params={"min_len": PATCHES, "clone_mode": "reference"}))
+    assert not np.array_equal(isolated, narrator)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"speed": 1.5}, "speed"),
+        ({"instructions": "whisper"}, "instructions"),
+        ({"extra_params": {"temperature": 0.5}}, "extra_params"),
+        ({"extra_params": {"cfg_value": 50}}, "extra_params.cfg_value"),
+        ({"ref_text": "no audio"}, "ref_text"),
+    ],
+)
+def test_unhonoured_fields_are_refused_by_name(vox, body, param):
+    response = speak(vox, **body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+
+
+def test_unknown_voice_is_404(vox):
+    response = speak(vox, voice="nobody")
+    assert response.status_code == 404 and response.json()["error"]["param"] == "voice"

@@ -3,7 +3,8 @@
 `--custom-voice-dir DIR` names a directory with a manifest.json:
     {"voices": [{"name": "narrator", "audio": "narrator.wav", "ref_text": "...",
                  "description": "...", "models": ["model-a"], "speaker_embedding": "narrator.npy"}]}
-`audio` and `speaker_embedding` are paths relative to DIR (at least one is needed);
+`audio` and every `*.npy` value (speaker_embedding, ref_codes, ...: model artifacts, by key) are
+paths relative to DIR (audio or an artifact is needed);
 `models` restricts which loaded models may use the voice (default: every model that clones).
 """
 
@@ -43,11 +44,14 @@ def load_precomputed(directory: Path) -> list[PrecomputedVoice]:
         if not NAME_PATTERN.fullmatch(name):
             raise ValueError(f"{manifest_path}: bad voice name {name!r}")
         audio = decode_audio(_file(directory, entry["audio"]).read_bytes()) if entry.get("audio") else None
-        artifacts = {}
-        if entry.get("speaker_embedding"):
-            artifacts["speaker_embedding"] = np.load(_file(directory, entry["speaker_embedding"])).astype(np.float32)
+        # Every `<key>: <file>.npy` is an artifact under that key (speaker_embedding, ref_codes, latents, ...).
+        artifacts = {
+            key: np.load(_file(directory, value))
+            for key, value in entry.items()
+            if isinstance(value, str) and value.endswith(".npy")
+        }
         if audio is None and not artifacts:
-            raise ValueError(f"{manifest_path}: voice {name!r} needs audio or a speaker_embedding")
+            raise ValueError(f"{manifest_path}: voice {name!r} needs audio or a .npy artifact such as speaker_embedding")
         voices.append(
             PrecomputedVoice(
                 name=name,

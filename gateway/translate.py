@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 
+from vocalis.clients.messages import FORMATS
 from vocalis.gateway.schemas import SpeechRequest
-from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
+from vocalis.tts.v1 import synthesizer_pb2
 
-ENCODINGS = {
-    "pcm": audio_pb2.AUDIO_ENCODING_PCM,
-    "wav": audio_pb2.AUDIO_ENCODING_WAV,
-    "flac": audio_pb2.AUDIO_ENCODING_FLAC,
-    "mp3": audio_pb2.AUDIO_ENCODING_MP3,
-    "opus": audio_pb2.AUDIO_ENCODING_OPUS,
-    "aac": audio_pb2.AUDIO_ENCODING_AAC,
-}
 TASK_TYPES = {
     "CustomVoice": synthesizer_pb2.TASK_TYPE_CUSTOM_VOICE,
     "VoiceDesign": synthesizer_pb2.TASK_TYPE_VOICE_DESIGN,
@@ -39,7 +32,7 @@ def session_config(body: SpeechRequest, request_id: str) -> synthesizer_pb2.Sess
     config = synthesizer_pb2.SessionConfig(
         model=body.model or "",
         voice=body.voice_name,
-        encoding=ENCODINGS[body.response_format],
+        encoding=FORMATS[body.response_format],
         word_timestamps=body.word_timestamps,
         request_id=request_id,
         delivery=synthesizer_pb2.AUDIO_DELIVERY_STREAM if body.streaming else synthesizer_pb2.AUDIO_DELIVERY_FILE,

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
+from vocalis.server.config import VoiceConfig
+from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError
 from vocalis.server.precomputed_voices import PrecomputedVoice
 from vocalis.server.voice_rules import not_found
@@ -126,7 +128,7 @@ class VoiceCatalog:
             )
 
 
-def build_voice_catalog(engine, config) -> VoiceCatalog:  # (Engine, VoiceConfig)
+def build_voice_catalog(engine: Engine, config: VoiceConfig) -> VoiceCatalog:
     """The catalog over the engine's models, the voice store and the precomputed voices of `config`."""
     from vocalis.server.config import default_voice_dir
     from vocalis.server.precomputed_voices import load_precomputed

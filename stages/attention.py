@@ -85,3 +85,12 @@ def slot_attention(
         )  # [1, Hq, n, D]
         out[start:end] = attended[0].transpose(0, 1)
     return out
+
+
+def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache, layer: int, batch: AttentionBatch) -> torch.Tensor:
+    """The one entry point a family's attention layer calls: q [T, Hq, D], k/v [T, Hkv, D] of this step's tokens,
+    written into `cache` at `layer` and attended over each sequence's cached prefix. Returns [T, Hq, D].
+
+    Families never index the cache themselves, so the cache's memory layout (slots today) can change without them.
+    """
+    return slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)

@@ -80,7 +80,7 @@ class VoiceCatalog:
         for voice in self.list():
             if voice.name.lower() == name.lower():
                 return voice
-        raise not_found(name, [v.name for v in self.list()], field="name")
+        raise not_found(name, [v.name for v in self.list() if v.kind != "uploaded"], field="name")
 
     def reference(self, name: str, model: LoadedModel) -> ReferenceAudio | None:
         """The voice to clone that `name` stands for on `model`, or None when it is one of the model's presets.
@@ -107,7 +107,7 @@ class VoiceCatalog:
             audio = self.store.audio(record) if record.duration_s else None
             embedding = self.store.embedding(record)
         except VoiceNotFound:
-            known = [v.name for v in self.list(model.name)]
+            known = [v.name for v in self.list(model.name) if v.kind != "uploaded"]
             raise not_found(name, known) from None
         return ReferenceAudio(
             samples=audio.samples if audio else np.zeros(0, np.float32),

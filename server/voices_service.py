@@ -9,7 +9,7 @@ import grpc
 from vocalis.server.config import VoiceConfig
 from vocalis.server.errors import StatusError, abort
 from vocalis.server.voice_catalog import CatalogVoice, VoiceCatalog
-from vocalis.server.voice_rules import check_clip, check_consent, check_embedding, check_name, not_found
+from vocalis.server.voice_rules import check_clip, check_consent, check_embedding, check_name, check_text_fields, not_found
 from vocalis.server.voice_store import StoreFull, VoiceNotFound
 from vocalis.tts.v1 import voices_pb2, voices_pb2_grpc
 
@@ -65,6 +65,7 @@ class VoicesService(voices_pb2_grpc.VoicesServicer):
     def _create(self, request: voices_pb2.CreateVoiceRequest):
         check_name(request.name, self.catalog.reserved_names())
         check_consent(request.consent)
+        check_text_fields(consent=request.consent, ref_text=request.ref_text, speaker_description=request.speaker_description)
         if request.audio and request.speaker_embedding:
             raise StatusError(grpc.StatusCode.INVALID_ARGUMENT, "give audio or speaker_embedding, not both", "CONFLICTING_FIELDS", "speaker_embedding")
         audio = embedding = None
@@ -106,6 +107,5 @@ class VoicesService(voices_pb2_grpc.VoicesServicer):
         try:
             record = await asyncio.to_thread(self.catalog.store.delete, name)
         except VoiceNotFound:
-            uploaded = [r.name for r in self.catalog.store.list()]
-            await abort(context, not_found(name, uploaded, field="name"))
+            await abort(context, not_found(name, [], field="name"))
         return voices_pb2.DeleteVoiceResponse(name=record.name)

@@ -97,6 +97,10 @@ class VoiceStore:
                 records.append(record)
         return records
 
+    def names(self) -> list[str]:
+        """The lower-case names of every stored voice, sorted (reads no metadata)."""
+        return sorted(pointer.stem for pointer in self._names.glob("*.json"))
+
     def get(self, name: str) -> VoiceRecord:
         record = self._read_pointer(self._pointer(name))
         if record is None:

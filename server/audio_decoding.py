@@ -77,9 +77,11 @@ def decode_audio(data: bytes, max_seconds: float | None = None) -> DecodedAudio:
                 return _decode_with_libsndfile(sound, max_seconds)
     try:
         return _decode_with_pyav(data, max_seconds)
-    except (AudioTooLong, UndecodableAudio):
+    except AudioTooLong:
         raise
     except Exception as error:  # noqa: BLE001 - any failure to decode a caller's bytes is the caller's fault, not ours
+        if isinstance(error, UndecodableAudio) and str(error) != _NOT_AUDIO:
+            raise
         raise UndecodableAudio(_wav_header_fault(data) or _NOT_AUDIO) from error
 
 

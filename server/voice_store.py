@@ -71,7 +71,7 @@ class VoiceNotFound(KeyError):
 
 
 class VoiceStore:
-    def __init__(self, directory: Path, retire_after_s: float = 300.0, cache_entries: int = 64) -> None:
+    def __init__(self, directory: Path, retire_after_s: float = 300.0, cache_bytes: int = 64 * 2**20) -> None:
         self.directory = Path(directory)
         self._objects = self.directory / "objects"
         self._names = self.directory / "names"
@@ -81,7 +81,7 @@ class VoiceStore:
             path.mkdir(parents=True, exist_ok=True)
         self.retire_after_s = retire_after_s
         """How long a replaced or deleted object stays readable by processes that read its pointer before the change."""
-        self._cache = DecodedClipCache(cache_entries)
+        self._cache = DecodedClipCache(cache_bytes)
         self._clean_staging()
         with self._locked():
             self._retire_orphans()
@@ -124,9 +124,9 @@ class VoiceStore:
         return cached
 
     @property
-    def cached_clips(self) -> int:
-        """How many decoded clips this process holds in memory."""
-        return len(self._cache)
+    def cached_clips(self) -> tuple[int, int]:
+        """How many decoded clips this process holds in memory, and their bytes."""
+        return len(self._cache), self._cache.bytes
 
     def embedding(self, record: VoiceRecord) -> np.ndarray | None:
         path = self._objects / record.object_id / "embedding.npy"
@@ -285,10 +285,14 @@ class VoiceStore:
 
 
 class DecodedClipCache:
-    """The most recently used decoded clips, by object id (a re-upload is a new id, so it never serves a stale clip)."""
+    """The most recently used decoded clips by object id, up to `max_bytes` of samples (a 30 s clip is 2.9 MB).
 
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
+    Keyed by object id, so a re-upload (a new id) never serves a stale clip, and the old one just ages out.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._entries: OrderedDict[str, DecodedAudio] = OrderedDict()
 
     def __len__(self) -> int:
@@ -301,13 +305,16 @@ class DecodedClipCache:
         return clip
 
     def put(self, object_id: str, clip: DecodedAudio) -> None:
+        self.pop(object_id)
         self._entries[object_id] = clip
-        self._entries.move_to_end(object_id)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        self.bytes += clip.samples.nbytes
+        while self.bytes > self.max_bytes and len(self._entries) > 1:
+            self.pop(next(iter(self._entries)))
 
     def pop(self, object_id: str) -> None:
-        self._entries.pop(object_id, None)
+        clip = self._entries.pop(object_id, None)
+        if clip is not None:
+            self.bytes -= clip.samples.nbytes
 
 
 class StoreFull(Exception):

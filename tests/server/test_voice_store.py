@@ -103,7 +103,7 @@ def test_reupload_never_makes_a_voice_unknown_to_another_process(tmp_path):
     stop_at = time.monotonic() + 4.0
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         uploads = pool.submit(_reupload_forever, str(tmp_path), stop_at)
-        reader = VoiceStore(tmp_path, cache_entries=1)
+        reader = VoiceStore(tmp_path, cache_bytes=1)
         reads = misses = 0
         while time.monotonic() < stop_at:
             try:
@@ -119,13 +119,14 @@ def test_reupload_never_makes_a_voice_unknown_to_another_process(tmp_path):
 
 
 def test_decoded_clip_cache_is_bounded(tmp_path):
-    store = VoiceStore(tmp_path, cache_entries=3)
+    clip_bytes = int(1.5 * CANONICAL_RATE) * 4
+    store = VoiceStore(tmp_path, cache_bytes=3 * clip_bytes)
     for i in range(12):
         store.put("again", str(i).encode(), "audio/wav", audio(i), "c")  # every re-upload is a new generation
         store.audio(store.get("again"))
         store.put(f"v{i}", b"x", "audio/wav", audio(i), "c")
         store.audio(store.get(f"v{i}"))
-    assert store.cached_clips <= 3
+    assert store.cached_clips == (3, 3 * clip_bytes)
     assert store.audio(store.get("again")).seconds == pytest.approx(1.5, abs=1e-3)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -149,13 +150,18 @@ def nearest_code(x: torch.Tensor, codebook: torch.Tensor, exact_distance: bool =
     return distance.max(dim=-1).indices
 
 
-def residual_encode(x: torch.Tensor, stages: Sequence[tuple[Callable[[torch.Tensor], torch.Tensor],
-                                                             Callable[[torch.Tensor], torch.Tensor]]]) -> list[torch.Tensor]:
-    """Codes of x, one per stage: each stage's (encode, decode) quantises what the stages before it left over."""
+class Quantizer(Protocol):
+    def encode(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor: ...
+
+
+def residual_encode(x: torch.Tensor, stages: Sequence[Quantizer]) -> list[torch.Tensor]:
+    """Codes of x, one per stage: each stage quantises what the stages before it left over."""
     residual, codes = x, []
-    for encode, decode in stages:
-        index = encode(residual)
-        residual = residual - decode(index)
+    for stage in stages:
+        index = stage.encode(residual)
+        residual = residual - stage.decode(index)
         codes.append(index)
     return codes
 

@@ -21,6 +21,16 @@ Rope = tuple[torch.Tensor, torch.Tensor]
 """(cos, sin), each [T, head_dim]: one row per query position."""
 
 
+def causal_mask(length: int, window: int | None = None, device: torch.device | str = "cpu", offset: int = 0) -> torch.Tensor:
+    """[length, offset + length] bool: query i (at offset + i) sees keys j <= offset + i (within `window` of it)."""
+    query = torch.arange(length, device=device)[:, None] + offset
+    key = torch.arange(offset + length, device=device)[None, :]
+    mask = key <= query
+    if window is not None:
+        mask &= key > query - window
+    return mask
+
+
 class QKVAttention(nn.Module):
     """`q_proj`, `k_proj`, `v_proj`, `o_proj` (+ `q_norm`, `k_norm` over each head when `qk_norm_eps` is set).
 

@@ -95,5 +95,15 @@ def test_residual_encode_recovers_codes_of_an_exact_sum():
     tables = [torch.randn(16, 4) * scale for scale in (10.0, 1.0, 0.1)]
     codes = torch.tensor([[3, 7, 1], [0, 15, 9]])
     x = summed_lookup(codes, tables)
-    stages = [(lambda r, t=t: nearest_code(r, t), lambda i, t=t: t[i]) for t in tables]
+    class Table:
+        def __init__(self, table: torch.Tensor) -> None:
+            self.table = table
+
+        def encode(self, x: torch.Tensor) -> torch.Tensor:
+            return nearest_code(x, self.table)
+
+        def decode(self, codes: torch.Tensor) -> torch.Tensor:
+            return self.table[codes]
+
+    stages = [Table(t) for t in tables]
     assert torch.equal(torch.stack(residual_encode(x, stages), dim=-1), codes)

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 from vocalis.stages.layers.attention import QKVAttention
+from vocalis.stages.layers.mlp import GatedMLP
+from vocalis.stages.layers.norm import RMSNorm
 
 
 class LayerScale(nn.Module):
@@ -58,3 +60,14 @@ class PreNormDecoderLayer(nn.Module):
     def dense(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         x = self._add(x, self.self_attn.dense(self.input_layernorm(x), *args, **kwargs), self.self_attn_layer_scale)
         return self._mlp(x)
+
+
+def gated_decoder_layer(hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, eps: float, *,
+                        bias: bool = False, qk_norm: bool = False, rope_upcast: bool = False, norm_upcast: bool = True,
+                        residual_scale: float = 1.0, layer_scale: bool = False) -> PreNormDecoderLayer:
+    """The Llama-family layer (RMSNorms, QKVAttention, SiLU GatedMLP) with each family's variant as a keyword:
+    Qwen3 sets `qk_norm`, Qwen2 `bias`, MiniCPM `rope_upcast` and `residual_scale`, Mimi-style decoders `layer_scale`."""
+    attention = QKVAttention(hidden, heads, kv_heads, head_dim, bias=bias, qk_norm_eps=eps if qk_norm else None,
+                             rope_upcast=rope_upcast)
+    return PreNormDecoderLayer(hidden, attention, GatedMLP(hidden, intermediate), lambda dim: RMSNorm(dim, eps, upcast=norm_upcast),
+                               residual_scale=residual_scale, layer_scale=layer_scale)

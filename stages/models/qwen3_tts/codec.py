@@ -22,10 +22,9 @@ from vocalis.stages.audio_blocks import (
     summed_lookup,
 )
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
-from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
-from vocalis.stages.layers.transformer import PreNormDecoderLayer
+from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderConfig
 
 # -- convolutions ----------------------------------------------------------------------------------
@@ -143,18 +142,17 @@ class SplitRVQ(nn.Module):
 # -- the decoder -----------------------------------------------------------------------------------
 
 
-def decoder_transformer_layer(c: DecoderConfig) -> PreNormDecoderLayer:
-    attention = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.attention_bias)
-    return PreNormDecoderLayer(c.hidden_size, attention, GatedMLP(c.hidden_size, c.intermediate_size),
-                               lambda dim: RMSNorm(dim, c.rms_norm_eps), layer_scale=True)
-
-
 class DecoderTransformer(nn.Module):
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.config = config
         self.input_proj = nn.Linear(config.latent_dim, config.hidden_size)
-        self.layers = nn.ModuleList(decoder_transformer_layer(config) for _ in range(config.num_hidden_layers))
+        c = config
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias, layer_scale=True)
+            for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.output_proj = nn.Linear(config.hidden_size, config.latent_dim)
 

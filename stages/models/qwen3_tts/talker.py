@@ -9,23 +9,11 @@ from torch import nn
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
-from vocalis.stages.layers.attention import QKVAttention, causal_mask
-from vocalis.stages.layers.mlp import GatedMLP
+from vocalis.stages.layers.attention import causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import mrope, rope
-from vocalis.stages.layers.transformer import PreNormDecoderLayer
+from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
-
-
-def qwen3_layer(hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, eps: float, bias: bool) -> PreNormDecoderLayer:
-    """A Qwen3 decoder layer: q/k-normed attention and a SiLU gated MLP between RMSNorms."""
-    attention = QKVAttention(hidden, heads, kv_heads, head_dim, bias=bias, qk_norm_eps=eps)
-    return PreNormDecoderLayer(hidden, attention, GatedMLP(hidden, intermediate), lambda dim: RMSNorm(dim, eps))
-
-
-def talker_layer(c: TalkerConfig) -> PreNormDecoderLayer:
-    return qwen3_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
-                       c.rms_norm_eps, c.attention_bias)
 
 
 class TalkerModel(nn.Module):
@@ -33,7 +21,12 @@ class TalkerModel(nn.Module):
         super().__init__()
         self.codec_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         self.text_embedding = nn.Embedding(config.text_vocab_size, config.text_hidden_size)
-        self.layers = nn.ModuleList(talker_layer(config) for _ in range(config.num_hidden_layers))
+        c = config
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
+            for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -54,8 +47,8 @@ class PredictorModel(nn.Module):
         super().__init__()
         c = config
         self.layers = nn.ModuleList(
-            qwen3_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                        c.rms_norm_eps, c.attention_bias)
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
             for _ in range(c.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)

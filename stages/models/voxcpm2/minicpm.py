@@ -14,11 +14,9 @@ from torch import nn
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
-from vocalis.stages.layers.attention import QKVAttention
-from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import LongRoPE
-from vocalis.stages.layers.transformer import PreNormDecoderLayer
+from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
 from vocalis.stages.models.voxcpm2.config import TransformerConfig
 
 
@@ -31,9 +29,8 @@ def long_rope(config: TransformerConfig) -> LongRoPE:
 
 
 def decoder_layer(c: TransformerConfig) -> PreNormDecoderLayer:
-    attention = QKVAttention(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, rope_upcast=True)
-    return PreNormDecoderLayer(c.hidden_size, attention, GatedMLP(c.hidden_size, c.intermediate_size),
-                               lambda dim: RMSNorm(dim, c.rms_norm_eps), residual_scale=c.residual_scale)
+    return gated_decoder_layer(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.rms_norm_eps,
+                               rope_upcast=True, residual_scale=c.residual_scale)
 
 
 class MiniCPMStack(nn.Module):

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.audio_blocks import Snake, nearest_code, residual_encode, snake_residual_units
+from vocalis.stages.audio_blocks import ResidualUnit, Snake, nearest_code, residual_encode, snake_residual_units
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, DacConfig, HubertConfig
 from vocalis.stages.models.omnivoice.resample import resample
 
@@ -237,21 +237,18 @@ class HubertModel(nn.Module):
 # -- the semantic branch and the quantizer -------------------------------------------------
 
 
-class SemanticResidualUnit(nn.Module):
-    def __init__(self, config: AudioTokenizerConfig, channels: int, dilation: int) -> None:
-        super().__init__()
-        kernel = config.unit_kernel_size
-        self.conv1 = nn.Conv1d(channels, channels, kernel, padding=((kernel - 1) // 2) * dilation, dilation=dilation, bias=False)
-        self.conv2 = nn.Conv1d(channels, channels, kernel_size=1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(F.elu(self.conv1(F.elu(x))))
+def semantic_residual_unit(config: AudioTokenizerConfig, channels: int, dilation: int) -> ResidualUnit:
+    """x + conv2(elu(conv1(elu(x)))), conv1 dilated and centred."""
+    kernel = config.unit_kernel_size
+    conv1 = nn.Conv1d(channels, channels, kernel, padding=((kernel - 1) // 2) * dilation, dilation=dilation, bias=False)
+    conv2 = nn.Conv1d(channels, channels, kernel_size=1, bias=False)
+    return ResidualUnit(nn.ELU(), conv1, nn.ELU(), conv2, names=("elu1", "conv1", "elu2", "conv2"))
 
 
 class SemanticEncoderBlock(nn.Module):
     def __init__(self, config: AudioTokenizerConfig, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
-        self.res_units = nn.ModuleList(SemanticResidualUnit(config, in_channels, d) for d in config.block_dilations)
+        self.res_units = nn.ModuleList(semantic_residual_unit(config, in_channels, d) for d in config.block_dilations)
         kernel = 3 if stride == 1 else 2 * stride
         self.conv = nn.Conv1d(in_channels, out_channels, kernel, stride=stride, padding=(kernel - 1) // 2)
 

@@ -15,6 +15,7 @@ from torch import nn
 from vocalis.stages.audio_blocks import (
     CausalConv1d,
     CausalConvTranspose1d,
+    ResidualUnit,
     SnakeBeta,
     nearest_code,
     residual_encode,
@@ -72,16 +73,14 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
         super().__init__()
-        self.block = nn.ModuleList(
-            [SnakeBeta(in_dim), causal_transposed_conv(in_dim, out_dim, 2 * rate, rate)]
-            + snake_residual_units(out_dim, lambda i, o, k, d: causal_conv(i, o, k, dilation=d), SnakeBeta,
-                                   names=("act1", "conv1", "act2", "conv2"))
+        self.block = nn.Sequential(
+            SnakeBeta(in_dim), causal_transposed_conv(in_dim, out_dim, 2 * rate, rate),
+            *snake_residual_units(out_dim, lambda i, o, k, d: causal_conv(i, o, k, dilation=d), SnakeBeta,
+                                  names=("act1", "conv1", "act2", "conv2")),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.block:
-            x = layer(x)
-        return x
+        return self.block(x)
 
 
 # -- quantizers ------------------------------------------------------------------------------------
@@ -203,20 +202,11 @@ class SpeechDecoder(nn.Module):
 # -- the Mimi encoder ------------------------------------------------------------------------------
 
 
-class MimiResnetBlock(nn.Module):
-    def __init__(self, config: MimiEncoderConfig, dim: int, dilation: int) -> None:
-        super().__init__()
-        hidden = dim // config.compress
-        self.block = nn.ModuleList([
-            nn.ELU(), causal_conv(dim, hidden, config.residual_kernel_size, dilation=dilation, pad_mode=config.pad_mode),
-            nn.ELU(), causal_conv(hidden, dim, 1, pad_mode=config.pad_mode),
-        ])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        residual = x
-        for layer in self.block:
-            x = layer(x)
-        return residual + x
+def mimi_resnet_block(config: MimiEncoderConfig, dim: int, dilation: int) -> ResidualUnit:
+    """ELU, a dilated causal conv down to dim / compress channels, ELU, a 1x1 conv back (`block.{0..3}`)."""
+    c, hidden = config, dim // config.compress
+    return ResidualUnit(nn.ELU(), causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
+                        nn.ELU(), causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
 
 
 class SEANetEncoder(nn.Module):
@@ -228,16 +218,14 @@ class SEANetEncoder(nn.Module):
         for ratio in reversed(c.upsampling_ratios):
             width = scale * c.num_filters
             for j in range(c.num_residual_layers):
-                layers.append(MimiResnetBlock(c, width, c.dilation_growth_rate**j))
+                layers.append(mimi_resnet_block(c, width, c.dilation_growth_rate**j))
             layers += [nn.ELU(), causal_conv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
             scale *= 2
         layers += [nn.ELU(), causal_conv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
-        self.layers = nn.ModuleList(layers)
+        self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
+        return self.layers(x)
 
 
 class MimiMLP(nn.Module):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig, load_deploy
+from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.family import ModelFamily
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.qwen3_tts.config import MODEL_TYPE
@@ -15,18 +15,16 @@ from vocalis.stages.models.qwen3_tts.config import MODEL_TYPE
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
-def load(path: Path, deploy: DeployConfig | None = None) -> LoadedModel:
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
     from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, TalkerStageModel
     from vocalis.stages.models.qwen3_tts.weights import load_modules
     from vocalis.stages.pipeline import Pipeline
 
-    deploy = deploy or load_deploy(DEPLOY_DEFAULTS)
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
-    modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype)
-    if codec_deploy.device != talker_deploy.device:
-        modules.decoder.to(codec_deploy.device)
+    modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,
+                           codec_device=codec_deploy.device)
     adapter = Qwen3TTSAdapter(modules)
     stages = [
         autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len), talker_deploy),

@@ -39,7 +39,8 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     return fold_weight_norm(read_safetensors(path))
 
 
-def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", codec_dtype: torch.dtype | None = None) -> Qwen3TTSModules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", codec_dtype: torch.dtype | None = None,
+                 codec_device: str | None = None) -> Qwen3TTSModules:
     """Load the checkpoint at `path` (config.json, model.safetensors, tokenizer files, speech_tokenizer/)."""
     config = Qwen3TTSConfig.from_dir(path)
     tokenizer = TextTokenizer.from_dir(path, config.transformers_version)
@@ -64,7 +65,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     return Qwen3TTSModules(
         path=path, config=config, tokenizer=tokenizer,
         talker=talker.to(device=device, dtype=dtype).eval(),
-        decoder=decoder.to(device=device, dtype=codec_dtype).eval(),
+        decoder=decoder.to(device=codec_device or device, dtype=codec_dtype).eval(),
         # The encoder and speaker encoder run once per cloned voice: float32 keeps their codes and x-vectors exact.
         encoder=encoder.to(device=device).eval() if encoder is not None else None,
         speaker_encoder=speaker.to(device=device).eval() if speaker is not None else None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig, load_deploy
+from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.family import ModelFamily
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.voxcpm2.config import ARCHITECTURE
@@ -15,7 +15,7 @@ from vocalis.stages.models.voxcpm2.config import ARCHITECTURE
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
-def load(path: Path, deploy: DeployConfig | None = None) -> LoadedModel:
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Adapter
     from vocalis.stages.models.voxcpm2.decoding import PatchDecoder
@@ -24,7 +24,6 @@ def load(path: Path, deploy: DeployConfig | None = None) -> LoadedModel:
     from vocalis.stages.models.voxcpm2.weights import load_modules
     from vocalis.stages.pipeline import Pipeline
 
-    deploy = deploy or load_deploy(DEPLOY_DEFAULTS)
     generator_deploy, vae_deploy = deploy.stage("latent_generator"), deploy.stage("audio_vae")
     modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, vae_device=vae_deploy.device)
     voices = VoiceEncoder(modules.vae, modules.config)

@@ -105,6 +105,7 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, upcast: 
     """
     if upcast:
         xf = x.float()
+        cos, sin = cos.to(x.device, torch.float32), sin.to(x.device, torch.float32)
         return (xf * cos + rotate_half(xf) * sin).to(x.dtype)
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    cos, sin = cos.to(x.device, x.dtype), sin.to(x.device, x.dtype)
     return x * cos + rotate_half(x) * sin

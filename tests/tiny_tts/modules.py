@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.tiny_tts.config import CodecConfig, TalkerConfig
-from vocalis.stages.attention import AttentionBatch, slot_attention
+from vocalis.stages.attention import AttentionBatch, cached_attention
 from vocalis.stages.kv_cache import SlotKVCache
 
 SPEAKER_DIM = 16
@@ -53,7 +53,7 @@ class Attention(nn.Module):
         q = rotate(self.q_proj(x).view(-1, c.num_heads, c.head_dim), *rope)
         k = rotate(self.k_proj(x).view(-1, c.num_kv_heads, c.head_dim), *rope)
         v = self.v_proj(x).view(-1, c.num_kv_heads, c.head_dim)
-        out = slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
+        out = cached_attention(q, k, v, cache, layer, batch)
         return self.o_proj(out.reshape(x.shape[0], -1))
 
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch, slot_attention
+from vocalis.stages.attention import AttentionBatch, cached_attention
 from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
 from vocalis.stages.models.qwen3_tts.layers import (
@@ -39,7 +39,7 @@ class TalkerAttention(nn.Module):
         q = rotate(self.q_norm(self.q_proj(x).view(-1, self.heads, self.head_dim)), cos, sin)
         k = rotate(self.k_norm(self.k_proj(x).view(-1, self.kv_heads, self.head_dim)), cos, sin)
         v = self.v_proj(x).view(-1, self.kv_heads, self.head_dim)
-        out = slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
+        out = cached_attention(q, k, v, cache, layer, batch)
         return self.o_proj(out.reshape(x.shape[0], -1))
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch, slot_attention
+from vocalis.stages.attention import AttentionBatch, cached_attention
 from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.models.voxcpm2.config import TransformerConfig
 
@@ -79,7 +79,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(h, config.num_kv_heads * d, bias=False)
         self.o_proj = nn.Linear(config.num_heads * d, h, bias=False)
 
-    def cached(self, x: torch.Tensor, rope, batch: AttentionBatch, cache_k: torch.Tensor, cache_v: torch.Tensor) -> torch.Tensor:
+    def cached(self, x: torch.Tensor, rope, batch: AttentionBatch, cache: SlotKVCache, layer: int) -> torch.Tensor:
         """Causal attention of flattened step tokens x [T, H] over their sequences' cached prefixes."""
         c = self.config
         q = self.q_proj(x).view(-1, c.num_heads, c.head_dim)
@@ -88,7 +88,7 @@ class Attention(nn.Module):
         if rope is not None:
             cos, sin = rope
             q, k = apply_rope(q, cos[:, None], sin[:, None]), apply_rope(k, cos[:, None], sin[:, None])
-        out = slot_attention(q, k, v, cache_k, cache_v, batch)
+        out = cached_attention(q, k, v, cache, layer, batch)
         return self.o_proj(out.reshape(x.shape[0], -1))
 
     def dense(self, x: torch.Tensor, rope) -> torch.Tensor:
@@ -128,8 +128,8 @@ class DecoderLayer(nn.Module):
     def _add(self, residual: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
         return residual + branch * self.scale if self.scale != 1.0 else residual + branch
 
-    def cached(self, x: torch.Tensor, rope, batch: AttentionBatch, cache_k: torch.Tensor, cache_v: torch.Tensor) -> torch.Tensor:
-        x = self._add(x, self.self_attn.cached(self.input_layernorm(x), rope, batch, cache_k, cache_v))
+    def cached(self, x: torch.Tensor, rope, batch: AttentionBatch, cache: SlotKVCache, layer: int) -> torch.Tensor:
+        x = self._add(x, self.self_attn.cached(self.input_layernorm(x), rope, batch, cache, layer))
         return self._add(x, self.mlp(self.post_attention_layernorm(x)))
 
     def dense(self, x: torch.Tensor, rope) -> torch.Tensor:
@@ -153,7 +153,7 @@ class MiniCPMStack(nn.Module):
         """Causal pass over flattened step tokens x [T, H]; this stack's layers are cache layers first_layer... ."""
         rope = None if self.rope is None else self.rope(batch.token_positions.to(x.device))
         for i, layer in enumerate(self.layers):
-            x = layer.cached(x, rope, batch, cache.k[first_layer + i], cache.v[first_layer + i])
+            x = layer.cached(x, rope, batch, cache, first_layer + i)
         return self.norm(x)
 
     def dense(self, x: torch.Tensor) -> torch.Tensor:

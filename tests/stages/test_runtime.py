@@ -291,3 +291,57 @@ async def test_stages_overlap(modules):
     inside = [t for t in talker.times if any(start < t < end for start, end in decoder.intervals)]
     # stage 0 generated frames while stage 1 was busy decoding earlier ones
     assert len(inside) >= 10, (len(inside), len(talker.times), len(decoder.intervals))
+
+
+def test_serving_reserves_kv_by_the_budget_not_max_num_seqs_times_max_len(tmp_path):
+    from tests.tiny_tts.family import DEPLOY_DEFAULTS, load
+    from vocalis.stages.deploy import load_deploy
+
+    checkpoint = build_checkpoint(tmp_path / "tiny-tts", eos_token_id=64)
+    for budget in (1 << 20, 3 << 20):
+        deploy = load_deploy(DEPLOY_DEFAULTS, None, {"talker": {"max_num_seqs": 32, "max_len": 1024, "kv_cache_bytes": budget}})
+        model = load(checkpoint, deploy)
+        try:
+            cache = model.pipeline.stages[0].cache
+            position = 2 * 2 * 2 * 16 * 4  # layers x kv heads x head_dim x (k, v) x float32
+            assert budget - 16 * position < cache.bytes <= budget
+            assert cache.bytes < 32 * 1024 * position // 4
+        finally:
+            model.close()
+
+
+def test_preempted_sequences_are_recomputed_to_the_same_frames(modules):
+    texts = [f"preempt me number {i}, a sentence" for i in range(6)]
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=50)
+    alone = {}
+    for text in texts:
+        r = request(text, sampling)
+        alone[text] = drive(talker_stage(modules), {0: [r]})[id(r)]
+    _, talker, _ = modules
+    # 12 blocks of 16 positions: room for about two of the six sequences at full length
+    tight = AutoregressiveStage("talker", TinyTalkerModel(talker, 512), max_num_seqs=6, max_num_batched_tokens=256,
+                                kv_cache_bytes=12 * 16 * 512, block_size=16)
+    crowd = [request(text, sampling) for text in texts]
+    frames = drive(tight, {0: crowd})
+    assert tight.scheduler.num_preemptions > 0
+    for text, r in zip(texts, crowd, strict=True):
+        assert torch.equal(frames[id(r)], alone[text]), text
+    assert tight.cache.num_free == tight.cache.num_blocks
+
+
+async def test_a_sequence_that_outgrows_the_cache_fails_with_a_clear_reason(modules):
+    _, talker_module, codec = modules
+    talker = AutoregressiveStage("talker", TinyTalkerModel(talker_module, 512), max_num_seqs=4, max_num_batched_tokens=64,
+                                 kv_cache_bytes=4 * 16 * 512, block_size=16)  # 64 positions
+    running = Pipeline([talker, ChunkStage("code2wav", TinyCodecModel(codec), DEFAULT_POLICY, max_num_seqs=4)])
+    try:
+        long = request("too long for the cache", SamplingParams(temperature=0.0, max_new_tokens=100), AudioOutput())
+        running.submit(long)
+        with pytest.raises(SynthesisFailed, match="KV cache's 64 positions.*raise kv_cache_bytes"):
+            await collect(long)
+        short = request("fits", SamplingParams(temperature=0.0, max_new_tokens=10), AudioOutput())
+        running.submit(short)
+        assert len(await collect(short)) == 10 * 160
+        assert talker.cache.num_free == talker.cache.num_blocks
+    finally:
+        running.close()

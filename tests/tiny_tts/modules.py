@@ -27,7 +27,7 @@ class RMSNorm(nn.Module):
 def rotary(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin [T, 1, D/2] of the rotary embedding at positions [T] (computed once per step)."""
     half = head_dim // 2
-    freqs = 1.0 / theta ** (torch.arange(half, dtype=torch.float32) / half)
+    freqs = 1.0 / theta ** (torch.arange(half, dtype=torch.float32, device=positions.device) / half)
     angles = positions[:, None].float() * freqs[None, :]
     return angles.cos()[:, None, :], angles.sin()[:, None, :]
 

@@ -31,13 +31,13 @@ class GatedMLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-def inverse_frequencies(head_dim: int, theta: float) -> torch.Tensor:
-    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+def inverse_frequencies(head_dim: int, theta: float, device: torch.device | None = None) -> torch.Tensor:
+    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
 
 
 def rotary(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [..., D] at integer positions [...] (both halves repeated, for rotate_half)."""
-    angles = positions[..., None].float() * inverse_frequencies(head_dim, theta).to(positions.device)
+    angles = positions[..., None].float() * inverse_frequencies(head_dim, theta, positions.device)
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
 
@@ -52,7 +52,7 @@ def multimodal_rotary(
     gives each row a contiguous block. Text tokens use one position in all three rows, which makes
     this equal to ordinary RoPE; it is written out so that the checkpoint's sections are honoured.
     """
-    inv = inverse_frequencies(head_dim, theta).to(positions.device)
+    inv = inverse_frequencies(head_dim, theta, positions.device)
     angles = positions[:, :, None].float() * inv  # [3, T, D/2]
     if interleaved:
         chosen = angles[0].clone()

@@ -71,8 +71,10 @@ class SequenceTensors:
     sampler: SamplerState
     state: object = None
     """The model's own per-sequence state (StatefulAutoregressiveModel), else None."""
-    frames: list[torch.Tensor] = field(default_factory=list)
-    """Emitted frames, each [1, K]."""
+    max_frames: int = 0
+    frames: torch.Tensor | None = None
+    """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
+    num_frames: int = 0
     frame_embeds: list[torch.Tensor] = field(default_factory=list)
     """[1, H] input embedding of generated frame j: the input at position P + j (kept for recompute after preemption)."""
 
@@ -88,10 +90,18 @@ class SequenceTensors:
             parts.extend(self.frame_embeds[first:last])
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
+    def append_frame(self, frame: torch.Tensor) -> None:
+        """Record emitted frame [1, K] (written in place: no copy of the history per step)."""
+        if self.frames is None:
+            self.frames = frame.new_empty((self.max_frames, *frame.shape[1:]))
+        self.frames[self.num_frames] = frame[0]
+        self.num_frames += 1
+
     def history(self) -> torch.Tensor:
-        if not self.frames:
+        """[n, K] frames emitted so far (a view)."""
+        if self.frames is None:
             return torch.empty(0, 0, dtype=torch.long, device=self.prompt.device)
-        return torch.cat(self.frames)
+        return self.frames[: self.num_frames]
 
 
 class CacheFull(SynthesisFailed):
@@ -138,7 +148,7 @@ class AutoregressiveStage:
         prompt = self.model.prompt_embeds(request)
         params = self.model.sampling(request)
         state = self.model.new_state(request) if self._stateful else None  # type: ignore[attr-defined]
-        data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state)
+        data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
         self._sequences[id(request)] = seq
@@ -198,7 +208,7 @@ class AutoregressiveStage:
             frame = frames[row : row + 1]
             emitted = reason is not FinishReason.EOS or self._emits_eos_frame
             if emitted:
-                seq.data.frames.append(frame)
+                seq.data.append_frame(frame)
                 request.output_tokens += 1
             outputs.append(StageItem(request, frame if emitted else frame[:0], finished=reason is not None))
             if reason is not None:

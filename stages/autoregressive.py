@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 
 from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.request import SynthesisRequest
@@ -75,6 +76,11 @@ class SequenceTensors:
     frames: torch.Tensor | None = None
     """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
     num_frames: int = 0
+    released: int = 0
+    """Frames handed to the next stage so far."""
+    boundary: int = 0
+    """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
+    chunks: int = 0
     frame_embeds: list[torch.Tensor] = field(default_factory=list)
     """[1, H] input embedding of generated frame j: the input at position P + j (kept for recompute after preemption)."""
 
@@ -113,7 +119,8 @@ class AutoregressiveStage:
     rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output.
 
     KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
-    room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions."""
+    room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
+    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it."""
 
     def __init__(
         self,
@@ -126,6 +133,7 @@ class AutoregressiveStage:
         kv_cache_bytes: int = 0,
         kv_cache_fraction: float = 0.0,
         block_size: int = 16,
+        handover: ChunkPolicy | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -133,6 +141,9 @@ class AutoregressiveStage:
         budget = kv_cache_budget(shape, dtype, device, max_num_seqs, kv_cache_bytes, kv_cache_fraction)
         self.cache = PagedKVCache.from_budget(shape, budget, block_size, dtype=dtype, device=device)
         self.device = self.cache.device
+        self.handover = handover
+        """The next stage's chunking: frames are handed over when its next chunk can be decoded (or the sequence
+        ends), not every step, so the next stage wakes once per chunk. None: every frame at once."""
         self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len)
         self._sequences: dict[int, Sequence[SequenceTensors]] = {}  # by id(request)
         self._ids = itertools.count()
@@ -210,7 +221,11 @@ class AutoregressiveStage:
             if emitted:
                 seq.data.append_frame(frame)
                 request.output_tokens += 1
-            outputs.append(StageItem(request, frame if emitted else frame[:0], finished=reason is not None))
+            finished = reason is not None
+            if self.handover is None:
+                outputs.append(StageItem(request, frame if emitted else frame[:0], finished=finished))
+            elif finished or self._chunk_due(seq.data, request):
+                outputs.append(StageItem(request, self._release(seq.data, frame), finished=finished))
             if reason is not None:
                 self._sequences.pop(id(request), None)
             else:
@@ -222,6 +237,26 @@ class AutoregressiveStage:
             for i, (_, seq) in enumerate(continuing):
                 seq.data.frame_embeds.append(next_embeds[i : i + 1])
         return outputs
+
+    def _chunk_due(self, data: SequenceTensors, request: SynthesisRequest) -> bool:
+        """Whether the next stage can decode a new chunk of this sequence's frames now."""
+        policy = self.handover
+        assert policy is not None
+        first = getattr(request.stage_input, "initial_codec_chunk_frames", None)
+        due = False
+        while data.num_frames - data.boundary >= policy.chunk_size(data.chunks, first) + policy.lookahead_frames:
+            data.boundary += policy.chunk_size(data.chunks, first)
+            data.chunks += 1
+            due = True
+        return due
+
+    def _release(self, data: SequenceTensors, frame: torch.Tensor) -> torch.Tensor:
+        """The frames not yet handed over, [n, K] (n may be 0)."""
+        if data.frames is None:
+            return frame[:0]
+        pending = data.frames[data.released : data.num_frames].clone()
+        data.released = data.num_frames
+        return pending
 
     def _fail_out_of_memory(self) -> None:
         for seq in self.scheduler.out_of_memory:

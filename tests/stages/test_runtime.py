@@ -345,3 +345,22 @@ async def test_a_sequence_that_outgrows_the_cache_fails_with_a_clear_reason(modu
         assert talker.cache.num_free == talker.cache.num_blocks
     finally:
         running.close()
+
+
+def test_frames_are_handed_over_per_chunk_of_the_next_stage(modules):
+    _, talker, _ = modules
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=60)
+    per_step, per_chunk = request("hand over", sampling), request("hand over", sampling)
+    every = AutoregressiveStage("talker", TinyTalkerModel(talker, 512))
+    chunked = AutoregressiveStage("talker", TinyTalkerModel(talker, 512), handover=ChunkPolicy(first_chunk_frames=1, chunk_frames=10, lookahead_frames=2))
+    sizes = []
+    frames = []
+    chunked.add(StageItem(per_chunk))
+    with torch.inference_mode():
+        while chunked.has_work():
+            for item in chunked.step():
+                sizes.append((len(item.payload), item.finished))
+                frames.append(item.payload)
+    # the first chunk (1 frame + 2 lookahead) at once, then every 10 frames, the rest with the end
+    assert sizes == [(3, False), (10, False), (10, False), (10, False), (10, False), (10, False), (7, True)]
+    assert torch.equal(torch.cat(frames), drive(every, {0: [per_step]})[id(per_step)])

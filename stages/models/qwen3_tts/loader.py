@@ -43,6 +43,7 @@ def load(path: Path, deploy: DeployConfig | None = None) -> LoadedModel:
             max_num_batched_tokens=talker_deploy.max_num_batched_tokens,
             dtype=talker_deploy.torch_dtype,
             **talker_deploy.kv_cache_options(),
+            handover=codec_deploy.chunk_policy(),
             device=talker_deploy.device,
         ),
         ChunkStage("code2wav", CodecDecoderModel(modules.decoder), codec_deploy.chunk_policy(), max_num_seqs=codec_deploy.max_num_seqs),

@@ -45,6 +45,7 @@ def load(path: Path, deploy: DeployConfig | None = None) -> LoadedModel:
             max_num_batched_tokens=generator_deploy.max_num_batched_tokens,
             dtype=generator_deploy.torch_dtype,
             **generator_deploy.kv_cache_options(),
+            handover=vae_deploy.chunk_policy(),
             device=generator_deploy.device,
         ),
         ChunkStage("audio_vae", decoder, vae_deploy.chunk_policy(), max_num_seqs=vae_deploy.max_num_seqs),

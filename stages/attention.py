@@ -35,6 +35,11 @@ class AttentionGroup:
     """[n] step tokens whose output this group produces ..."""
     out_index: torch.Tensor
     """[n] ... taken from these indices of the flattened [G * Q] padded output."""
+    mask: torch.Tensor
+    """[G, 1, Q, context_len] which cached positions each padded query attends to (causal, within its sequence);
+    built once per step, shared by every layer."""
+    whole: bool = False
+    """The group is every token of the step, in order, unpadded: no gather or scatter needed."""
 
 
 @dataclass
@@ -74,6 +79,8 @@ class AttentionBatch:
         groups = [
             _group(rows, block_tables, start_positions, query_lens, firsts, block_size, device) for rows in (decodes, prefills) if rows
         ]
+        if len(groups) == 1 and (not prefills or len(prefills) == 1):
+            groups[0].whole = True  # all decodes, or one prefill chunk alone
         return cls(
             torch.tensor(positions, dtype=torch.long, device=device),
             torch.tensor(slots, dtype=torch.long, device=device),
@@ -111,14 +118,19 @@ def _group(
     def tensor(values: list[int]) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.long, device=device)
 
+    query_positions = tensor(qpos).view(len(rows), query_len)
+    context_lens = tensor(contexts)
+    key_positions = torch.arange(context_len, device=device)
+    mask = (key_positions[None, None, :] <= query_positions[:, :, None]) & (key_positions[None, None, :] < context_lens[:, None, None])
     return AttentionGroup(
         block_tables=tensor(tables).view(len(rows), width),
         query_index=tensor(index).view(len(rows), query_len),
-        query_positions=tensor(qpos).view(len(rows), query_len),
-        context_lens=tensor(contexts),
+        query_positions=query_positions,
+        context_lens=context_lens,
         context_len=context_len,
         out_tokens=tensor(out_tokens),
         out_index=tensor(out_index),
+        mask=mask[:, None],
     )
 
 
@@ -130,21 +142,20 @@ def paged_attention(
     cache_k.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, k.to(cache_k.dtype))
     cache_v.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, v.to(cache_v.dtype))
     gqa = q.shape[1] != kv_heads
-    out = torch.empty_like(q)
+    out = None if len(batch.groups) == 1 and batch.groups[0].whole else torch.empty_like(q)
     for group in batch.groups:  # at most two: the decodes, the prefill chunks
         g, width = group.block_tables.shape
         length = group.context_len
         keys = cache_k[group.block_tables].view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
         values = cache_v[group.block_tables].view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
-        key_positions = torch.arange(length, device=q.device)
-        mask = (key_positions[None, None, :] <= group.query_positions[:, :, None]) & (
-            key_positions[None, None, :] < group.context_lens[:, None, None]
-        )  # [G, Q, L]: causal, within the sequence's context
-        queries = q[group.query_index].transpose(1, 2)  # [G, Hq, Q, D]
+        queries = q.view(g, -1, *q.shape[1:]) if group.whole else q[group.query_index]  # [G, Q, Hq, D]
         attended = F.scaled_dot_product_attention(
-            queries, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None], enable_gqa=gqa
-        )  # [G, Hq, Q, D]
-        out[group.out_tokens] = attended.transpose(1, 2).reshape(-1, q.shape[1], q.shape[2])[group.out_index]
+            queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.mask, enable_gqa=gqa
+        ).transpose(1, 2)  # [G, Q, Hq, D]
+        if out is None:
+            return attended.reshape(q.shape)
+        out[group.out_tokens] = attended.reshape(-1, q.shape[1], q.shape[2])[group.out_index]
+    assert out is not None
     return out
 
 

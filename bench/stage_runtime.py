@@ -125,8 +125,11 @@ def main() -> None:
     parser.add_argument("--levels", default="1,4,16,64")
     parser.add_argument("--rounds", type=int, default=3, help="requests each caller sends back to back")
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs of each handover (medians are reported)")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stage_runtime.json")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     levels = [int(x) for x in args.levels.split(",")]
 
     checkpoint = build_checkpoint(Path(tempfile.mkdtemp()) / "tiny-tts", eos_token_id=64)

@@ -7,7 +7,7 @@ running batch at different steps); it reports frames/s, the speed-up over one
 caller sending the same requests one by one, and time to first audio (p50)
 against a lone caller's.
 
-    python bench/stage_runtime.py --frames 100
+    python bench/stage_runtime.py --frames 100 --levels 1,16 --repeats 3
 """
 
 from __future__ import annotations
@@ -70,23 +70,52 @@ async def closed_loop(model, clients: int, rounds: int, frames: int, seed: int =
     return time.perf_counter() - start, sum(map(sum, plans)), [t for r in results for t in r]
 
 
-async def measure(model, levels: list[int], frames: int, rounds: int) -> list[dict]:
-    await closed_loop(model, 4, 1, frames)  # warm-up
-    lone_wall, lone_frames, lone_ttfa = await closed_loop(model, 1, 3 * rounds, frames)
-    lone_fps = lone_frames / lone_wall
+HANDOVERS = ("per_step", "per_chunk")
+"""How the talker hands frames to the codec stage: every frame as it is made, or when a chunk can be decoded."""
+
+
+def set_handover(model, handover: str, policy) -> None:
+    model.pipeline.stages[0].handover = None if handover == "per_step" else policy
+
+
+async def measure(model, levels: list[int], frames: int, rounds: int, repeats: int) -> list[dict]:
+    """Both handovers, interleaved `repeats` times (the machine is shared: medians of alternating runs)."""
+    policy = model.pipeline.stages[0].handover
+    samples: dict[tuple[str, int | None], list[tuple[float, float, list[float]]]] = {}
+    for handover in HANDOVERS:
+        set_handover(model, handover, policy)
+        await closed_loop(model, 4, 1, frames)  # warm-up
+        await closed_loop(model, 1, 2, frames)  # and of the lone path
+    for _ in range(repeats):
+        for handover in HANDOVERS:
+            set_handover(model, handover, policy)
+            for level in (None, *levels):  # None: one caller sending every request one by one
+                cpu = time.process_time()
+                wall, made, ttfa = await closed_loop(model, level or 1, 3 * rounds if level is None else rounds, frames, seed=level or 0)
+                cpu = time.process_time() - cpu
+                samples.setdefault((handover, level), []).append((made / wall, cpu / made, ttfa))
     rows = []
-    for level in levels:
-        wall, made, ttfa = await closed_loop(model, level, rounds, frames, seed=level)
-        rows.append(
-            {
-                "concurrency": level,
-                "frames_per_s": made / wall,
-                "sequential_frames_per_s": lone_fps,
-                "speedup": made / wall / lone_fps,
-                "ttfa_p50_s": statistics.median(ttfa),
-                "ttfa_p50_vs_lone": statistics.median(ttfa) / statistics.median(lone_ttfa),
-            }
-        )
+    for handover in HANDOVERS:
+        lone = samples[(handover, None)]
+        lone_fps = statistics.median(s[0] for s in lone)
+        lone_ttfa = statistics.median(t for s in lone for t in s[2])
+        for level in levels:
+            runs = samples[(handover, level)]
+            fps = statistics.median(s[0] for s in runs)
+            ttfa = statistics.median(t for s in runs for t in s[2])
+            rows.append(
+                {
+                    "handover": handover,
+                    "concurrency": level,
+                    "frames_per_s": fps,
+                    "sequential_frames_per_s": lone_fps,
+                    "speedup": fps / lone_fps,
+                    "cpu_ms_per_frame": 1000 * statistics.median(s[1] for s in runs),
+                    "sequential_cpu_ms_per_frame": 1000 * statistics.median(s[1] for s in lone),
+                    "ttfa_p50_s": ttfa,
+                    "ttfa_p50_vs_lone": ttfa / lone_ttfa,
+                }
+            )
     return rows
 
 
@@ -95,28 +124,37 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=100, help="frames generated per request")
     parser.add_argument("--levels", default="1,4,16,64")
     parser.add_argument("--rounds", type=int, default=3, help="requests each caller sends back to back")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs of each handover (medians are reported)")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stage_runtime.json")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     levels = [int(x) for x in args.levels.split(",")]
 
     checkpoint = build_checkpoint(Path(tempfile.mkdtemp()) / "tiny-tts", eos_token_id=64)
-    overrides = {"talker": {"max_num_seqs": max(levels), "max_num_batched_tokens": 8192}, "code2wav": {"max_num_seqs": max(levels)}}
+    overrides = {
+        "talker": {"max_num_seqs": max(levels), "max_num_batched_tokens": 8192, "kv_cache_bytes": max(levels) * 512 * 1024},
+        "code2wav": {"max_num_seqs": max(levels)},
+    }
     model = load(checkpoint, load_deploy(ROOT / "tests" / "tiny_tts" / "deploy.yaml", None, overrides))
     try:
-        rows = asyncio.run(measure(model, levels, args.frames, args.rounds))
+        rows = asyncio.run(measure(model, levels, args.frames, args.rounds, args.repeats))
     finally:
         model.close()
 
-    print(f"tiny family, {args.frames} frames per request, {args.rounds} rounds per caller, torch threads {torch.get_num_threads()}")
-    print("| concurrency | frames/s | sequential frames/s | speed-up | TTFA p50 s | TTFA p50 / lone |")
-    print("|---|---|---|---|---|---|")
+    print(f"tiny family, {args.frames} frames per request, {args.rounds} rounds per caller, medians of {args.repeats} "
+          f"alternating runs, torch threads {torch.get_num_threads()}")
+    print("| handover | concurrency | frames/s | sequential frames/s | speed-up | CPU ms/frame (sequential) | TTFA p50 s | TTFA p50 / lone |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['concurrency']} | {r['frames_per_s']:.0f} | {r['sequential_frames_per_s']:.0f} | {r['speedup']:.1f}x | "
+            f"| {r['handover']} | {r['concurrency']} | {r['frames_per_s']:.0f} | {r['sequential_frames_per_s']:.0f} | "
+            f"{r['speedup']:.1f}x | {r['cpu_ms_per_frame']:.2f} ({r['sequential_cpu_ms_per_frame']:.2f}) | "
             f"{r['ttfa_p50_s']:.4f} | {r['ttfa_p50_vs_lone']:.2f} |"
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"frames": args.frames, "rows": rows}, indent=2))
+    args.out.write_text(json.dumps({"frames": args.frames, "repeats": args.repeats, "rows": rows}, indent=2))
     print(f"wrote {args.out}")
 
 

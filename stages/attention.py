@@ -1,10 +1,13 @@
-"""Attention over the slot KV cache for a batch that mixes prefill chunks and decodes.
+"""Attention over the paged KV cache for a batch that mixes prefill chunks and decodes.
 
 The tokens of one step are flattened: sequence i contributes `query_lens[i]`
 consecutive tokens at positions `start_positions[i]...`. Keys and values of the
-new tokens are written into each sequence's slot, then every token attends to
-its own sequence's cached prefix. Decodes (one token each) run as one batched
-call; prefill chunks run one per sequence.
+new tokens are written into the sequences' blocks (one scatter through the slot
+mapping), then every token attends to its own sequence's cached prefix, read
+through the block tables. Two batched calls cover any mix: one for all decodes
+(one token each) and one for all prefill chunks (padded to the longest chunk);
+no Python loop over sequences. Every index tensor is built once per step on the
+cache's device.
 """
 
 from __future__ import annotations
@@ -16,74 +19,143 @@ import torch.nn.functional as F
 
 
 @dataclass
-class AttentionBatch:
-    """Where the flattened tokens of a step belong."""
+class AttentionGroup:
+    """Sequences attended in one batched call: their queries padded to `query_len`, keys to `context_len`."""
 
-    slots: torch.Tensor
-    """[B] cache slot of each sequence."""
-    start_positions: torch.Tensor
-    """[B] position of each sequence's first token in this step."""
-    query_lens: list[int]
-    """Tokens of each sequence in this step."""
-    token_slots: torch.Tensor
-    """[T] slot of each token."""
+    block_tables: torch.Tensor
+    """[G, blocks] each sequence's blocks covering `context_len` (padded with block 0, masked off)."""
+    query_index: torch.Tensor
+    """[G, Q] step token of each padded query (padding repeats a real token; its output is dropped)."""
+    query_positions: torch.Tensor
+    """[G, Q] position of each padded query."""
+    context_lens: torch.Tensor
+    """[G] positions each sequence attends to."""
+    context_len: int
+    out_tokens: torch.Tensor
+    """[n] step tokens whose output this group produces ..."""
+    out_index: torch.Tensor
+    """[n] ... taken from these indices of the flattened [G * Q] padded output."""
+    mask: torch.Tensor
+    """[G, 1, Q, context_len] which cached positions each padded query attends to (causal, within its sequence);
+    built once per step, shared by every layer."""
+    whole: bool = False
+    """The group is every token of the step, in order, unpadded: no gather or scatter needed."""
+
+
+@dataclass
+class AttentionBatch:
+    """Where the flattened tokens of a step belong, and how they attend."""
+
     token_positions: torch.Tensor
     """[T] position of each token."""
+    slot_mapping: torch.Tensor
+    """[T] flat cache index (block * block_size + offset) each token's keys/values go to."""
+    query_lens: list[int]
+    """Tokens of each sequence in this step."""
+    start_positions: list[int]
+    groups: list[AttentionGroup]
 
     @classmethod
-    def build(cls, slots: list[int], start_positions: list[int], query_lens: list[int]) -> AttentionBatch:
-        lens = torch.tensor(query_lens)
-        starts = torch.tensor(start_positions)
-        token_slots = torch.repeat_interleave(torch.tensor(slots), lens)
-        first_token = torch.cumsum(lens, 0) - lens  # index of each sequence's first token in the step
-        within = torch.arange(int(lens.sum())) - torch.repeat_interleave(first_token, lens)
-        token_positions = torch.repeat_interleave(starts, lens) + within
-        return cls(torch.tensor(slots), starts, list(query_lens), token_slots, token_positions)
+    def build(
+        cls,
+        block_tables: list[list[int]],
+        start_positions: list[int],
+        query_lens: list[int],
+        block_size: int,
+        device: str | torch.device = "cpu",
+    ) -> AttentionBatch:
+        positions: list[int] = []
+        slots: list[int] = []
+        firsts: list[int] = []
+        for table, start, n in zip(block_tables, start_positions, query_lens, strict=True):
+            if len(table) * block_size < start + n:
+                raise ValueError(f"a block table of {len(table)} blocks cannot hold positions up to {start + n}")
+            firsts.append(len(positions))
+            for p in range(start, start + n):
+                positions.append(p)
+                slots.append(table[p // block_size] * block_size + p % block_size)
+        decodes = [i for i, n in enumerate(query_lens) if n == 1]
+        prefills = [i for i, n in enumerate(query_lens) if n > 1]
+        groups = [
+            _group(rows, block_tables, start_positions, query_lens, firsts, block_size, device) for rows in (decodes, prefills) if rows
+        ]
+        if len(groups) == 1 and (not prefills or len(prefills) == 1):
+            groups[0].whole = True  # all decodes, or one prefill chunk alone
+        return cls(
+            torch.tensor(positions, dtype=torch.long, device=device),
+            torch.tensor(slots, dtype=torch.long, device=device),
+            list(query_lens),
+            list(start_positions),
+            groups,
+        )
 
-    @property
-    def context_lens(self) -> torch.Tensor:
-        """[B] positions each sequence attends to after this step's tokens are written."""
-        return self.start_positions + torch.tensor(self.query_lens)
+
+def _group(
+    rows: list[int],
+    block_tables: list[list[int]],
+    starts: list[int],
+    lens: list[int],
+    firsts: list[int],
+    block_size: int,
+    device: str | torch.device,
+) -> AttentionGroup:
+    contexts = [starts[i] + lens[i] for i in rows]
+    context_len = max(contexts)
+    width = -(-context_len // block_size)
+    query_len = max(lens[i] for i in rows)
+    tables, index, qpos, out_tokens, out_index = [], [], [], [], []
+    for g, i in enumerate(rows):
+        table = block_tables[i][:width]
+        tables.append(table + [0] * (width - len(table)))
+        for j in range(query_len):
+            real = j < lens[i]
+            index.append(firsts[i] + (j if real else 0))
+            qpos.append(starts[i] + j)
+            if real:
+                out_tokens.append(firsts[i] + j)
+                out_index.append(g * query_len + j)
+
+    def tensor(values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.long, device=device)
+
+    query_positions = tensor(qpos).view(len(rows), query_len)
+    context_lens = tensor(contexts)
+    key_positions = torch.arange(context_len, device=device)
+    mask = (key_positions[None, None, :] <= query_positions[:, :, None]) & (key_positions[None, None, :] < context_lens[:, None, None])
+    return AttentionGroup(
+        block_tables=tensor(tables).view(len(rows), width),
+        query_index=tensor(index).view(len(rows), query_len),
+        query_positions=query_positions,
+        context_lens=context_lens,
+        context_len=context_len,
+        out_tokens=tensor(out_tokens),
+        out_index=tensor(out_index),
+        mask=mask[:, None],
+    )
 
 
-def slot_attention(
+def paged_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch
 ) -> torch.Tensor:
-    """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [slots, Hkv, L, D] of one layer. Returns [T, Hq, D]."""
-    cache_k[batch.token_slots, :, batch.token_positions] = k
-    cache_v[batch.token_slots, :, batch.token_positions] = v
-    gqa = q.shape[1] != k.shape[1]
-    out = torch.empty_like(q)
-    context = batch.context_lens.tolist()
-    offsets = [0]
-    for n in batch.query_lens:
-        offsets.append(offsets[-1] + n)
-    decode_rows = [i for i, n in enumerate(batch.query_lens) if n == 1]
-    if decode_rows:
-        rows = torch.tensor(decode_rows)
-        token_index = torch.tensor([offsets[i] for i in decode_rows])
-        length = max(context[i] for i in decode_rows)
-        keys = cache_k[batch.slots[rows], :, :length]  # [B, Hkv, Lmax, D]
-        values = cache_v[batch.slots[rows], :, :length]
-        lens = batch.context_lens[rows]
-        mask = torch.arange(length)[None, :] < lens[:, None]  # [B, Lmax]
+    """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [blocks, block_size, Hkv, D] of one layer. Returns [T, Hq, D]."""
+    num_blocks, block_size, kv_heads, head_dim = cache_k.shape
+    cache_k.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, k.to(cache_k.dtype))
+    cache_v.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, v.to(cache_v.dtype))
+    gqa = q.shape[1] != kv_heads
+    out = None if len(batch.groups) == 1 and batch.groups[0].whole else torch.empty_like(q)
+    for group in batch.groups:  # at most two: the decodes, the prefill chunks
+        g, width = group.block_tables.shape
+        length = group.context_len
+        keys = cache_k[group.block_tables].view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+        values = cache_v[group.block_tables].view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+        queries = q.view(g, -1, *q.shape[1:]) if group.whole else q[group.query_index]  # [G, Q, Hq, D]
         attended = F.scaled_dot_product_attention(
-            q[token_index].unsqueeze(2), keys, values, attn_mask=mask[:, None, None, :], enable_gqa=gqa
-        )  # [B, Hq, 1, D]
-        out[token_index] = attended.squeeze(2)
-    for i, n in enumerate(batch.query_lens):
-        if n == 1:
-            continue
-        start, end = offsets[i], offsets[i + 1]
-        slot, ctx = int(batch.slots[i]), context[i]
-        keys = cache_k[slot, :, :ctx].unsqueeze(0)
-        values = cache_v[slot, :, :ctx].unsqueeze(0)
-        first = ctx - n
-        mask = torch.arange(ctx)[None, :] <= (first + torch.arange(n))[:, None]  # causal, offset by the prefix
-        attended = F.scaled_dot_product_attention(
-            q[start:end].transpose(0, 1).unsqueeze(0), keys, values, attn_mask=mask[None, None], enable_gqa=gqa
-        )  # [1, Hq, n, D]
-        out[start:end] = attended[0].transpose(0, 1)
+            queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.mask, enable_gqa=gqa
+        ).transpose(1, 2)  # [G, Q, Hq, D]
+        if out is None:
+            return attended.reshape(q.shape)
+        out[group.out_tokens] = attended.reshape(-1, q.shape[1], q.shape[2])[group.out_index]
+    assert out is not None
     return out
 
 
@@ -91,6 +163,6 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache, l
     """The one entry point a family's attention layer calls: q [T, Hq, D], k/v [T, Hkv, D] of this step's tokens,
     written into `cache` at `layer` and attended over each sequence's cached prefix. Returns [T, Hq, D].
 
-    Families never index the cache themselves, so the cache's memory layout (slots today) can change without them.
+    Families never index the cache themselves, so the cache's memory layout (paged blocks) can change without them.
     """
-    return slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
+    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch)

@@ -1,23 +1,28 @@
-"""AutoregressiveStage: sequences that persist across steps, continuously batched over a slot KV cache.
+"""AutoregressiveStage: sequences that persist across steps, continuously batched over a paged KV cache.
 
 The model supplies tensors (prompt embeddings, one forward over the flattened
-tokens of a step, frame sampling, EOS); the Scheduler decides who runs; the
-SlotKVCache holds the memory. This file is the loop that ties them.
+tokens of a step, frame sampling, EOS); the Scheduler decides who runs and keeps
+the books (torch-free); the PagedKVCache holds the memory. This file is the loop
+that ties them. Every tensor it makes is on the cache's device; only the EOS
+flags of a step cross to the host (frames leave as device tensors).
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
 from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.chunking import ChunkPolicy
+from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams
 from vocalis.stages.scheduler import Scheduler
-from vocalis.stages.sequence import Sequence
+from vocalis.stages.sequence import FinishReason, Sequence
 from vocalis.stages.stage import StageItem
 
 
@@ -58,9 +63,64 @@ class StatefulAutoregressiveModel(AutoregressiveModel, Protocol):
     def new_state(self, request: SynthesisRequest) -> object: ...
 
 
+@dataclass(eq=False)
+class SequenceTensors:
+    """The tensor side of one sequence, kept beside its torch-free bookkeeping."""
+
+    prompt: torch.Tensor
+    """[P, H] prompt embeddings."""
+    sampler: SamplerState
+    state: object = None
+    """The model's own per-sequence state (StatefulAutoregressiveModel), else None."""
+    max_frames: int = 0
+    frames: torch.Tensor | None = None
+    """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
+    num_frames: int = 0
+    released: int = 0
+    """Frames handed to the next stage so far."""
+    boundary: int = 0
+    """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
+    chunks: int = 0
+    frame_embeds: list[torch.Tensor] = field(default_factory=list)
+    """[1, H] input embedding of generated frame j: the input at position P + j (kept for recompute after preemption)."""
+
+    def inputs(self, start: int, count: int) -> torch.Tensor:
+        """Input embeddings [count, H] of positions start..start+count-1."""
+        prompt_len = self.prompt.shape[0]
+        parts = []
+        if start < prompt_len:
+            parts.append(self.prompt[start : min(start + count, prompt_len)])
+        first = max(start, prompt_len) - prompt_len
+        last = start + count - prompt_len
+        if last > first:
+            parts.extend(self.frame_embeds[first:last])
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def append_frame(self, frame: torch.Tensor) -> None:
+        """Record emitted frame [1, K] (written in place: no copy of the history per step)."""
+        if self.frames is None:
+            self.frames = frame.new_empty((self.max_frames, *frame.shape[1:]))
+        self.frames[self.num_frames] = frame[0]
+        self.num_frames += 1
+
+    def history(self) -> torch.Tensor:
+        """[n, K] frames emitted so far (a view)."""
+        if self.frames is None:
+            return torch.empty(0, 0, dtype=torch.long, device=self.prompt.device)
+        return self.frames[: self.num_frames]
+
+
+class CacheFull(SynthesisFailed):
+    """A sequence outgrew the KV-cache budget with the whole cache to itself."""
+
+
 class AutoregressiveStage:
     """Runs an AutoregressiveModel. A model whose stop decision comes beside a real frame (a stop head,
-    rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output."""
+    rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output.
+
+    KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
+    room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
+    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it."""
 
     def __init__(
         self,
@@ -70,12 +130,22 @@ class AutoregressiveStage:
         max_num_batched_tokens: int = 2048,
         dtype: torch.dtype = torch.float32,
         device: str = "cpu",
+        kv_cache_bytes: int = 0,
+        kv_cache_fraction: float = 0.0,
+        block_size: int = 16,
+        handover: ChunkPolicy | None = None,
     ) -> None:
         self.name = name
         self.model = model
-        self.cache = SlotKVCache(model.cache_shape, max_num_seqs, dtype=dtype, device=device)
-        self.scheduler = Scheduler(self.cache.allocator, max_num_seqs, max_num_batched_tokens, model.cache_shape.max_len)
-        self._sequences: dict[int, Sequence] = {}  # by id(request)
+        shape = model.cache_shape
+        budget = kv_cache_budget(shape, dtype, device, max_num_seqs, kv_cache_bytes, kv_cache_fraction)
+        self.cache = PagedKVCache.from_budget(shape, budget, block_size, dtype=dtype, device=device)
+        self.device = self.cache.device
+        self.handover = handover
+        """The next stage's chunking: frames are handed over when its next chunk can be decoded (or the sequence
+        ends), not every step, so the next stage wakes once per chunk. None: every frame at once."""
+        self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len)
+        self._sequences: dict[int, Sequence[SequenceTensors]] = {}  # by id(request)
         self._ids = itertools.count()
         self._batch: list[SynthesisRequest] = []
         self.steps = 0
@@ -88,9 +158,9 @@ class AutoregressiveStage:
         request = item.request
         prompt = self.model.prompt_embeds(request)
         params = self.model.sampling(request)
-        seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request)
         state = self.model.new_state(request) if self._stateful else None  # type: ignore[attr-defined]
-        seq.data.update(prompt=prompt, sampler=SamplerState(params), frames=[], next_embed=None, state=state)
+        data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
+        seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
         self._sequences[id(request)] = seq
 
@@ -120,65 +190,82 @@ class AutoregressiveStage:
     def step(self) -> list[StageItem]:
         self.drop_closed()
         chunks = self.scheduler.schedule()
+        self._fail_out_of_memory()
         self._batch = [chunk.seq.request for chunk in chunks]
         if not chunks:
             return []
-        embeds = []
-        for chunk in chunks:
-            seq = chunk.seq
-            if seq.in_prefill:
-                embeds.append(seq.data["prompt"][seq.num_computed : seq.num_computed + chunk.num_tokens])
-            else:
-                embeds.append(seq.data["next_embed"])
-        batch = AttentionBatch.build(
-            [chunk.seq.slot for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks]
+        embeds = torch.cat([chunk.seq.data.inputs(chunk.seq.num_computed, chunk.num_tokens) for chunk in chunks])
+        batch = self.cache.batch(
+            [chunk.seq.block_table for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks]
         )
-        hidden = self.model.forward(torch.cat(embeds), batch, self.cache)
+        hidden = self.model.forward(embeds, batch, self.cache)
         ends = list(itertools.accumulate(c.num_tokens for c in chunks))
-        for chunk in chunks:
-            chunk.seq.num_computed += chunk.num_tokens
-        ready = [i for i, chunk in enumerate(chunks) if chunk.seq.pending == 0]
+        last_token = {id(chunk.seq): end - 1 for chunk, end in zip(chunks, ends, strict=True)}
+        seqs = self.scheduler.advance(chunks)
         self.steps += 1
-        if not ready:
+        if not seqs:
             return []
-        seqs = [chunks[i].seq for i in ready]
-        last_hidden = hidden[torch.tensor([ends[i] - 1 for i in ready])]
-        histories = [_history(seq) for seq in seqs]
-        states = ([seq.data["state"] for seq in seqs],) if self._stateful else ()
-        frames = self.model.sample_frames(last_hidden, [seq.data["sampler"] for seq in seqs], histories, *states)
+        data = [seq.data for seq in seqs]
+        last_hidden = hidden[torch.tensor([last_token[id(seq)] for seq in seqs], device=hidden.device)]
+        histories = [d.history() for d in data]
+        states = ([d.state for d in data],) if self._stateful else ()
+        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], histories, *states)
         eos = self.model.is_eos(frames).tolist()
+        reasons = self.scheduler.postprocess(seqs, eos)
         outputs = []
         continuing = []
-        for row, seq in enumerate(seqs):
-            seq.num_generated += 1
+        for row, (seq, reason) in enumerate(zip(seqs, reasons, strict=True)):
             request = seq.request
             frame = frames[row : row + 1]
-            if eos[row]:
-                if self._emits_eos_frame:
-                    seq.data["frames"].append(frame)
-                    request.output_tokens += 1
-                outputs.append(StageItem(request, frame if self._emits_eos_frame else frame[:0], finished=True))
-                self.drop(request)
-                continue
-            seq.data["frames"].append(frame)
-            request.output_tokens += 1
-            finished = seq.num_generated >= seq.max_new_tokens
-            outputs.append(StageItem(request, frame, finished=finished))
-            if finished:
-                self.drop(request)
+            emitted = reason is not FinishReason.EOS or self._emits_eos_frame
+            if emitted:
+                seq.data.append_frame(frame)
+                request.output_tokens += 1
+            finished = reason is not None
+            if self.handover is None:
+                outputs.append(StageItem(request, frame if emitted else frame[:0], finished=finished))
+            elif finished or self._chunk_due(seq.data, request):
+                outputs.append(StageItem(request, self._release(seq.data, frame), finished=finished))
+            if reason is not None:
+                self._sequences.pop(id(request), None)
             else:
                 continuing.append((row, seq))
         if continuing:
-            rows = torch.tensor([row for row, _ in continuing])
-            states = ([seq.data["state"] for _, seq in continuing],) if self._stateful else ()
+            rows = torch.tensor([row for row, _ in continuing], device=frames.device)
+            states = ([seq.data.state for _, seq in continuing],) if self._stateful else ()
             next_embeds = self.model.frame_embeds(frames[rows], *states)
             for i, (_, seq) in enumerate(continuing):
-                seq.data["next_embed"] = next_embeds[i : i + 1]
+                seq.data.frame_embeds.append(next_embeds[i : i + 1])
         return outputs
 
+    def _chunk_due(self, data: SequenceTensors, request: SynthesisRequest) -> bool:
+        """Whether the next stage can decode a new chunk of this sequence's frames now."""
+        policy = self.handover
+        assert policy is not None
+        first = getattr(request.stage_input, "initial_codec_chunk_frames", None)
+        due = False
+        while data.num_frames - data.boundary >= policy.chunk_size(data.chunks, first) + policy.lookahead_frames:
+            data.boundary += policy.chunk_size(data.chunks, first)
+            data.chunks += 1
+            due = True
+        return due
 
-def _history(seq: Sequence) -> torch.Tensor:
-    frames = seq.data["frames"]
-    if not frames:
-        return torch.empty(0, 0, dtype=torch.long)
-    return torch.cat(frames)
+    def _release(self, data: SequenceTensors, frame: torch.Tensor) -> torch.Tensor:
+        """The frames not yet handed over, [n, K] (n may be 0)."""
+        if data.frames is None:
+            return frame[:0]
+        pending = data.frames[data.released : data.num_frames].clone()
+        data.released = data.num_frames
+        return pending
+
+    def _fail_out_of_memory(self) -> None:
+        for seq in self.scheduler.out_of_memory:
+            self._sequences.pop(id(seq.request), None)
+            blocks = self.cache.blocks
+            seq.request.fail(
+                CacheFull(
+                    f"{self.name}: the sequence needs more than the KV cache's {blocks.capacity} positions "
+                    f"({blocks.num_blocks} blocks of {blocks.block_size}, {self.cache.bytes} bytes) after "
+                    f"{seq.num_generated} frames; raise kv_cache_bytes or lower max_new_tokens"
+                )
+            )

@@ -27,6 +27,13 @@ class StageDeploy:
     """Token budget of one autoregressive step (prefill chunks plus decodes)."""
     max_len: int = 4096
     """Most positions (prompt + generated) of one sequence in an autoregressive stage."""
+    kv_cache_bytes: int = 0
+    """KV-cache memory of an autoregressive stage, in bytes. 0: kv_cache_fraction, or else room for
+    max_num_seqs sequences of max_len."""
+    kv_cache_fraction: float = 0.0
+    """KV-cache memory as a fraction of the device's free memory (the machine's on CPU); used when kv_cache_bytes is 0."""
+    kv_block_size: int = 16
+    """Positions per KV-cache block."""
     dtype: str = "float32"
     device: str = "cpu"
     threads: int = 0
@@ -47,6 +54,10 @@ class StageDeploy:
             growth=self.chunk_growth,
             max_chunk_frames=self.max_chunk_frames,
         )
+
+    def kv_cache_options(self) -> dict[str, int | float]:
+        """The KV-cache keyword arguments of AutoregressiveStage."""
+        return {"kv_cache_bytes": self.kv_cache_bytes, "kv_cache_fraction": self.kv_cache_fraction, "block_size": self.kv_block_size}
 
     @property
     def torch_dtype(self):  # -> torch.dtype, imported lazily: Piper-only servers need no torch here

@@ -11,9 +11,11 @@ from vocalis.stages.deploy import StageDeploy
 log = logging.getLogger(__name__)
 
 
-def autoregressive_stage(model: AutoregressiveModel, deploy: StageDeploy) -> AutoregressiveStage:
+def autoregressive_stage(model: AutoregressiveModel, deploy: StageDeploy, next_stage: StageDeploy | None = None) -> AutoregressiveStage:
+    """`next_stage`: the chunk stage fed by this one; frames are handed over once per its chunk, not every step."""
     return AutoregressiveStage(deploy.name, model, max_num_seqs=deploy.max_num_seqs, max_num_batched_tokens=deploy.max_num_batched_tokens,
-                               dtype=deploy.torch_dtype, device=deploy.device)
+                               dtype=deploy.torch_dtype, device=deploy.device, **deploy.kv_cache_options(),
+                               handover=None if next_stage is None else next_stage.chunk_policy())
 
 
 def chunk_stage(decoder: ChunkDecoder, deploy: StageDeploy, receptive_field_frames: int | None = None) -> ChunkStage:

@@ -1,68 +1,96 @@
-"""KV-cache memory: a fixed number of preallocated slots, one per running sequence.
+"""KV-cache memory in fixed-size blocks, sized by a byte budget rather than `max_num_seqs x max_len`.
 
-A slot holds a sequence's keys and values for every layer up to `max_len`
-positions. The bookkeeping (SlotAllocator) has no tensors, so the scheduler can
-be tested without torch; SlotKVCache owns the memory.
+Keys and values of every layer live in `num_blocks` blocks of `block_size`
+positions; the BlockManager (torch-free, block_manager.py) says which blocks each
+sequence holds. A sequence takes blocks as it grows, so the cache is shared by
+however many sequences fit, long or short.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
 
 import torch
 
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.block_manager import BlockManager, CacheShape
 
-class SlotAllocator:
-    """Which slots are free. Allocation is O(1); a freed slot is reused first."""
-
-    def __init__(self, num_slots: int) -> None:
-        if num_slots < 1:
-            raise ValueError("num_slots must be >= 1")
-        self.num_slots = num_slots
-        self._free = list(range(num_slots - 1, -1, -1))
-        self._used: set[int] = set()
-
-    @property
-    def num_free(self) -> int:
-        return len(self._free)
-
-    def allocate(self) -> int | None:
-        if not self._free:
-            return None
-        slot = self._free.pop()
-        self._used.add(slot)
-        return slot
-
-    def free(self, slot: int) -> None:
-        if slot not in self._used:
-            raise ValueError(f"slot {slot} is not allocated")
-        self._used.remove(slot)
-        self._free.append(slot)
+__all__ = ["CacheShape", "PagedKVCache", "SlotKVCache", "kv_cache_budget"]
 
 
-@dataclass(frozen=True)
-class CacheShape:
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
-    max_len: int
-    """Most positions (prompt + generated) one sequence may hold."""
+class PagedKVCache:
+    """k and v: [num_layers, num_blocks, block_size, num_kv_heads, head_dim], allocated once at start-up."""
 
-
-class SlotKVCache:
-    """Keys and values for `num_slots` sequences, allocated once at start-up."""
-
-    def __init__(self, shape: CacheShape, num_slots: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        shape: CacheShape,
+        num_blocks: int,
+        block_size: int = 16,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+    ) -> None:
         self.shape = shape
-        self.allocator = SlotAllocator(num_slots)
-        size = (shape.num_layers, num_slots, shape.num_kv_heads, shape.max_len, shape.head_dim)
-        self.k = torch.zeros(size, dtype=dtype, device=device)
-        self.v = torch.zeros(size, dtype=dtype, device=device)
+        self.blocks = BlockManager(num_blocks, block_size)
+        self.device = torch.device(device)
+        size = (shape.num_layers, num_blocks, block_size, shape.num_kv_heads, shape.head_dim)
+        self.k = torch.zeros(size, dtype=dtype, device=self.device)
+        self.v = torch.zeros(size, dtype=dtype, device=self.device)
+
+    @classmethod
+    def from_budget(
+        cls, shape: CacheShape, budget_bytes: int, block_size: int = 16, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+    ) -> PagedKVCache:
+        """As many blocks as fit in `budget_bytes`."""
+        block_bytes = shape.bytes_per_position(dtype.itemsize) * block_size
+        num_blocks = budget_bytes // block_bytes
+        if num_blocks < 1:
+            raise ValueError(f"a KV-cache budget of {budget_bytes} bytes holds no block of {block_bytes} bytes; raise kv_cache_bytes")
+        return cls(shape, int(num_blocks), block_size, dtype, device)
+
+    @property
+    def block_size(self) -> int:
+        return self.blocks.block_size
+
+    @property
+    def num_blocks(self) -> int:
+        return self.blocks.num_blocks
 
     @property
     def num_free(self) -> int:
-        return self.allocator.num_free
+        """Free blocks."""
+        return self.blocks.num_free
 
     @property
     def bytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
+
+    def batch(self, block_tables: list[list[int]], start_positions: list[int], query_lens: list[int]) -> AttentionBatch:
+        """Where a step's flattened tokens go, on the cache's device."""
+        return AttentionBatch.build(block_tables, start_positions, query_lens, self.block_size, self.device)
+
+
+SlotKVCache = PagedKVCache
+"""The former name, kept for families' type annotations."""
+
+
+def kv_cache_budget(
+    shape: CacheShape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    max_num_seqs: int,
+    kv_cache_bytes: int = 0,
+    kv_cache_fraction: float = 0.0,
+) -> int:
+    """Bytes of KV cache to allocate: `kv_cache_bytes` if set, else `kv_cache_fraction` of the device's free memory
+    (of the machine's physical memory on CPU), else room for `max_num_seqs` sequences of `shape.max_len`."""
+    if kv_cache_bytes > 0:
+        return kv_cache_bytes
+    if kv_cache_fraction > 0:
+        device = torch.device(device)
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+        else:
+            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return int(free * kv_cache_fraction)
+    element = dtype.itemsize
+    return max_num_seqs * shape.max_len * shape.bytes_per_position(element)

@@ -47,13 +47,26 @@ class SamplingParams:
 
 
 class SamplerState:
-    """The random generator of one request (None when unseeded: the global generator is used)."""
+    """The random generator of one request (None when unseeded: the global generator is used).
+
+    `generator` is a CPU generator (for draws a family makes on the host); draws on another device
+    use a generator of that device, seeded alike, so sampling never leaves the logits' device.
+    """
 
     def __init__(self, params: SamplingParams, stream: int = 0) -> None:
         self.params = params
         self.generator: torch.Generator | None = None
-        if params.seed is not None:
-            self.generator = torch.Generator().manual_seed((params.seed * 1_000_003 + stream) % 2**63)
+        self._seed = None if params.seed is None else (params.seed * 1_000_003 + stream) % 2**63
+        if self._seed is not None:
+            self.generator = torch.Generator(device="cpu").manual_seed(self._seed)
+        self._device_generators: dict[torch.device, torch.Generator] = {}
+
+    def generator_for(self, device: torch.device) -> torch.Generator | None:
+        if self._seed is None or device.type == "cpu":
+            return self.generator
+        if device not in self._device_generators:
+            self._device_generators[device] = torch.Generator(device=device).manual_seed(self._seed)
+        return self._device_generators[device]
 
 
 def apply_repetition_penalty(logits: torch.Tensor, history: torch.Tensor, penalty: float) -> torch.Tensor:
@@ -67,13 +80,13 @@ def apply_repetition_penalty(logits: torch.Tensor, history: torch.Tensor, penalt
     return logits
 
 
-def sample_row(logits: torch.Tensor, state: SamplerState, history: torch.Tensor | None = None) -> int:
-    """One token id from a 1-D row of logits under `state`'s parameters."""
+def sample_row(logits: torch.Tensor, state: SamplerState, history: torch.Tensor | None = None) -> torch.Tensor:
+    """One token id (a 0-d tensor on the logits' device) from a 1-D row of logits under `state`'s parameters."""
     params = state.params
     if history is not None:
         logits = apply_repetition_penalty(logits, history, params.repetition_penalty)
     if params.greedy:
-        return int(torch.argmax(logits))
+        return torch.argmax(logits)
     logits = logits.float() / params.temperature
     if params.top_k > 0 and params.top_k < logits.numel():
         threshold = torch.topk(logits, params.top_k).values[-1]
@@ -85,7 +98,7 @@ def sample_row(logits: torch.Tensor, state: SamplerState, history: torch.Tensor 
         logits = logits.clone()
         logits[order[drop]] = float("-inf")
     probs = torch.softmax(logits, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=state.generator))
+    return torch.multinomial(probs, 1, generator=state.generator_for(probs.device))[0]
 
 
 def sample_batch(
@@ -100,12 +113,12 @@ def sample_batch(
         state = states[i]
         return state.params.greedy and (state.params.repetition_penalty == 1.0 or not histories or histories[i] is None)
 
-    out = torch.empty(logits.shape[:-1], dtype=torch.long)
+    out = torch.empty(logits.shape[:-1], dtype=torch.long, device=logits.device)
     greedy = [i for i in range(len(states)) if plain_greedy(i)]
     if len(greedy) == len(states):
         return torch.argmax(logits, dim=-1)
     if greedy:
-        index = torch.tensor(greedy)
+        index = torch.tensor(greedy, device=logits.device)
         out[index] = torch.argmax(logits[index], dim=-1)
     for i, state in enumerate(states):
         if plain_greedy(i):

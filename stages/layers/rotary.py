@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import torch
 
 
-def inverse_frequencies(head_dim: int, theta: float) -> torch.Tensor:
+def inverse_frequencies(head_dim: int, theta: float, device: torch.device | None = None) -> torch.Tensor:
     """[head_dim / 2] rotation speed of each pair of channels."""
-    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
 
 
 def llama3_inverse_frequencies(
@@ -40,8 +40,8 @@ def _cos_sin(angles: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, to
 
 def rope(positions: torch.Tensor, head_dim: int, theta: float, inv_freq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [..., head_dim] at integer positions [...]; `inv_freq` overrides the plain frequencies (llama3)."""
-    inv = inverse_frequencies(head_dim, theta) if inv_freq is None else inv_freq
-    return _cos_sin(positions[..., None].float() * inv.to(positions.device))
+    inv = inverse_frequencies(head_dim, theta, positions.device) if inv_freq is None else inv_freq.to(positions.device)
+    return _cos_sin(positions[..., None].float() * inv)
 
 
 def mrope(
@@ -54,7 +54,7 @@ def mrope(
     position in all three rows, which makes this equal to ordinary RoPE; it is written out so that a checkpoint's
     sections are honoured.
     """
-    inv = inverse_frequencies(head_dim, theta).to(positions.device)
+    inv = inverse_frequencies(head_dim, theta, positions.device)
     angles = positions[:, :, None].float() * inv  # [3, T, D/2]
     rows = len(sections)
     if interleaved:

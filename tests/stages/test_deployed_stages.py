@@ -14,11 +14,14 @@ from vocalis.stages.kv_cache import CacheShape
 
 def test_autoregressive_stage_takes_name_bounds_dtype_and_device():
     model = SimpleNamespace(cache_shape=CacheShape(num_layers=2, num_kv_heads=1, head_dim=4, max_len=64))
-    deploy = StageDeploy(name="talker", max_num_seqs=3, max_num_batched_tokens=96, dtype="bfloat16")
+    deploy = StageDeploy(name="talker", max_num_seqs=3, max_num_batched_tokens=96, dtype="bfloat16", kv_block_size=8)
     stage = autoregressive_stage(model, deploy)
     assert stage.name == "talker"
-    assert stage.cache.k.shape == (2, 3, 1, 64, 4) and stage.cache.k.dtype == torch.bfloat16
+    # no budget set: enough blocks for every sequence at max_len (3 x 64 positions in blocks of 8)
+    assert stage.cache.k.shape == (2, 24, 8, 1, 4) and stage.cache.k.dtype == torch.bfloat16
     assert stage.scheduler.max_num_batched_tokens == 96
+    budgeted = autoregressive_stage(model, StageDeploy(name="talker", max_num_seqs=3, dtype="bfloat16", kv_block_size=8, kv_cache_bytes=5 * 8 * 2 * 2 * 4 * 2))
+    assert budgeted.cache.k.shape[1] == 5  # 5 blocks x 8 positions x (k, v) x 2 layers x 4 dims x 2 bytes
 
 
 def test_chunk_stage_takes_its_policy_and_logs_a_short_context(caplog):

@@ -103,10 +103,10 @@ def test_max_num_seqs_is_never_exceeded(modules):
     requests = [request(f"request {i}", SamplingParams(temperature=0.0, max_new_tokens=5 + i)) for i in range(20)]
     frames = drive(stage, {0: requests})
     assert all(len(frames[id(r)]) == 5 + i for i, r in enumerate(requests))
-    assert stage.cache.num_free == 4
+    assert stage.cache.num_free == stage.cache.num_blocks
 
 
-def test_cancel_frees_the_slot_within_one_step(modules):
+def test_cancel_frees_the_blocks_within_one_step(modules):
     stage = talker_stage(modules, max_num_seqs=4)
     requests = [request(f"cancel me {i}") for i in range(3)]
     for r in requests:
@@ -114,11 +114,13 @@ def test_cancel_frees_the_slot_within_one_step(modules):
     with torch.inference_mode():
         stage.step()
         stage.step()
-    assert stage.cache.num_free == 1
+    held = stage._sequences[id(requests[1])].block_table
+    before, released = stage.cache.num_free, len(held)
+    assert released > 0
     requests[1].cancel()
     with torch.inference_mode():
         outputs = stage.step()
-    assert stage.cache.num_free == 2
+    assert stage.cache.num_free == before + released
     assert {id(item.request) for item in outputs} == {id(requests[0]), id(requests[2])}
 
 
@@ -289,3 +291,76 @@ async def test_stages_overlap(modules):
     inside = [t for t in talker.times if any(start < t < end for start, end in decoder.intervals)]
     # stage 0 generated frames while stage 1 was busy decoding earlier ones
     assert len(inside) >= 10, (len(inside), len(talker.times), len(decoder.intervals))
+
+
+def test_serving_reserves_kv_by_the_budget_not_max_num_seqs_times_max_len(tmp_path):
+    from tests.tiny_tts.family import DEPLOY_DEFAULTS, load
+    from vocalis.stages.deploy import load_deploy
+
+    checkpoint = build_checkpoint(tmp_path / "tiny-tts", eos_token_id=64)
+    for budget in (1 << 20, 3 << 20):
+        deploy = load_deploy(DEPLOY_DEFAULTS, None, {"talker": {"max_num_seqs": 32, "max_len": 1024, "kv_cache_bytes": budget}})
+        model = load(checkpoint, deploy)
+        try:
+            cache = model.pipeline.stages[0].cache
+            position = 2 * 2 * 2 * 16 * 4  # layers x kv heads x head_dim x (k, v) x float32
+            assert budget - 16 * position < cache.bytes <= budget
+            assert cache.bytes < 32 * 1024 * position // 4
+        finally:
+            model.close()
+
+
+def test_preempted_sequences_are_recomputed_to_the_same_frames(modules):
+    texts = [f"preempt me number {i}, a sentence" for i in range(6)]
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=50)
+    alone = {}
+    for text in texts:
+        r = request(text, sampling)
+        alone[text] = drive(talker_stage(modules), {0: [r]})[id(r)]
+    _, talker, _ = modules
+    # 12 blocks of 16 positions: room for about two of the six sequences at full length
+    tight = AutoregressiveStage("talker", TinyTalkerModel(talker, 512), max_num_seqs=6, max_num_batched_tokens=256,
+                                kv_cache_bytes=12 * 16 * 512, block_size=16)
+    crowd = [request(text, sampling) for text in texts]
+    frames = drive(tight, {0: crowd})
+    assert tight.scheduler.num_preemptions > 0
+    for text, r in zip(texts, crowd, strict=True):
+        assert torch.equal(frames[id(r)], alone[text]), text
+    assert tight.cache.num_free == tight.cache.num_blocks
+
+
+async def test_a_sequence_that_outgrows_the_cache_fails_with_a_clear_reason(modules):
+    _, talker_module, codec = modules
+    talker = AutoregressiveStage("talker", TinyTalkerModel(talker_module, 512), max_num_seqs=4, max_num_batched_tokens=64,
+                                 kv_cache_bytes=4 * 16 * 512, block_size=16)  # 64 positions
+    running = Pipeline([talker, ChunkStage("code2wav", TinyCodecModel(codec), DEFAULT_POLICY, max_num_seqs=4)])
+    try:
+        long = request("too long for the cache", SamplingParams(temperature=0.0, max_new_tokens=100), AudioOutput())
+        running.submit(long)
+        with pytest.raises(SynthesisFailed, match="KV cache's 64 positions.*raise kv_cache_bytes"):
+            await collect(long)
+        short = request("fits", SamplingParams(temperature=0.0, max_new_tokens=10), AudioOutput())
+        running.submit(short)
+        assert len(await collect(short)) == 10 * 160
+        assert talker.cache.num_free == talker.cache.num_blocks
+    finally:
+        running.close()
+
+
+def test_frames_are_handed_over_per_chunk_of_the_next_stage(modules):
+    _, talker, _ = modules
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=60)
+    per_step, per_chunk = request("hand over", sampling), request("hand over", sampling)
+    every = AutoregressiveStage("talker", TinyTalkerModel(talker, 512))
+    chunked = AutoregressiveStage("talker", TinyTalkerModel(talker, 512), handover=ChunkPolicy(first_chunk_frames=1, chunk_frames=10, lookahead_frames=2))
+    sizes = []
+    frames = []
+    chunked.add(StageItem(per_chunk))
+    with torch.inference_mode():
+        while chunked.has_work():
+            for item in chunked.step():
+                sizes.append((len(item.payload), item.finished))
+                frames.append(item.payload)
+    # the first chunk (1 frame + 2 lookahead) at once, then every 10 frames, the rest with the end
+    assert sizes == [(3, False), (10, False), (10, False), (10, False), (10, False), (10, False), (7, True)]
+    assert torch.equal(torch.cat(frames), drive(every, {0: [per_step]})[id(per_step)])

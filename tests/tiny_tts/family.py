@@ -165,6 +165,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
             max_num_seqs=talker_deploy.max_num_seqs,
             max_num_batched_tokens=talker_deploy.max_num_batched_tokens,
             dtype=talker_deploy.torch_dtype,
+            **talker_deploy.kv_cache_options(),
+            handover=codec_deploy.chunk_policy(),
         ),
         ChunkStage("code2wav", TinyCodecModel(codec), codec_deploy.chunk_policy(), max_num_seqs=codec_deploy.max_num_seqs),
     ]

@@ -43,7 +43,7 @@ class SeededNoise:
             self.generator.manual_seed(seed)
 
     def uniform(self, shape: tuple[int, ...]) -> torch.Tensor:
-        return torch.rand(shape, generator=self.generator)
+        return torch.rand(shape, generator=self.generator, device="cpu")
 
 
 def time_steps(num_step: int, t_shift: float) -> list[float]:

@@ -192,13 +192,13 @@ class OmniVoiceGenerator:
     def _hidden(self, rows: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         longest = max(ids.shape[1] for ids, _ in rows)
         codebooks = self.config.num_audio_codebook
-        ids = torch.zeros((len(rows), codebooks, longest), dtype=torch.long)
-        audio_mask = torch.zeros((len(rows), longest), dtype=torch.bool)
-        lengths = torch.tensor([row_ids.shape[1] for row_ids, _ in rows])
+        ids = torch.zeros((len(rows), codebooks, longest), dtype=torch.long, device=self.device)
+        audio_mask = torch.zeros((len(rows), longest), dtype=torch.bool, device=self.device)
+        lengths = torch.tensor([row_ids.shape[1] for row_ids, _ in rows], device=self.device)
         for i, (row_ids, row_mask) in enumerate(rows):
             ids[i, :, : row_ids.shape[1]] = row_ids
             audio_mask[i, : row_mask.shape[0]] = row_mask
-        embeds = self.lm.embed(ids.to(self.device), audio_mask.to(self.device))
+        embeds = self.lm.embed(ids, audio_mask)
         return self.lm.llm(embeds.to(self.dtype), lengths)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                            codec_device=codec_deploy.device)
     adapter = Qwen3TTSAdapter(modules)
     stages = [
-        autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len), talker_deploy),
+        autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len), talker_deploy, codec_deploy),
         # The decoder's transformer attends over its sliding window: that much left context decodes chunks exactly.
         chunk_stage(CodecDecoderModel(modules.decoder), codec_deploy, modules.config.speech_tokenizer.decoder.sliding_window),
     ]

@@ -163,7 +163,7 @@ class LatentGenerator:
                 raise ValueError(f"injected noise covers {len(state.noise)} steps; step {state.step} needs more")
             value = state.noise[state.step]
         else:
-            value = torch.randn(shape, generator=sampler.generator)
+            value = torch.randn(shape, generator=sampler.generator_for(self.device), device=self.device)
         return value.to(self.device, self.dtype)
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:

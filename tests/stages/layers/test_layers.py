@@ -8,8 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.kv_cache import CacheShape, PagedKVCache
 from vocalis.stages.layers.attention import QKVAttention
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
@@ -138,7 +137,8 @@ def test_attention_keys_follow_the_checkpoints():
 def test_cached_attention_in_chunks_equals_dense_causal(qk_norm, bias):
     """Two sequences in one cache: a prefill in two chunks then decodes equals one dense causal pass per sequence."""
     attention = _attention(qk_norm, bias)
-    cache = SlotKVCache(CacheShape(num_layers=1, num_kv_heads=2, head_dim=8, max_len=32), num_slots=2)
+    cache = PagedKVCache(CacheShape(num_layers=1, num_kv_heads=2, head_dim=8, max_len=32), num_blocks=8, block_size=4)
+    block_tables = [[5, 2, 7], [0, 6]]  # scattered blocks: sequence 0 holds 9 positions, sequence 1 holds 6
     torch.manual_seed(1)
     rows = [torch.randn(9, 32), torch.randn(6, 32)]
     expected = []
@@ -146,11 +146,11 @@ def test_cached_attention_in_chunks_equals_dense_causal(qk_norm, bias):
         cos, sin = rope(torch.arange(len(x)), 8, 10000.0)
         mask = torch.ones(len(x), len(x), dtype=torch.bool).tril()
         expected.append(attention.dense(x[None], (cos, sin), mask)[0])
-    steps = [[(0, 0, 5), (1, 0, 4)], [(0, 5, 4), (1, 4, 1)], [(1, 5, 1)]]  # (slot, start, length)
+    steps = [[(0, 0, 5), (1, 0, 4)], [(0, 5, 4), (1, 4, 1)], [(1, 5, 1)]]  # (sequence, start, length)
     got: list[list[torch.Tensor]] = [[], []]
     with torch.no_grad():
         for step in steps:
-            batch = AttentionBatch.build([s for s, _, _ in step], [p for _, p, _ in step], [n for _, _, n in step])
+            batch = cache.batch([block_tables[s] for s, _, _ in step], [p for _, p, _ in step], [n for _, _, n in step])
             x = torch.cat([rows[s][p:p + n] for s, p, n in step])
             out = attention.cached(x, rope(batch.token_positions, 8, 10000.0), cache, 0, batch)
             for (s, _, _), part in zip(step, out.split([n for _, _, n in step]), strict=True):

@@ -10,8 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.kv_cache import CacheShape, PagedKVCache
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, build_prompt
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules, load_modules
 
@@ -60,8 +59,9 @@ def teacher_forced(mods: Qwen3TTSModules, name: str, codes: torch.Tensor | None 
     codes = golden(name)["codes"] if codes is None else codes
     prompt = build_prompt(mods.talker, mods.config, mods.tokenizer, meta["text"], conditioning(name))
     c = mods.config.talker
-    cache = SlotKVCache(CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, 512), 1)
-    hidden = mods.talker(prompt.embeds, AttentionBatch.build([0], [0], [len(prompt.embeds)]), cache)[-1:]
+    cache = PagedKVCache(CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, 512), num_blocks=32, block_size=16)
+    table = list(range(cache.num_blocks))  # the one sequence owns every block
+    hidden = mods.talker(prompt.embeds, cache.batch([table], [0], [len(prompt.embeds)]), cache)[-1:]
     position = len(prompt.embeds)
     talker_logits, predictor_logits, predictor_codes = [], [], []
     for step, frame in enumerate(codes):
@@ -72,7 +72,7 @@ def teacher_forced(mods: Qwen3TTSModules, name: str, codes: torch.Tensor | None 
         predictor_codes.append(logits[0].argmax(-1))
         text = prompt.trailing[step] if step < len(prompt.trailing) else prompt.pad
         embed = mods.talker.embed_frames(frame[None]) + text
-        hidden = mods.talker(embed, AttentionBatch.build([0], [position], [1]), cache)
+        hidden = mods.talker(embed, cache.batch([table], [position], [1]), cache)
         position += 1
     talker_logits.append(mods.talker.codec_head(hidden)[0])
     return ForcedRun(torch.stack(talker_logits), torch.stack(predictor_logits), torch.stack(predictor_codes))

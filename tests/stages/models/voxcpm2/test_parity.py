@@ -29,10 +29,9 @@ from tests.goldens.voxcpm2.cases import (
     summary,
     tensor,
 )
-from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.chunk_stage import ChunkStage
 from vocalis.stages.chunking import ChunkPolicy
-from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.kv_cache import PagedKVCache
 from vocalis.stages.models.voxcpm2.generator import LatentGenerator
 from vocalis.stages.stage import StageItem
 
@@ -111,8 +110,8 @@ def test_base_lm_over_the_prompt(families, config, name):
     generator = family.generator
     request = case_request(config, name)
     packed = generator.prompt_embeds(request)
-    cache = SlotKVCache(generator.cache_shape, 1)
-    batch = AttentionBatch.build([0], [0], [len(packed)])
+    cache = PagedKVCache(generator.cache_shape, num_blocks=-(-len(packed) // 16), block_size=16)
+    batch = cache.batch([list(range(cache.num_blocks))], [0], [len(packed)])
     with torch.inference_mode():
         out = family.modules.model.base_lm.cached(packed[:, : generator.hidden], batch, cache)
     torch.testing.assert_close(out, tensor(config, name, "prefill_lm_out"), atol=HIDDEN_ATOL, rtol=0)

@@ -1,0 +1,276 @@
+"""Real-size serving figures for the neural families: audio-s/s, TTFA p50/p99, RTF and KV bytes per stream.
+
+One command, no download: for each family it builds a checkpoint with random weights
+at the published sizes (the committed tiny checkpoint's files, with the published
+sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json
+and bench/configs/omnivoice_real_sizes.json laid over its config), loads it as the
+server would (family loader, deploy defaults, --device/--dtype overrides), and serves
+closed-loop callers in process at each concurrency. Random weights make random audio:
+stop heads are silenced so every request runs to --frames, and the figures measure speed only.
+
+    python bench/gpu.py --device cuda --dtype bfloat16          # on a GPU machine (real sizes)
+    python bench/gpu.py --device cpu --tiny --levels 1,4 --frames 4   # CI-sized: the tiny checkpoints
+
+RTF is end-to-end latency over audio duration (vLLM-Omni's definition, TTFA included).
+KV bytes per stream: the autoregressive stage's peak KV blocks in use over its peak running sequences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vocalis.stages.models.registry import load_model  # noqa: E402
+from vocalis.stages.output import AudioOutput  # noqa: E402
+from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
+
+GOLDENS = ROOT / "tests" / "goldens"
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    tiny: Path
+    """Committed tiny checkpoint in the real layout."""
+    clone: bool = False
+    """Needs a reference clip (a Base checkpoint)."""
+
+
+CASES = {
+    "qwen3-1.7b-base": Case("Qwen3-TTS-12Hz-1.7B-Base", GOLDENS / "qwen3_tts" / "base-1b7", clone=True),
+    "qwen3-1.7b-customvoice": Case("Qwen3-TTS-12Hz-1.7B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-1b7"),
+    "voxcpm2": Case("VoxCPM2", GOLDENS / "voxcpm2" / "tiny"),
+    "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
+}
+
+
+# -- real-size checkpoints ------------------------------------------------------------------------
+
+
+def _overlay(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _overlay(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def _save(module: torch.nn.Module, path: Path, prefix: str = "", into: dict | None = None) -> dict:
+    tensors = into if into is not None else {}
+    for key, value in module.state_dict().items():
+        tensors[prefix + key] = value.detach().to("cpu", torch.bfloat16 if value.is_floating_point() else value.dtype).contiguous()
+    if into is None:
+        save_file(tensors, str(path))
+    return tensors
+
+
+def build_real(key: str, work: Path, device: str) -> Path:
+    """A random-weight checkpoint at the published sizes, in `work`/key (reused when present)."""
+    case = CASES[key]
+    out = work / key
+    if (out / ".complete").exists():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(case.tiny, out, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch.manual_seed(0)
+    with torch.device(device), torch.no_grad():
+        if key.startswith("qwen3"):
+            _build_qwen3(case, out)
+        elif key == "voxcpm2":
+            _build_voxcpm2(out)
+        else:
+            _build_omnivoice(out)
+    (out / ".complete").write_text("")
+    return out
+
+
+def _build_qwen3(case: Case, out: Path) -> None:
+    from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder, SpeechEncoder
+    from vocalis.stages.models.qwen3_tts.config import Qwen3TTSConfig
+    from vocalis.stages.models.qwen3_tts.speaker import SpeakerEncoder
+    from vocalis.stages.models.qwen3_tts.talker import Talker
+
+    real = json.loads((ROOT / "tests" / "stages" / "models" / "qwen3_tts" / "real_key_sets.json").read_text())
+    config = _overlay(json.loads((out / "config.json").read_text()), real["checkpoints"][case.name]["config"])
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    speech = _overlay(json.loads((out / "speech_tokenizer" / "config.json").read_text()), real["speech_tokenizer"]["config"])
+    (out / "speech_tokenizer" / "config.json").write_text(json.dumps(speech, indent=2))
+    parsed = Qwen3TTSConfig.from_dir(out)
+    talker = Talker(parsed.talker)
+    talker.codec_head.weight[parsed.talker.codec_eos_token_id] = 0  # never stop early
+    tensors = _save(talker, out / "model.safetensors", "talker.", {})
+    if parsed.speaker_encoder is not None:
+        _save(SpeakerEncoder(parsed.speaker_encoder), out, "speaker_encoder.", tensors)
+    save_file(tensors, str(out / "model.safetensors"))
+    st = parsed.speech_tokenizer
+    codec = _save(SpeechDecoder(st.decoder), out, "decoder.", {})
+    if st.encoder is not None:
+        _save(SpeechEncoder(st.encoder, st.encoder_valid_num_quantizers, st.encode_downsample_rate), out, "encoder.", codec)
+    save_file(codec, str(out / "speech_tokenizer" / "model.safetensors"))
+
+
+def _build_voxcpm2(out: Path) -> None:
+    from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
+    from vocalis.stages.models.voxcpm2.modules import VoxCPM2
+    from vocalis.stages.models.voxcpm2.vae import AudioVAE
+
+    shutil.copy(GOLDENS / "voxcpm2" / "real_config.json", out / "config.json")
+    config = VoxCPM2Config.from_dir(out)
+    model = VoxCPM2(config)
+    model.stop_head.weight.zero_()  # never stop early
+    _save(model, out / "model.safetensors")
+    _save(AudioVAE(config.audio_vae), out / "audiovae.safetensors")
+
+
+def _build_omnivoice(out: Path) -> None:
+    from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
+    from vocalis.stages.models.omnivoice.codec import AudioTokenizer
+    from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
+
+    sizes = json.loads((ROOT / "bench" / "configs" / "omnivoice_real_sizes.json").read_text())
+    for name, top in (("config.json", sizes["config"]), ("audio_tokenizer/config.json", sizes["audio_tokenizer"])):
+        (out / name).write_text(json.dumps(_overlay(json.loads((out / name).read_text()), top), indent=2))
+    _save(OmniVoiceLM(OmniVoiceConfig.from_dir(out)), out / "model.safetensors")
+    _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
+
+
+# -- serving --------------------------------------------------------------------------------------
+
+
+class KVWatch:
+    """Peak KV blocks in use and peak running sequences of the autoregressive stage (pipeline observer)."""
+
+    def __init__(self, model) -> None:
+        self.stage = next((s for s in model.pipeline.stages if hasattr(s, "cache")), None)
+        self.peak_blocks = self.peak_running = 0
+
+    def __call__(self, name: str, batch: int) -> None:
+        stage = self.stage
+        if stage is not None and name == stage.name:
+            self.peak_blocks = max(self.peak_blocks, stage.cache.num_blocks - stage.cache.num_free)
+            self.peak_running = max(self.peak_running, stage.num_running)
+
+    def bytes_per_stream(self) -> float | None:
+        if self.stage is None or not self.peak_running:
+            return None
+        return self.peak_blocks * self.stage.cache.bytes / self.stage.cache.num_blocks / self.peak_running
+
+
+def make_request(model, case: Case, frames: int) -> SynthesisRequest:
+    reference = None
+    if case.clone:
+        t = np.arange(24000 * 3) / 24000
+        reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32), 24000,
+                                   text="A short reference clip for the voice.")
+    fields = {"max_new_tokens": frames, "seed": 1} if not isinstance(model.family, str) or model.family != "omnivoice" else {"seed": 1}
+    params = RequestParams(model=model.name, voice=model.adapter.resolve_voice(""), fields=fields, reference=reference)
+    return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
+
+
+async def one(model, case: Case, frames: int) -> tuple[float, float, float]:
+    """(TTFA s, end-to-end s, audio s) of one request."""
+    request = make_request(model, case, frames)
+    start = time.perf_counter()
+    model.pipeline.submit(request)
+    first, samples = None, 0
+    async for chunk in request.output:
+        first = first or time.perf_counter() - start
+        samples += len(chunk)
+    if request.error:
+        raise request.error
+    return first or 0.0, time.perf_counter() - start, samples / model.capabilities.sample_rate
+
+
+async def level(model, case: Case, clients: int, rounds: int, frames: int) -> dict:
+    async def caller(offset: float) -> list[tuple[float, float, float]]:
+        await asyncio.sleep(offset)
+        return [await one(model, case, frames) for _ in range(rounds)]
+
+    start = time.perf_counter()
+    results = [r for rs in await asyncio.gather(*(caller(0.01 * i) for i in range(clients))) for r in rs]
+    wall = time.perf_counter() - start
+    ttfa = sorted(r[0] for r in results)
+    return {
+        "concurrency": clients,
+        "audio_s_per_s": sum(r[2] for r in results) / wall,
+        "ttfa_p50_s": statistics.median(ttfa),
+        "ttfa_p99_s": float(np.percentile(ttfa, 99)),
+        "rtf_p50": statistics.median(r[1] / r[2] for r in results if r[2] > 0) if any(r[2] > 0 for r in results) else None,
+    }
+
+
+def bench_family(key: str, path: Path, args) -> list[dict]:
+    case = CASES[key]
+    top = max(args.levels)
+    stages = {"0": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "1": {"device": args.device, "max_num_seqs": top}}
+    model = load_model(str(path), stage_overrides=json.dumps(stages))
+    watch = KVWatch(model)
+    model.pipeline.observe(watch)
+    rows = []
+    try:
+        asyncio.run(level(model, case, 1, 1, args.frames))  # warm-up
+        for clients in args.levels:
+            watch.peak_blocks = watch.peak_running = 0
+            row = asyncio.run(level(model, case, clients, args.rounds, args.frames))
+            row |= {"family": key, "kv_bytes_per_stream": watch.bytes_per_stream(),
+                    "kv_cache_bytes": watch.stage.cache.bytes if watch.stage else None}
+            rows.append(row)
+            print(_line(row), flush=True)
+    finally:
+        model.close()
+    return rows
+
+
+def _line(r: dict) -> str:
+    kv = f"{r['kv_bytes_per_stream'] / 2**10:.1f}" if r["kv_bytes_per_stream"] else "-"
+    rtf = f"{r['rtf_p50']:.3f}" if r["rtf_p50"] is not None else "-"
+    return (f"| {r['family']} | {r['concurrency']} | {r['audio_s_per_s']:.2f} | {1000 * r['ttfa_p50_s']:.0f} | "
+            f"{1000 * r['ttfa_p99_s']:.0f} | {rtf} | {kv} |")
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", help="compute dtype of the autoregressive/generator stage")
+    parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
+    parser.add_argument("--families", default=",".join(CASES))
+    parser.add_argument("--levels", default="1,4,16,64")
+    parser.add_argument("--rounds", type=int, default=2, help="requests each caller sends back to back")
+    parser.add_argument("--frames", type=int, default=64, help="frames (max_new_tokens) per request")
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-gpu-bench")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu.json")
+    args = parser.parse_args(argv)
+    args.levels = [int(x) for x in args.levels.split(",")]
+    rows = []
+    print(f"device {args.device}, dtype {args.dtype}, {'tiny' if args.tiny else 'real-size random'} checkpoints, "
+          f"{args.frames} frames per request, {args.rounds} requests per caller")
+    print("| family | concurrency | audio-s/s | TTFA p50 ms | TTFA p99 ms | RTF p50 | KV KiB/stream |")
+    print("|---|---|---|---|---|---|---|")
+    for key in args.families.split(","):
+        start = time.perf_counter()
+        path = CASES[key].tiny if args.tiny else build_real(key, args.work_dir, args.device)
+        built = time.perf_counter() - start
+        rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"device": args.device, "dtype": args.dtype, "tiny": args.tiny, "rows": rows}, indent=2))
+    print(f"wrote {args.out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Drift of the bf16/fp16 compute paths against float32 (the parity path), per family, on the tiny checkpoints.
+
+Each family's committed tiny checkpoint is served greedily (stage by stage, in
+process) with its first stage in float32, then in bfloat16 and float16; the
+half-precision runs are compared with the float32 one (which matches the
+reference packages' goldens within the golden tests' tolerances): how many of the
+first stage's output values (codes, or latent patches) agree before the first
+divergence, and the audio's signal-to-error ratio. Qwen3-TTS is also run
+teacher-forced against its goldens, so a flipped code cannot cascade: the talker's
+logit error and its argmax agreement per step.
+
+    python bench/half_precision_drift.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vocalis.stages.models.registry import load_model  # noqa: E402
+from vocalis.stages.request import RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.stage import StageItem  # noqa: E402
+
+GOLDENS = ROOT / "tests" / "goldens"
+CASES = {
+    "qwen3_tts": (GOLDENS / "qwen3_tts" / "cv-1b7", {"max_new_tokens": 24, "seed": 3, "extra_params": {"temperature": 0.0}}),
+    "voxcpm2": (GOLDENS / "voxcpm2" / "tiny", {"max_new_tokens": 12, "seed": 3}),
+    "omnivoice": (GOLDENS / "omnivoice" / "tiny", {"seed": 3}),
+}
+TEXT = "Hello world, this is a tiny voice."
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.pieces: list[np.ndarray] = []
+
+    def put_audio(self, samples) -> None:
+        self.pieces.append(np.asarray(samples, dtype=np.float32))
+
+    def close(self, error=None) -> None: ...
+
+
+def serve(path: Path, fields: dict, dtype: str) -> tuple[torch.Tensor, np.ndarray]:
+    """Stage-0 output (flattened, float) and the audio of one request."""
+    model = load_model(str(path), stage_overrides=json.dumps({"0": {"dtype": dtype}}))
+    try:
+        params = RequestParams(model=model.name, voice=model.adapter.resolve_voice(""), fields=fields)
+        request = SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=Collect())
+        stages = model.pipeline.stages
+        stages[0].add(StageItem(request))
+        first: list[torch.Tensor] = []
+        with torch.inference_mode():
+            while any(stage.has_work() for stage in stages):
+                for index, stage in enumerate(stages):
+                    if not stage.has_work():
+                        continue
+                    for item in stage.step():
+                        if index == 0 and item.payload is not None:
+                            payload = getattr(item.payload, "codes", item.payload)  # OmniVoice hands over units
+                            first.append(payload if torch.is_tensor(payload) else torch.as_tensor(np.asarray(payload)))
+                        if index + 1 < len(stages):
+                            stages[index + 1].add(item)
+                        elif item.payload is not None:
+                            request.emit(item.payload)
+        if request.error:
+            raise request.error
+        flat = torch.cat([f.detach().flatten().to(torch.float64 if f.is_floating_point() else torch.long) for f in first])
+        return flat, np.concatenate(request.output.pieces) if request.output.pieces else np.zeros(0, np.float32)
+    finally:
+        model.close()
+
+
+def stage0_drift(a: torch.Tensor, b: torch.Tensor) -> str:
+    """Codes: the share of them equal up to the first difference. Latents: relative L2 error."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return "-"
+    if not a.is_floating_point():
+        bad = a[:n] != b[:n]
+        first = int(bad.nonzero()[0]) if bad.any() else n
+        return f"codes equal up to the first difference: {first}/{n}"
+    return f"latent relative L2 error {float((a[:n] - b[:n]).norm() / a[:n].norm()):.2e}"
+
+
+def ser_db(reference: np.ndarray, other: np.ndarray) -> float:
+    n = min(len(reference), len(other))
+    if n == 0:
+        return float("nan")
+    error = reference[:n] - other[:n]
+    return float(10 * np.log10((np.sum(reference[:n] ** 2) + 1e-12) / (np.sum(error**2) + 1e-12)))
+
+
+def qwen3_teacher_forced(dtype: torch.dtype) -> dict:
+    from tests.stages.models.qwen3_tts.goldens import META, NAMES, golden, teacher_forced
+    from vocalis.stages.models.qwen3_tts.weights import load_modules
+
+    errors, agree = [], []
+    for name in NAMES:
+        mods = load_modules(GOLDENS / "qwen3_tts" / META[name]["variant"], dtype=dtype)
+        ours = teacher_forced(mods, name).talker_logits.float()
+        reference = golden(name)["talker_logits"].float()
+        n = min(len(ours), len(reference))
+        errors.append(float((ours[:n] - reference[:n]).abs().max() / reference[:n].abs().max()))
+        agree.append(float((ours[:n].argmax(-1) == reference[:n].argmax(-1)).float().mean()))
+    return {"max_rel_logit_error": max(errors) if errors else None, "argmax_agreement": min(agree) if agree else None, "cases": len(errors)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "half_precision_drift.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    print("| family | dtype | stage-0 output vs float32 | audio signal-to-error dB vs float32 |")
+    print("|---|---|---|---|")
+    for family, (path, fields) in CASES.items():
+        base_first, base_audio = serve(path, fields, "float32")
+        for dtype in ("float32", "bfloat16", "float16"):  # float32 again: the run-to-run floor
+            first, audio = serve(path, fields, dtype)
+            row = {"family": family, "dtype": dtype, "stage0": stage0_drift(base_first, first),
+                   "audio_ser_db": ser_db(base_audio, audio), "samples": [len(base_audio), len(audio)]}
+            rows.append(row)
+            print(f"| {family} | {dtype} | {row['stage0']} | {row['audio_ser_db']:.1f} |", flush=True)
+    forced = {dtype: qwen3_teacher_forced(getattr(torch, dtype)) for dtype in ("float32", "bfloat16", "float16")}
+    print("\nQwen3-TTS teacher-forced against the reference goldens (every golden case):")
+    print("| dtype | max talker-logit error / max logit | worst case's codebook-0 argmax agreement |")
+    print("|---|---|---|")
+    for dtype, f in forced.items():
+        print(f"| {dtype} | {f['max_rel_logit_error']:.2e} | {f['argmax_agreement']:.3f} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"end_to_end": rows, "qwen3_teacher_forced": forced}, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

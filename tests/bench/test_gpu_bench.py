@@ -1,0 +1,28 @@
+"""bench/gpu.py end to end on CPU with the tiny checkpoints, so the GPU benchmark cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_bench_runs_every_family_on_cpu_tiny(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    out = tmp_path / "gpu.json"
+    bench.main(["--device", "cpu", "--tiny", "--levels", "1,2", "--frames", "3", "--rounds", "1", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["family"] for r in rows} == set(bench.CASES)
+    assert {(r["family"], r["concurrency"]) for r in rows} == {(f, c) for f in bench.CASES for c in (1, 2)}
+    for r in rows:
+        assert r["audio_s_per_s"] > 0 and 0 < r["ttfa_p50_s"] <= r["ttfa_p99_s"] and r["rtf_p50"] > 0, r
+        if r["family"] != "omnivoice":  # the autoregressive families report their KV memory per stream
+            assert 0 < r["kv_bytes_per_stream"] < r["kv_cache_bytes"], r
+    printed = capsys.readouterr().out
+    assert "| qwen3-1.7b-base | 2 |" in printed and "KV KiB/stream" in printed

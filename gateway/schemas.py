@@ -11,7 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
-STREAMABLE_FORMATS = ("pcm", "wav")
+WHOLE_FILE_FORMATS = ("flac",)
+"""Sent as a whole file unless a stream is asked for: a streamed FLAC cannot say its length, and libsndfile
+(soundfile) then refuses to read it. Every other format streams over HTTP whatever the request says."""
 
 
 class VoiceRef(BaseModel):
@@ -88,8 +90,6 @@ class SpeechRequest(BaseModel):
                 raise ValueError("references conflicts with ref_audio/ref_text")
             self.ref_audio, self.ref_text = ref.audio_path, ref.text if ref.text is not None else self.ref_text
             self.references = None
-        if self.streaming and self.response_format not in STREAMABLE_FORMATS:
-            raise ValueError(f"streaming needs response_format pcm or wav, not {self.response_format}")
         return self
 
     @property
@@ -100,4 +100,16 @@ class SpeechRequest(BaseModel):
 
     @property
     def streaming(self) -> bool:
+        """Whether the client asked for a stream (raw or SSE)."""
         return self.stream_format is not None or self.stream
+
+    @property
+    def sse(self) -> bool:
+        """Server-sent events: stream_format "sse", or `stream` without a stream_format."""
+        return self.stream_format == "sse" or (self.stream and self.stream_format is None)
+
+    @property
+    def progressive(self) -> bool:
+        """Whether the audio leaves as it is made (chunked transfer), as OpenAI's speech endpoint does:
+        every format unless it is a whole file by nature and no stream was asked for."""
+        return self.streaming or self.response_format not in WHOLE_FILE_FORMATS

@@ -463,7 +463,7 @@ class Session:
         chunk_index = 0
         first_offset = self.encoder.samples_out
         own_file = (
-            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False)
+            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False, speed=self.encoder.speed)
             if self.file_per_utterance
             else None
         )

@@ -180,13 +180,59 @@ def test_buffered_wav_has_exact_sizes(signal):
 
 
 @pytest.mark.parametrize("encoding", [Encoding.FLAC, Encoding.MP3, Encoding.OPUS, Encoding.AAC])
-def test_buffered_encodings_return_nothing_until_finish(signal, encoding):
+def test_compressed_formats_stream_container_bytes_as_they_are_fed(signal, encoding):
     encoder = StreamEncoder(encoding, 24000)  # a rate every codec takes: no resampler latency
+    assert encoder.streams_incrementally
+    second = len(signal) // 2
+    early, _ = encoder.feed(signal[:second])
+    assert early, "half a second of audio gave no bytes before finish()"
+    late, _ = encoder.feed(signal[second:])
+    tail, _ = encoder.finish()
+    assert encoder.samples_out == len(signal)
+    stream = early + late + tail
+    with av.open(io.BytesIO(stream)) as container:  # the concatenated pieces are one valid stream
+        decoded_rate = container.streams.audio[0].rate  # FFmpeg decodes Opus at 48 kHz whatever it was fed
+        decoded = sum(frame.samples for frame in container.decode(audio=0))
+    expected = len(signal) * decoded_rate / 24000
+    assert expected - 2 <= decoded <= expected + 2 * 2048  # plus the codec's priming and last-frame padding
+    # The first bytes alone start a decodable stream: a client can play them before the rest arrives.
+    with av.open(io.BytesIO(early)) as container:
+        assert sum(frame.samples for frame in container.decode(audio=0)) > 0
+
+
+@pytest.mark.parametrize("encoding", [Encoding.FLAC, Encoding.MP3])
+def test_files_of_formats_with_lengths_in_their_headers_wait_for_finish(signal, encoding):
+    encoder = StreamEncoder(encoding, 24000, stream=False)
     assert not encoder.streams_incrementally
     assert encoder.feed(signal[:500]) == (b"", 500)
     data, count = encoder.finish()
     assert data and count == 0
     assert encoder.samples_out == 500
+
+
+@pytest.mark.parametrize("encoding", [Encoding.OPUS, Encoding.AAC])
+def test_files_of_formats_without_lengths_stream_anyway(signal, encoding):
+    encoder = StreamEncoder(encoding, 24000, stream=False)
+    assert encoder.streams_incrementally
+    assert encoder.feed(signal)[0]
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+@pytest.mark.parametrize("encoding", [Encoding.PCM, Encoding.OPUS])
+def test_speed_changes_duration_not_pitch(encoding, speed):
+    rate = 24000
+    t = np.arange(2 * rate) / rate
+    tone = (0.4 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    encoder = StreamEncoder(encoding, rate, speed=speed)
+    data = b"".join(d for d, _ in chunked(encoder, tone))
+    if encoding is Encoding.PCM:
+        audio, out_rate = np.frombuffer(data, "<i2").astype(np.float32) / 32768, rate
+    else:
+        audio, out_rate = decode(data, encoding)
+    assert abs(len(audio) / out_rate - len(tone) / rate / speed) <= 0.05 * len(tone) / rate / speed
+    spectrum = np.abs(np.fft.rfft(audio * np.hanning(len(audio))))
+    assert abs(np.argmax(spectrum) * out_rate / len(audio) - 220) < 3
+    assert encoder.samples_out == sum(c for _, c in chunked(StreamEncoder(encoding, rate, speed=speed), tone))
 
 
 def test_feed_after_finish_raises(signal):

@@ -46,6 +46,16 @@ class SamplingParams:
         return self.temperature == 0 or self.top_k == 1
 
 
+def stream_seed(seed: int, stream: int = 0) -> int:
+    """The generator seed of a request's random stream `stream`.
+
+    Stream 0 is the plain seed, so that a family whose draws follow its reference's order
+    reproduces `torch.manual_seed(seed)` + the reference call. Other streams (a second
+    sampler of the same request, such as Qwen3-TTS's sub-talker) are derived from it.
+    """
+    return seed if stream == 0 else (seed * 1_000_003 + stream) % 2**63
+
+
 class SamplerState:
     """The random generator of one request (None when unseeded: the global generator is used)."""
 
@@ -53,7 +63,7 @@ class SamplerState:
         self.params = params
         self.generator: torch.Generator | None = None
         if params.seed is not None:
-            self.generator = torch.Generator().manual_seed((params.seed * 1_000_003 + stream) % 2**63)
+            self.generator = torch.Generator().manual_seed(stream_seed(params.seed, stream))
 
 
 def apply_repetition_penalty(logits: torch.Tensor, history: torch.Tensor, penalty: float) -> torch.Tensor:

@@ -12,8 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
 WHOLE_FILE_FORMATS = ("flac",)
-"""Sent as a whole file unless a stream is asked for: a streamed FLAC cannot say its length, and libsndfile
-(soundfile) then refuses to read it. Every other format streams over HTTP whatever the request says."""
+"""Sent as one whole file unless a stream is asked for: a streamed FLAC cannot hold its length, and libsndfile
+(soundfile) then refuses to read it. Every other format leaves as it is made (chunked transfer) whatever the
+request says, as OpenAI's speech endpoint does."""
+STREAMED_FILE_FORMATS = ("wav",)
+"""Files whose header must say "unknown length" to leave as they are made: asked for without a stream, they are
+still streamed (AUDIO_DELIVERY_STREAM), since WAV is the default format that SDK users get without asking."""
 
 
 class VoiceRef(BaseModel):
@@ -110,6 +114,11 @@ class SpeechRequest(BaseModel):
 
     @property
     def progressive(self) -> bool:
-        """Whether the audio leaves as it is made (chunked transfer), as OpenAI's speech endpoint does:
-        every format unless it is a whole file by nature and no stream was asked for."""
+        """Whether the response body leaves as it is made (chunked transfer)."""
         return self.streaming or self.response_format not in WHOLE_FILE_FORMATS
+
+    @property
+    def stream_delivery(self) -> bool:
+        """Whether to ask for AUDIO_DELIVERY_STREAM (else a file, which still leaves as it is made where the
+        format allows: PCM, MP3, Opus, AAC)."""
+        return self.streaming or self.response_format in STREAMED_FILE_FORMATS

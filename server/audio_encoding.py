@@ -122,9 +122,10 @@ _CONTAINERS: dict[Encoding, tuple[str, str, dict[str, str]]] = {
     Encoding.AAC: ("adts", "aac", {"flush_packets": "1"}),
     Encoding.FLAC: ("flac", "flac", {"flush_packets": "1"}),
 }
-_WHOLE_FILE_ENCODINGS = (Encoding.WAV, Encoding.FLAC, Encoding.MP3)
-"""Their headers hold the length (WAV sizes, FLAC's STREAMINFO sample count, MP3's LAME tag with the encoder delay):
-exact in a file, unknown in a stream."""
+_WHOLE_FILE_ENCODINGS = (Encoding.WAV, Encoding.FLAC)
+"""Their headers hold the length (WAV sizes, FLAC's STREAMINFO sample count): exact in a file, unknown in a stream
+(and libsndfile cannot read a FLAC stream without it). MP3 streams even as a file, as OpenAI's does: its LAME tag,
+which would tell decoders the encoder's delay, can only be written at the end."""
 _FLAC_FRAME = 4608  # FLAC takes frames of any size: this is its encoder's default block size
 
 
@@ -188,8 +189,9 @@ class StreamEncoder:
 
     Streaming, every format gives bytes as soon as it has them: PCM and WAV per
     sample, MP3/AAC per frame, Opus per Ogg page, FLAC per block. As a file
-    (stream=False), WAV, FLAC and MP3 wait for finish() to write exact lengths in
-    their headers. The counts returned by feed() and finish() add up to samples_out.
+    (stream=False), WAV and FLAC wait for finish() to write exact lengths in their
+    headers; the others still give bytes as they come. The counts returned by feed()
+    and finish() add up to samples_out.
 
     speed != 1.0 time-stretches (pitch kept) before resampling: for models that
     cannot change their own speed.
@@ -226,7 +228,7 @@ class StreamEncoder:
     @property
     def streams_incrementally(self) -> bool:
         """Whether feed() returns audio bytes before finish(): always when streaming; as a file
-        (stream=False) WAV, FLAC and MP3 wait for the end, to write the exact length in their headers."""
+        (stream=False) WAV and FLAC wait for the end, to write the exact length in their headers."""
         return self.stream or self.encoding not in _WHOLE_FILE_ENCODINGS
 
     def feed(self, samples: np.ndarray) -> tuple[bytes, int]:
@@ -287,8 +289,6 @@ class StreamEncoder:
             return _soundfile_bytes(_to_s16(audio), self.rate, "WAV", "PCM_16")
         if self.encoding is Encoding.FLAC:
             return _soundfile_bytes(_to_s16(audio), self.rate, "FLAC", "PCM_16")
-        if self.encoding is Encoding.MP3:
-            return _soundfile_bytes(audio, self.rate, "MP3", "MPEG_LAYER_III")
         raise AssertionError(f"{self.encoding} is never buffered")
 
 

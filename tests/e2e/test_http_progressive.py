@@ -14,6 +14,7 @@ import av
 import httpx
 import numpy as np
 import pytest
+import soundfile as sf
 
 from tests.gated_tts.family import RATE, TONE_SECONDS, write_checkpoint
 from tests.serving import start_server
@@ -41,7 +42,7 @@ def decoded_seconds(body: bytes, response_format: str) -> float:
     "extra",
     [
         {"response_format": "pcm"},
-        {"response_format": "wav"},
+        {"response_format": "wav"},  # the default format: streamed with an "unknown length" header
         {"response_format": "mp3"},
         {"response_format": "opus"},
         {"response_format": "aac"},
@@ -70,30 +71,32 @@ def test_first_bytes_leave_before_the_last_sentence_is_made(gated, extra):
     assert 3 * TONE_SECONDS <= seconds <= 3 * TONE_SECONDS + 0.2  # all three sentences, plus codec padding
 
 
-def test_a_flac_file_is_whole_with_its_length(gated):
+@pytest.mark.parametrize("response_format", ["flac"])
+def test_a_flac_file_is_whole_with_its_length(gated, response_format):
     server, checkpoint = gated
     (checkpoint / "gate").touch()
-    response = httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": TEXT, "response_format": "flac"}, timeout=60)
+    body = {"input": TEXT, "response_format": response_format}
+    response = httpx.post(f"{server.http_url}/v1/audio/speech", json=body, timeout=60)
     assert response.status_code == 200 and int(response.headers["content-length"]) == len(response.content)
-    import soundfile as sf
-
-    samples, rate = sf.read(io.BytesIO(response.content))
-    assert rate == RATE and len(samples) == 3 * int(RATE * TONE_SECONDS)
-    assert np.abs(samples).max() > 0.3
+    with sf.SoundFile(io.BytesIO(response.content)) as audio:
+        assert audio.samplerate == RATE and audio.frames == 3 * int(RATE * TONE_SECONDS)  # from the header
+        assert np.abs(audio.read()).max() > 0.3
 
 
-def test_the_openai_sdk_streams_mp3(gated):
+@pytest.mark.parametrize("response_format", ["mp3", None])  # None: the SDK sends none, so WAV
+def test_the_openai_sdk_streams(gated, response_format):
     from openai import OpenAI
 
     server, checkpoint = gated
     gate = checkpoint / "gate"
     gate.unlink(missing_ok=True)
     client = OpenAI(base_url=f"{server.http_url}/v1", api_key="unused")
-    with client.audio.speech.with_streaming_response.create(model="gated-tones", voice="tone", input=TEXT) as response:
+    extra = {"response_format": response_format} if response_format else {}
+    with client.audio.speech.with_streaming_response.create(model="gated-tones", voice="tone", input=TEXT, **extra) as response:
         pieces = response.iter_bytes()
         body = bytearray(next(pieces))
         assert not (checkpoint / "gate-timed-out").exists()
         gate.touch()
         for piece in pieces:
             body += piece
-    assert decoded_seconds(bytes(body), "mp3") >= 3 * TONE_SECONDS
+    assert decoded_seconds(bytes(body), response_format or "wav") >= 3 * TONE_SECONDS

@@ -110,7 +110,10 @@ def resolve(
         cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
         preset = "" if cloned else model.adapter.resolve_voice(config.voice)
         params = {k: v for k, v in fields.items() if (k not in UNIVERSAL_FIELDS or (k == "speed" and native_speed)) and k != "ref_audio"}
-        stage_input = model.adapter.stage_input(RequestParams(model=model.name, voice=preset, fields=params, reference=reference))
+        streamed = config.delivery not in (synthesizer_pb2.AUDIO_DELIVERY_FILE, synthesizer_pb2.AUDIO_DELIVERY_FILE_PER_UTTERANCE)
+        stage_input = model.adapter.stage_input(
+            RequestParams(model=model.name, voice=preset, fields=params, reference=reference, streamed=streamed)
+        )
     except RequestError as error:
         raise from_request_error(error) from error
     voice = reference.name if cloned and reference and reference.name else preset

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 
 import httpx
 import pytest
@@ -42,6 +44,15 @@ def without_neural_extra(tmp_path, monkeypatch):
     (hook_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hook_dir), os.environ.get("PYTHONPATH")])))
     return hook_dir
+
+
+def test_the_piper_install_requires_none_of_the_neural_extra():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    piper_install = [*project["dependencies"], *project["optional-dependencies"]["piper"]]
+    names = {re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower() for requirement in piper_install}
+    assert not names & set(BLOCKED), names & set(BLOCKED)
+    neural = {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() for r in project["optional-dependencies"]["neural"]}
+    assert set(BLOCKED) <= neural
 
 
 def test_the_hook_blocks_torch(without_neural_extra):

@@ -244,6 +244,16 @@ class StreamEncoder:
             samples = self._resampler.resample_chunk(samples)
         return self._emit(samples)
 
+    def end_utterance(self) -> tuple[bytes, int]:
+        """Let out what the time-stretch holds of the utterance that just ended, so that it leaves with
+        its utterance rather than with the next one; feeding may go on."""
+        if self._stretch is None or self._finished:
+            return b"", 0
+        samples = self._stretch.flush()
+        if self._resampler is not None:
+            samples = self._resampler.resample_chunk(samples)
+        return self._emit(samples)
+
     def finish(self) -> tuple[bytes, int]:
         """Flush the stretcher, the resampler and the codec; return the remaining bytes
         (the whole file if buffered)."""

@@ -489,6 +489,13 @@ class Session:
             raise job.request.error
         if index is None:
             index = self._next_index()
+        if own_file is None:
+            data, count = self.encoder.end_utterance()  # the time-stretch's tail of this utterance
+            if data or count:
+                offset = self.encoder.samples_out - count
+                for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
+                    chunk_index += 1
+                    yield response
         num_samples = self.encoder.samples_out - first_offset
         if own_file is not None:
             held += own_file.finish()[0]

@@ -3,8 +3,8 @@
 Sonic (libsonic, a Rust port of Bill Cox's Sonic, the speed changer of eSpeak and ExoPlayer)
 finds the pitch period of voiced speech and drops or repeats whole periods, so pitch
 and timbre stay and only the rate of speech changes. It keeps a few pitch periods
-(tens of milliseconds) in hand; finish() gives them back. Any chunking gives the
-same audio as one block.
+(tens of milliseconds) in hand; flush() gives them back, at the end of each utterance.
+Any chunking gives the same audio as one block.
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ class TimeStretch:
             self._sonic.write(np.ascontiguousarray(samples, dtype=np.float32))
         return self._read()
 
-    def finish(self) -> np.ndarray:
-        """Return what is still held; the stretcher takes no more input after this."""
+    def flush(self) -> np.ndarray:
+        """Return what is still held, as if the audio ended here (an utterance's end); more may follow."""
         self._sonic.flush()
         return self._read()
+
+    finish = flush
 
     def _read(self) -> np.ndarray:
         ready = self._sonic.available_frames()

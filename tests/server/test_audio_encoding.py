@@ -261,3 +261,14 @@ def test_empty_buffered_wav_is_valid():
     data = encode_file(np.zeros(0, np.float32), SR, Encoding.WAV)
     with wave.open(io.BytesIO(data)) as w:
         assert w.getframerate() == SR and w.getnframes() == 0
+
+
+def test_the_stretch_lets_out_each_utterances_tail_at_its_end():
+    rate = 24000
+    tone = (0.4 * np.sin(2 * np.pi * 220 * np.arange(rate) / rate)).astype(np.float32)
+    encoder = StreamEncoder(Encoding.PCM, rate, speed=2.0)
+    for _ in range(2):  # two utterances of one second each
+        counts = [c for _, c in (encoder.feed(tone[:7000]), encoder.feed(tone[7000:]), encoder.end_utterance())]
+        assert counts[-1] > 0 and abs(sum(counts) - rate / 2) <= 0.01 * rate / 2
+    assert encoder.end_utterance() == (b"", 0)  # nothing held between utterances
+    assert StreamEncoder(Encoding.PCM, rate).end_utterance() == (b"", 0)  # no stretch: nothing to let out

@@ -1,5 +1,5 @@
 """`speed` works on every model: the encoder time-stretches, pitch kept, for models without a speed
-of their own (Qwen3-TTS here, and a pure-tone family), streamed or not, over HTTP and gRPC."""
+of their own (Qwen3-TTS here, and a pure-tone family), streamed or not, over HTTP, gRPC and the WebSocket."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from websockets.sync.client import connect
 
 from tests.gated_tts.family import RATE as TONE_RATE
 from tests.gated_tts.family import write_checkpoint
@@ -75,10 +76,35 @@ def grpc_pcm(server, delivery: int, **fields) -> np.ndarray:
         return np.frombuffer(client.synthesize(config, text).audio, "<i2").astype(np.float32) / 32768
 
 
-HOW = ["http-file", "http-raw", "http-sse", "grpc-file", "grpc-stream"]
+HOW = ["http-file", "http-raw", "http-sse", "grpc-file", "grpc-stream", "ws-stream", "ws-file"]
+
+
+def ws_pcm(server, stream_audio: bool, text: str, **fields) -> np.ndarray:
+    """Every sentence's audio over the WebSocket: binary PCM frames as made, or one WAV file per sentence."""
+    config = {"type": "session.config", "response_format": "pcm" if stream_audio else "wav", "stream_audio": stream_audio, **fields}
+    pieces = []
+    with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps(config))
+        ws.send(json.dumps({"type": "input.text", "text": text}))
+        ws.send(json.dumps({"type": "input.done"}))
+        while True:
+            frame = ws.recv(timeout=60)
+            if isinstance(frame, bytes):
+                pieces.append(frame)
+                continue
+            event = json.loads(frame)
+            assert event["type"] != "error", event
+            if event["type"] == "session.done":
+                break
+    if stream_audio:
+        return np.frombuffer(b"".join(pieces), "<i2").astype(np.float32) / 32768
+    return np.concatenate([sf.read(io.BytesIO(piece), dtype="float32")[0] for piece in pieces])
 
 
 def synthesize(server, how: str, **fields) -> np.ndarray:
+    if how.startswith("ws-"):
+        text = fields.pop("input", None) or fields.pop("text", TEXT)
+        return ws_pcm(server, how == "ws-stream", text, **fields)
     if how.startswith("http-"):
         return http_pcm(server, how.removeprefix("http-"), **fields)
     delivery = pb.AUDIO_DELIVERY_FILE if how == "grpc-file" else pb.AUDIO_DELIVERY_STREAM
@@ -96,7 +122,7 @@ def test_every_model_reports_speed(qwen, tones):
 @pytest.mark.parametrize("how", HOW)
 def test_qwen3_tts_speed_scales_the_duration(qwen, how):
     fields = {"input": TEXT, "voice": "Vivian", "max_new_tokens": FRAMES, "extra_params": GREEDY}
-    if how.startswith("grpc-"):
+    if how.startswith(("grpc-", "ws-")):
         fields = {"voice": "Vivian", "max_new_tokens": FRAMES, "extra_params": GREEDY}
     normal = synthesize(qwen, how, **fields)
     assert len(normal) / QWEN_RATE > 0.5
@@ -114,7 +140,7 @@ def dominant_hz(samples: np.ndarray, rate: int) -> float:
 @pytest.mark.parametrize("how", HOW)
 def test_speed_keeps_the_pitch(tones, how):
     text = "One tone. Two tones."
-    fields = {"input": text} if how.startswith("http-") else {"text": text}
+    fields = {"input": text} if how.startswith(("http-", "ws-")) else {"text": text}
     normal = synthesize(tones, how, **fields)
     assert abs(dominant_hz(normal, TONE_RATE) - 330) < 3
     for speed in (0.5, 2.0):

@@ -50,7 +50,7 @@ MEDIA_TYPES: dict[Encoding, str] = {
 }
 
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
-# Rates the MP3 (LAME) and AAC encoders accept; others fail only at finish().
+# Rates the MP3 (LAME) and AAC encoders accept, checked up front: a bad rate is refused before any synthesis.
 _CODEC_RATES = {
     Encoding.MP3: (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
     Encoding.AAC: (7350, 8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000),

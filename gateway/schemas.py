@@ -11,7 +11,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
-STREAMABLE_FORMATS = ("pcm", "wav")
+WHOLE_FILE_FORMATS = ("flac",)
+"""Sent as one whole file unless a stream is asked for: a streamed FLAC cannot hold its length, and libsndfile
+(soundfile) then refuses to read it. Every other format leaves as it is made (chunked transfer) whatever the
+request says, as OpenAI's speech endpoint does."""
+STREAMED_FILE_FORMATS = ("wav",)
+"""Files whose header must say "unknown length" to leave as they are made: asked for without a stream, they are
+still streamed (AUDIO_DELIVERY_STREAM), since WAV is the default format that SDK users get without asking."""
 
 
 class VoiceRef(BaseModel):
@@ -88,8 +94,6 @@ class SpeechRequest(BaseModel):
                 raise ValueError("references conflicts with ref_audio/ref_text")
             self.ref_audio, self.ref_text = ref.audio_path, ref.text if ref.text is not None else self.ref_text
             self.references = None
-        if self.streaming and self.response_format not in STREAMABLE_FORMATS:
-            raise ValueError(f"streaming needs response_format pcm or wav, not {self.response_format}")
         return self
 
     @property
@@ -100,4 +104,21 @@ class SpeechRequest(BaseModel):
 
     @property
     def streaming(self) -> bool:
+        """Whether the client asked for a stream (raw or SSE)."""
         return self.stream_format is not None or self.stream
+
+    @property
+    def sse(self) -> bool:
+        """Server-sent events: stream_format "sse", or `stream` without a stream_format."""
+        return self.stream_format == "sse" or (self.stream and self.stream_format is None)
+
+    @property
+    def progressive(self) -> bool:
+        """Whether the response body leaves as it is made (chunked transfer)."""
+        return self.streaming or self.response_format not in WHOLE_FILE_FORMATS
+
+    @property
+    def stream_delivery(self) -> bool:
+        """Whether to ask for AUDIO_DELIVERY_STREAM (else a file, which still leaves as it is made where the
+        format allows: PCM, MP3, Opus, AAC)."""
+        return self.streaming or self.response_format in STREAMED_FILE_FORMATS

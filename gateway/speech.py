@@ -40,7 +40,7 @@ async def create_speech(
     responses = client.synthesize(session_config(body, request_id), body.input, timeout=timeout)
     started = (await anext(responses)).session_started
     headers = {"X-Sample-Rate": str(started.sample_rate), "X-Request-Id": started.request_id}
-    if not body.streaming:
+    if not body.progressive:
         audio = bytearray()
         async for response in responses:
             if response.WhichOneof("response") == "audio":
@@ -52,7 +52,7 @@ async def create_speech(
         prefetched.append(response)
         if response.WhichOneof("response") in ("audio", "session_done"):
             break
-    if body.stream_format == "audio":
+    if not body.sse:  # raw bytes in chunked transfer: OpenAI's SDK reads them as they come
         return StreamingResponse(_raw(prefetched, responses), media_type=started.media_type, headers=headers)
     return StreamingResponse(
         _sse(prefetched, responses, body.response_format), media_type="text/event-stream", headers=headers

@@ -35,7 +35,7 @@ def session_config(body: SpeechRequest, request_id: str) -> synthesizer_pb2.Sess
         encoding=FORMATS[body.response_format],
         word_timestamps=body.word_timestamps,
         request_id=request_id,
-        delivery=synthesizer_pb2.AUDIO_DELIVERY_STREAM if body.streaming else synthesizer_pb2.AUDIO_DELIVERY_FILE,
+        delivery=synthesizer_pb2.AUDIO_DELIVERY_STREAM if body.stream_delivery else synthesizer_pb2.AUDIO_DELIVERY_FILE,
     )
     for name in _OPTIONAL_SCALARS:
         value = getattr(body, name)

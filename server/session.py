@@ -347,7 +347,7 @@ class Session:
         chunk_index = 0
         first_offset = self.encoder.samples_out
         own_file = (
-            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False)
+            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False, speed=self.encoder.speed)
             if self.file_per_utterance
             else None
         )
@@ -373,6 +373,13 @@ class Session:
             raise job.request.error
         if index is None:
             index = self._next_index()
+        if own_file is None:
+            data, count = self.encoder.end_utterance()  # the time-stretch's tail of this utterance
+            if data or count:
+                offset = self.encoder.samples_out - count
+                for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
+                    chunk_index += 1
+                    yield response
         num_samples = self.encoder.samples_out - first_offset
         if own_file is not None:
             held += own_file.finish()[0]

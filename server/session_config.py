@@ -32,8 +32,9 @@ ENCODINGS = {
 }
 PROTO_ENCODINGS = {encoding: value for value, encoding in ENCODINGS.items() if value}
 
-# Handled by the server for every model, whatever the model says it accepts.
-UNIVERSAL_FIELDS = frozenset({"model", "voice", "encoding", "sample_rate", "request_id", "delivery", "text_splitting"})
+# Handled by the server for every model, whatever the model says it accepts. `speed` is the model's own
+# where it accepts it (Piper's length scale), else the encoder's time-stretch.
+UNIVERSAL_FIELDS = frozenset({"model", "voice", "encoding", "sample_rate", "request_id", "delivery", "text_splitting", "speed"})
 
 GRANULARITIES = {
     synthesizer_pb2.SPLIT_GRANULARITY_UNSPECIFIED: Granularity.AUTO,
@@ -132,17 +133,22 @@ def resolve(
             "OUT_OF_RANGE",
             f"sample_rate must be from {limits.min_sample_rate} to {limits.max_sample_rate} Hz, got {requested}",
         )
+    native_speed = "speed" in caps.accepted_fields
+    stretch = config.speed if "speed" in fields and not native_speed else 1.0
     try:
         encoder = StreamEncoder(
-            encoding, caps.sample_rate, requested, stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE
+            encoding, caps.sample_rate, requested, stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE, speed=stretch
         )
     except ValueError as error:
         raise invalid_argument("sample_rate", "UNSUPPORTED_SAMPLE_RATE", f"sample_rate: {error}") from error
     try:
         cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
         preset = "" if cloned else model.adapter.resolve_voice(config.voice)
-        params = {k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS and k != "ref_audio"}
-        stage_input = model.adapter.stage_input(RequestParams(model=model.name, voice=preset, fields=params, reference=reference))
+        params = {k: v for k, v in fields.items() if (k not in UNIVERSAL_FIELDS or (k == "speed" and native_speed)) and k != "ref_audio"}
+        streamed = config.delivery not in (synthesizer_pb2.AUDIO_DELIVERY_FILE, synthesizer_pb2.AUDIO_DELIVERY_FILE_PER_UTTERANCE)
+        stage_input = model.adapter.stage_input(
+            RequestParams(model=model.name, voice=preset, fields=params, reference=reference, streamed=streamed)
+        )
     except RequestError as error:
         raise from_request_error(error) from error
     voice = reference.name if cloned and reference and reference.name else preset

@@ -46,6 +46,9 @@ class RequestParams:
     `ref_audio` is not among them: the server resolves it into `reference`."""
     reference: ReferenceAudio | None = None
     """The voice to clone, from `ref_audio` or a stored voice."""
+    streamed: bool = True
+    """Whether the caller hears the audio as it is made (False: it gets a complete file per request or
+    utterance, so a family may treat an utterance's audio as a whole, as OmniVoice levels its loudness)."""
 
 
 @dataclass

@@ -46,6 +46,16 @@ class SamplingParams:
         return self.temperature == 0 or self.top_k == 1
 
 
+def stream_seed(seed: int, stream: int = 0) -> int:
+    """The generator seed of a request's random stream `stream`.
+
+    Stream 0 is the plain seed, so that a family whose draws follow its reference's order
+    reproduces `torch.manual_seed(seed)` + the reference call. Other streams (a second
+    sampler of the same request, such as Qwen3-TTS's sub-talker) are derived from it.
+    """
+    return seed if stream == 0 else (seed * 1_000_003 + stream) % 2**63
+
+
 class SamplerState:
     """The random generator of one request (None when unseeded: the global generator is used).
 
@@ -56,7 +66,7 @@ class SamplerState:
     def __init__(self, params: SamplingParams, stream: int = 0) -> None:
         self.params = params
         self.generator: torch.Generator | None = None
-        self._seed = None if params.seed is None else (params.seed * 1_000_003 + stream) % 2**63
+        self._seed = None if params.seed is None else stream_seed(params.seed, stream)
         if self._seed is not None:
             self.generator = torch.Generator(device="cpu").manual_seed(self._seed)
         self._device_generators: dict[torch.device, torch.Generator] = {}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterable
-
-import torch
+from contextlib import AbstractContextManager, nullcontext
 
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.output import batched_delivery
@@ -23,6 +23,13 @@ from vocalis.stages.stage import Stage, StageItem
 log = logging.getLogger(__name__)
 
 _STOP = object()
+
+
+def _inference_mode() -> AbstractContextManager[object]:
+    """torch.inference_mode() when torch is loaded (a neural family imported it), else nothing:
+    the Piper-only install has no torch, and its stages never touch it."""
+    torch = sys.modules.get("torch")
+    return torch.inference_mode() if torch is not None else nullcontext()
 
 
 class StageWorker:
@@ -74,7 +81,7 @@ class StageWorker:
 
     def _step(self) -> None:
         try:
-            with torch.inference_mode():
+            with _inference_mode():
                 outputs = self.stage.step()
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("stage %s failed a step", self.stage.name)

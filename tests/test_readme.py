@@ -48,7 +48,7 @@ def test_the_readme_has_the_examples():
 def test_the_two_commands_are_there():
     text = README.read_text()
     assert "pip install -e '.[piper]' && .venv/bin/vocalis serve" in text
-    assert "pip install -e '.[piper,dev]' && .venv/bin/python -m pytest" in text
+    assert "pip install -e '.[piper,neural,dev]' && .venv/bin/python -m pytest" in text
     assert "GPL-3.0" in text
 
 

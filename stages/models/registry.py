@@ -9,6 +9,8 @@ from vocalis.stages.deploy import load_deploy
 from vocalis.stages.model import LoadedModel
 
 DEFAULT_MODEL = "en_US-joe-medium"
+NEURAL_MODULES = ("torch", "safetensors", "tokenizers")
+"""Installed by the `neural` extra; the Piper-only install has none of them."""
 BUILTIN_FAMILIES = ("vocalis.stages.models.piper.loader", "vocalis.stages.models.qwen3_tts.loader", "vocalis.stages.models.omnivoice.family",
                     "vocalis.stages.models.voxcpm2.loader")
 
@@ -38,4 +40,12 @@ def load_model(
         from vocalis.stages.models.piper.loader import load_piper
 
         return load_piper(None, deploy)
-    return family.load(path, deploy)
+    try:
+        return family.load(path, deploy)
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] not in NEURAL_MODULES:
+            raise
+        raise ValueError(
+            f"the {family.name} family needs {error.name!r}, which the Piper-only install leaves out: "
+            "install the neural extra (pip install -e '.[piper,neural]' or pip install 'vocalis[neural]')"
+        ) from error

@@ -127,6 +127,28 @@ def test_one_long_unit_is_generated_and_streamed_in_pieces(omnivoice):
     assert all(c.utterance_index == 0 for c in chunks)
 
 
+def test_a_split_text_is_levelled_once_as_a_file_and_unit_by_unit_as_a_stream(omnivoice):
+    """As a file, the joined units of a long utterance peak at 0.5 together, as the reference levels them; streamed, each does."""
+    text = "The first sentence. The second one here. And the third."
+    extra = {"num_step": 2, "audio_chunk_threshold": 1.0, "audio_chunk_duration": 1.0}
+    one_utterance = pb.TextSplitting(granularity=pb.SPLIT_GRANULARITY_NONE)
+    peaks: dict[int, list[np.ndarray]] = {}
+    for delivery in (pb.AUDIO_DELIVERY_STREAM, pb.AUDIO_DELIVERY_FILE):
+        cfg = config(extra_params=extra, text_splitting=one_utterance, seed=3, delivery=delivery)
+        with Client(omnivoice.grpc_target, timeout=120) as client:
+            responses = list(client.stream(cfg, text))
+        peaks[delivery] = [np.frombuffer(r.audio.audio, "<i2") / 32768 for r in responses if r.WhichOneof("response") == "audio" and r.audio.audio]
+    streamed, whole = peaks[pb.AUDIO_DELIVERY_STREAM], np.concatenate(peaks[pb.AUDIO_DELIVERY_FILE])
+    assert len(streamed) >= 3 and [np.abs(p).max() for p in streamed] == pytest.approx([0.5] * len(streamed), abs=1e-3)
+    assert len(whole) == sum(len(p) for p in streamed) and np.abs(whole).max() == pytest.approx(0.5, abs=1e-3)
+    # The file's units are the streamed ones under one gain, the loudest unit's: the others come out quieter.
+    gains, start = [], 0
+    for piece in streamed:
+        part, start = whole[start : start + len(piece)], start + len(piece)
+        gains.append(np.abs(part).max() / np.abs(piece).max())
+    assert max(gains) == pytest.approx(1.0, abs=2e-3) and min(gains) < 0.99
+
+
 def test_forty_sentences_keep_every_sentence(omnivoice):
     sentences = [f"Sentence number {n} is here." for n in range(1, 41)]
     with Client(omnivoice.grpc_target, timeout=300) as client:

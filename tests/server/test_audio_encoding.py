@@ -19,6 +19,8 @@ from vocalis.server.audio_encoding import (
 SR = 22050
 AAC_PRIMING = 1024  # FFmpeg's aac encoder delay; ADTS has no way to signal it
 AAC_FRAME = 1024
+MP3_DELAY = 1105  # LAME's encoder delay (576) plus the decoder's (529)
+MP3_FRAME = 1152
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +67,10 @@ def test_every_encoding_decodes(signal, encoding, requested):
         # Priming plus padding of the last frame: the decoder cannot trim either.
         assert 0 <= n - AAC_PRIMING - expected < AAC_FRAME + 2
         n -= AAC_PRIMING
+    if encoding is Encoding.MP3:
+        # Written as it is fed, an MP3 has no LAME tag to tell decoders its encoder delay and padding.
+        assert 0 <= n - expected < MP3_DELAY + 2 * MP3_FRAME
+        n -= MP3_DELAY
     assert abs(n - expected) <= 0.05 * expected
     # Roughly the same loudness: the codec carried the signal, not silence.
     rms_in = float(np.sqrt(np.mean(signal**2)))
@@ -180,13 +186,59 @@ def test_buffered_wav_has_exact_sizes(signal):
 
 
 @pytest.mark.parametrize("encoding", [Encoding.FLAC, Encoding.MP3, Encoding.OPUS, Encoding.AAC])
-def test_buffered_encodings_return_nothing_until_finish(signal, encoding):
+def test_compressed_formats_stream_container_bytes_as_they_are_fed(signal, encoding):
     encoder = StreamEncoder(encoding, 24000)  # a rate every codec takes: no resampler latency
+    assert encoder.streams_incrementally
+    second = len(signal) // 2
+    early, _ = encoder.feed(signal[:second])
+    assert early, "half a second of audio gave no bytes before finish()"
+    late, _ = encoder.feed(signal[second:])
+    tail, _ = encoder.finish()
+    assert encoder.samples_out == len(signal)
+    stream = early + late + tail
+    with av.open(io.BytesIO(stream)) as container:  # the concatenated pieces are one valid stream
+        decoded_rate = container.streams.audio[0].rate  # FFmpeg decodes Opus at 48 kHz whatever it was fed
+        decoded = sum(frame.samples for frame in container.decode(audio=0))
+    expected = len(signal) * decoded_rate / 24000
+    assert expected - 2 <= decoded <= expected + 2 * 2048  # plus the codec's priming and last-frame padding
+    # The first bytes alone start a decodable stream: a client can play them before the rest arrives.
+    with av.open(io.BytesIO(early)) as container:
+        assert sum(frame.samples for frame in container.decode(audio=0)) > 0
+
+
+@pytest.mark.parametrize("encoding", [Encoding.FLAC, Encoding.WAV])
+def test_files_of_formats_with_lengths_in_their_headers_wait_for_finish(signal, encoding):
+    encoder = StreamEncoder(encoding, 24000, stream=False)
     assert not encoder.streams_incrementally
     assert encoder.feed(signal[:500]) == (b"", 500)
     data, count = encoder.finish()
     assert data and count == 0
     assert encoder.samples_out == 500
+
+
+@pytest.mark.parametrize("encoding", [Encoding.MP3, Encoding.OPUS, Encoding.AAC])
+def test_files_of_formats_without_lengths_stream_anyway(signal, encoding):
+    encoder = StreamEncoder(encoding, 24000, stream=False)
+    assert encoder.streams_incrementally
+    assert encoder.feed(signal)[0]
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+@pytest.mark.parametrize("encoding", [Encoding.PCM, Encoding.OPUS])
+def test_speed_changes_duration_not_pitch(encoding, speed):
+    rate = 24000
+    t = np.arange(2 * rate) / rate
+    tone = (0.4 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    encoder = StreamEncoder(encoding, rate, speed=speed)
+    data = b"".join(d for d, _ in chunked(encoder, tone))
+    if encoding is Encoding.PCM:
+        audio, out_rate = np.frombuffer(data, "<i2").astype(np.float32) / 32768, rate
+    else:
+        audio, out_rate = decode(data, encoding)
+    assert abs(len(audio) / out_rate - len(tone) / rate / speed) <= 0.05 * len(tone) / rate / speed
+    spectrum = np.abs(np.fft.rfft(audio * np.hanning(len(audio))))
+    assert abs(np.argmax(spectrum) * out_rate / len(audio) - 220) < 3
+    assert encoder.samples_out == sum(c for _, c in chunked(StreamEncoder(encoding, rate, speed=speed), tone))
 
 
 def test_feed_after_finish_raises(signal):
@@ -209,3 +261,14 @@ def test_empty_buffered_wav_is_valid():
     data = encode_file(np.zeros(0, np.float32), SR, Encoding.WAV)
     with wave.open(io.BytesIO(data)) as w:
         assert w.getframerate() == SR and w.getnframes() == 0
+
+
+def test_the_stretch_lets_out_each_utterances_tail_at_its_end():
+    rate = 24000
+    tone = (0.4 * np.sin(2 * np.pi * 220 * np.arange(rate) / rate)).astype(np.float32)
+    encoder = StreamEncoder(Encoding.PCM, rate, speed=2.0)
+    for _ in range(2):  # two utterances of one second each
+        counts = [c for _, c in (encoder.feed(tone[:7000]), encoder.feed(tone[7000:]), encoder.end_utterance())]
+        assert counts[-1] > 0 and abs(sum(counts) - rate / 2) <= 0.01 * rate / 2
+    assert encoder.end_utterance() == (b"", 0)  # nothing held between utterances
+    assert StreamEncoder(Encoding.PCM, rate).end_utterance() == (b"", 0)  # no stretch: nothing to let out

@@ -46,3 +46,14 @@ def test_invalid_params():
     for bad in ({"temperature": -1}, {"top_p": 0}, {"top_k": -2}, {"repetition_penalty": 0}, {"max_new_tokens": 0}):
         with pytest.raises(ValueError):
             SamplingParams(**bad)
+
+
+def test_stream_zero_draws_as_torch_manual_seed_and_other_streams_differ():
+    from vocalis.stages.sampling import stream_seed
+
+    torch.manual_seed(1234)
+    reference = torch.randn(16)
+    assert torch.equal(torch.randn(16, generator=SamplerState(SamplingParams(seed=1234)).generator), reference)
+    second = torch.randn(16, generator=SamplerState(SamplingParams(seed=1234), stream=1).generator)
+    assert not torch.allclose(second, reference)
+    assert stream_seed(1234, 1) != stream_seed(1235, 1) and stream_seed(-5) == -5

@@ -105,6 +105,7 @@ class OmniVoiceAdapter:
             reference=reference,
             speed=float(fields_.get("speed", 1.0)),
             seed=fields_.get("seed"),
+            level_whole=not params.streamed,
             **settings,
         )
 

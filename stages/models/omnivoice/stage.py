@@ -9,8 +9,10 @@ that the voice stays the same; a cloned voice is the reference of every unit.
 
 Stage 1, `decoder`, turns each unit's codes into a waveform with the audio tokenizer, trims its
 long pauses and edge silences, levels and fades it, and puts silence before the first unit,
-between units and after the last. The reference does the same to the whole text at once; per
-unit, a long text's loudness is levelled unit by unit rather than over the whole.
+between units and after the last. The reference does the same to the whole text at once. A
+complete file (a request that is not streamed) gets its loudness levelled once, over all of its
+units joined, as the reference does; a stream levels each unit as it leaves, so later units of a
+long text may be a few per cent louder or quieter than with the reference.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class OmniVoiceInput:
     seed: int | None = None
     preprocess_reference: bool = True
     """Trim the reference clip's silences and end its transcript with punctuation, as the reference does."""
+    level_whole: bool = False
+    """Level the loudness of all units joined, once (a complete file), instead of unit by unit (a stream)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class UnitCodes:
     text: str
     ref_rms: float | None
     config: GenerationConfig
+    level_whole: bool = False
+    """Held by the decoder until the last unit, then levelled with the others (see OmniVoiceInput)."""
 
     @property
     def last(self) -> bool:
@@ -97,6 +103,7 @@ class RequestJob:
     index: int = 0
     first_unit: PreparedReference | None = None
     """Auto voice on a long text: the first unit, reference of the others."""
+    level_whole: bool = False
 
     @property
     def done(self) -> bool:
@@ -137,7 +144,8 @@ class OmniVoiceGenerator:
             units = split_units(text, max_chars) or [text]
         instruction = normalize_instruction(params.instruction, text) if params.instruction else None
         noise = self.noise_for.pop(request.request_id, None) or SeededNoise(params.seed)
-        job = RequestJob(request, units, params.language, instruction, config, params.speed, noise, reference)
+        job = RequestJob(request, units, params.language, instruction, config, params.speed, noise, reference,
+                         level_whole=params.level_whole)
         job.current = self._unit(job)
         return job
 
@@ -180,7 +188,7 @@ class OmniVoiceGenerator:
         text = job.units[job.index]
         job.request.output_tokens += unit.frames
         rms = job.reference.rms if job.reference else None
-        produced = UnitCodes(codes, job.index, len(job.units), text, rms, job.config)
+        produced = UnitCodes(codes, job.index, len(job.units), text, rms, job.config, job.level_whole)
         if job.index == 0 and job.reference is None and len(job.units) > 1:
             job.first_unit = PreparedReference(codes, text, None)
         job.index += 1
@@ -246,6 +254,10 @@ class _Stream:
     request: SynthesisRequest
     pending: deque[UnitCodes] = field(default_factory=deque)
     finished: bool = False
+    held: list[np.ndarray] = field(default_factory=list)
+    """Audio of the units so far, not yet levelled (level_whole)."""
+    held_peak: float = 0.0
+    """The peak of the held units before their fades: what the reference levels the joined audio by."""
 
 
 class UnitDecoderStage:
@@ -306,7 +318,14 @@ class UnitDecoderStage:
             audio = self.codec.decode(codes).float().cpu().numpy()
             self.decode_calls += 1
             for row, (stream, unit) in enumerate(group):
-                samples = self.finish(audio[row], unit)
+                samples, peak = self.finish(audio[row], unit)
+                if unit.level_whole:
+                    stream.held.append(samples)
+                    stream.held_peak = max(stream.held_peak, peak)
+                    if not unit.last:
+                        continue
+                    samples = np.concatenate(stream.held) * whole_gain(stream.held_peak, unit.ref_rms)
+                    stream.held.clear()
                 done = unit.last and stream.finished and not stream.pending
                 outputs.append(StageItem(stream.request, samples, finished=done))
                 if done:
@@ -314,14 +333,23 @@ class UnitDecoderStage:
         return outputs
 
     def finish(self, audio: np.ndarray, unit: UnitCodes) -> np.ndarray:
-        """A unit's decoded audio as it is heard: levelled, faded, with its share of the silences around units."""
+        """A unit's decoded audio as it is heard: levelled (unless its request levels the whole), faded,
+        with its share of the silences around units; and its peak before levelling and fading."""
         config = unit.config
         pad = np.zeros(int(config.pad_duration * self.sample_rate), dtype=np.float32)
         audio = np.asarray(audio, dtype=np.float32)
         if config.postprocess_output:
             audio = remove_silence(audio, self.sample_rate, mid_ms=500, lead_ms=100, trail_ms=100)
-        audio = fade(level(audio, unit.ref_rms), int(config.fade_duration * self.sample_rate))
+        peak = float(np.abs(audio).max()) if audio.size else 0.0
+        if not unit.level_whole:
+            audio = level(audio, unit.ref_rms)
+        audio = fade(audio, int(config.fade_duration * self.sample_rate))
         parts = [pad, audio]
         if unit.last:
             parts.append(pad)
-        return np.concatenate(parts).astype(np.float32)
+        return np.concatenate(parts).astype(np.float32), peak
+
+
+def whole_gain(peak: float, ref_rms: float | None) -> float:
+    """The gain `level` gives audio whose peak is `peak` (fades and pads, applied before it, are unchanged by it)."""
+    return float(level(np.array([peak], dtype=np.float32), ref_rms)[0] / peak) if peak > 1e-6 else 1.0

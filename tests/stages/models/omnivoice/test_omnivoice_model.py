@@ -289,10 +289,38 @@ def test_decoder_trims_edge_silence_then_levels_fades_and_pads(generator):
     from vocalis.stages.models.omnivoice.stage import UnitCodes
 
     unit = UnitCodes(torch.zeros(8, 1, dtype=torch.long), 0, 1, "x", None, GenerationConfig())
-    out = stage.finish(audio, unit)
+    out, peak = stage.finish(audio, unit)
+    assert peak == pytest.approx(0.2, abs=1e-3)  # before levelling
     pad = rate // 10
     assert np.all(out[:pad] == 0) and np.all(out[-pad:] == 0)
     assert abs(len(out) - (2 * pad + rate + 2 * pad)) <= rate // 100  # 100 ms kept each side of the tone
     assert 0.49 < np.abs(out).max() <= 0.5
-    kept = stage.finish(audio, UnitCodes(unit.codes, 0, 2, "x", None, GenerationConfig(postprocess_output=False)))
+    kept, _ = stage.finish(audio, UnitCodes(unit.codes, 0, 2, "x", None, GenerationConfig(postprocess_output=False)))
     assert len(kept) == pad + len(audio)  # not the last unit: no trailing pad
+
+
+def test_a_file_levels_its_joined_units_once_and_a_stream_unit_by_unit(generator):
+    """Peak 0.5 over the whole text for a complete file, as the reference levels its joined chunks; per unit when streamed."""
+    long = GenerationConfig(num_step=2, position_temperature=0.0, audio_chunk_threshold=0.25, audio_chunk_duration=0.25)
+    text = "A first sentence here. Then the second one. And a third to end."
+    streamed = request(text, generation=long, seed=5)
+    whole = request(text, generation=long, seed=5, level_whole=True)
+    units, pieces, _ = run(generator, [streamed])
+    whole_units, whole_pieces, finished = run(generator, [whole])
+    assert len(units[id(streamed)]) == len(whole_units[id(whole)]) >= 2
+    assert [np.abs(p).max() for p in pieces[id(streamed)]] == pytest.approx([0.5] * len(pieces[id(streamed)]), abs=1e-3)
+    (joined,) = whole_pieces[id(whole)]  # one piece, once every unit is decoded
+    assert id(whole) in finished
+    assert np.abs(joined).max() == pytest.approx(0.5, abs=1e-3)
+    # The same audio up to one gain per unit: a unit's own gain is 0.5 / its peak, the file's 0.5 / the loudest peak.
+    per_unit = np.concatenate(pieces[id(streamed)])
+    assert joined.shape == per_unit.shape
+    ratios = []
+    start = 0
+    for piece in pieces[id(streamed)]:
+        part = joined[start : start + len(piece)]
+        loud = np.abs(piece) > 1e-3
+        ratios.append(float(np.median(part[loud] / piece[loud])))
+        np.testing.assert_allclose(part, piece * ratios[-1], atol=1e-5)
+        start += len(piece)
+    assert max(ratios) == pytest.approx(1.0, abs=1e-4) and min(ratios) < 0.999  # the loudest unit sets the gain

@@ -114,6 +114,9 @@ class UtteranceStage:
         except StopIteration:
             self.drop(request)
             return [StageItem(request, None, finished=True)]
+        except Exception as exc:  # noqa: BLE001 - one request's fault fails that request only
+            self._fail(request, exc)
+            return []
         return [StageItem(request, samples)]
 
     # -- up to `lanes` pieces at once ----------------------------------------------------
@@ -136,9 +139,7 @@ class UtteranceStage:
             try:
                 samples = future.result()
             except Exception as exc:  # noqa: BLE001 - one request's fault fails that request only
-                log.warning("stage %s failed request %s: %s: %s", self.name, request.request_id, type(exc).__name__, exc)
-                self.drop(request)
-                request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
+                self._fail(request, exc)
                 continue
             if samples is _DONE:
                 self.drop(request)
@@ -160,6 +161,16 @@ class UtteranceStage:
             self._active.move_to_end(key)
             self._started.add(key)
             self._running[self._executor.submit(_advance, pieces, alone)] = (key, alone)
+
+    def _fail(self, request: SynthesisRequest, exc: Exception) -> None:
+        """Fail one request; a fault the model reports (SynthesisFailed) is logged without a traceback."""
+        if isinstance(exc, SynthesisFailed):
+            log.warning("stage %s failed request %s: %s: %s", self.name, request.request_id, type(exc).__name__, exc)
+        else:
+            log.exception("stage %s failed request %s", self.name, request.request_id)
+        self.drop(request)
+        if not request.closed:
+            request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
 
     def _next_keys(self, count: int, among: list[int] | None = None) -> list[int]:
         """Up to `count` requests to advance: those that have produced nothing yet first, then in turn."""

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from vocalis.stages.errors import SynthesisFailed
+
 log = logging.getLogger(__name__)
 
 WORKER_SCRIPT = Path(__file__).with_name("phonemizer_worker.py")
@@ -40,15 +42,15 @@ STARTUP_TIMEOUT_S = 60.0
 """Longest a fresh worker may take to load espeak-ng (seconds on a busy machine)."""
 
 
-class TextFrontEndCrashed(Exception):
+class TextFrontEndCrashed(SynthesisFailed):
     """The native text front end crashed twice on the same text: the text is what makes it fail."""
 
 
-class TextFrontEndTimeout(Exception):
+class TextFrontEndTimeout(SynthesisFailed):
     """The native text front end took longer than the pool's timeout on a text."""
 
 
-class TextFrontEndError(Exception):
+class TextFrontEndError(SynthesisFailed):
     """The text front end refused a text with a Python exception (the worker lives on)."""
 
 

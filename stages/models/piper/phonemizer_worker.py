@@ -37,4 +37,7 @@ def main(config_path: str, read_fd: int, write_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    try:
+        main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    except (BrokenPipeError, EOFError, KeyboardInterrupt):  # the server went away first: nothing to report
+        pass

@@ -17,7 +17,10 @@ from vocalis.stages.sentence_splitter import Granularity, SentenceSplitter
 MAX_PIECE_CHARS = 500
 """Longest text phonemized at once (the caller's max_unit_chars may be far larger)."""
 MAX_IDS_PER_RUN = 500
-"""Most phoneme ids in one ONNX run: about 12 s of speech, a few hundred MB at peak."""
+"""Most phoneme ids in one ONNX run at normal speed or faster (fewer when slower): about 12 s of speech, a few hundred
+MB at peak."""
+MIN_IDS_PER_RUN = 100
+"""The cap for the slowest speech never goes below this."""
 
 _PUNCTUATION = frozenset(",;:.!?¡¿—…")
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vocalis.stages.models.piper.limits import MAX_IDS_PER_RUN, MAX_PIECE_CHARS, phoneme_runs, text_pieces
+from vocalis.stages.models.piper.limits import (
+    MAX_IDS_PER_RUN,
+    MAX_PIECE_CHARS,
+    MIN_IDS_PER_RUN,
+    phoneme_runs,
+    text_pieces,
+)
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.utterance import solo
@@ -44,6 +50,9 @@ class PiperSynthesizer:
     def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
         params: PiperInput = request.stage_input
         voice = self.voice.voice
+        # Slow speech has more frames per id: the cap is on frames, so fewer ids per run (speed 0.25: a quarter).
+        slowdown = max(1.0, params.length_scale / self.voice.config.length_scale)
+        max_ids = min(self.max_ids_per_run, max(MIN_IDS_PER_RUN, int(self.max_ids_per_run / slowdown)))
         index = 0  # of the ONNX run in this request: the seeded noise of each run is drawn from it
         for piece in text_pieces(_speakable(request.text), self.max_piece_chars):
             if request.cancelled:
@@ -51,7 +60,7 @@ class PiperSynthesizer:
             for phonemes in self.voice.phonemizer.phonemize(piece):
                 if not phonemes:
                     continue
-                for ids in phoneme_runs(phonemes, voice.phonemes_to_ids, self.max_ids_per_run):
+                for ids in phoneme_runs(phonemes, voice.phonemes_to_ids, max_ids):
                     if request.cancelled:
                         return
                     request.output_tokens += len(ids)

@@ -58,11 +58,10 @@ def voice():
     return piper_voice.load(default_voice_path())
 
 
-def synthesize(synthesizer: PiperSynthesizer, text: str) -> tuple[list[np.ndarray], int]:
+def synthesize(synthesizer: PiperSynthesizer, text: str, speed: float = 1.0) -> tuple[list[np.ndarray], int]:
     adapter = PiperAdapter(synthesizer.voice)
-    stage_input = adapter.stage_input(
-        RequestParams(model="m", voice="", fields={"extra_params": {"noise_scale": 0, "noise_w_scale": 0}})
-    )
+    fields = {"speed": speed, "extra_params": {"noise_scale": 0, "noise_w_scale": 0}}
+    stage_input = adapter.stage_input(RequestParams(model="m", voice="", fields=fields))
 
     async def go() -> tuple[list[np.ndarray], int]:
         request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput())
@@ -81,3 +80,11 @@ def test_capped_runs_still_speak_the_whole_text(voice):
     assert seconds > 8 and abs(capped_seconds - seconds) < 0.2 * seconds  # same words, a few more pauses at most
     assert capped_ids >= whole_ids  # every phoneme, plus a start and an end id per extra run
     assert all(0.9 <= np.abs(p).max() <= 1.0 for p in capped)
+
+
+def test_slow_speech_gets_fewer_ids_per_run(voice):
+    synthesizer = PiperSynthesizer(voice, max_ids_per_run=240)
+    normal, normal_ids = synthesize(synthesizer, LONG + ".")
+    slow, slow_ids = synthesize(synthesizer, LONG + ".", speed=0.5)  # twice the frames per id: at most 120 ids a run
+    assert len(slow) >= 2 * len(normal) - 1 and slow_ids >= normal_ids
+    assert len(slow) >= -(-slow_ids // 120)  # no run over the halved cap

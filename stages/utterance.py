@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 _lane = threading.local()
 _DONE = object()
-_POLL_S = 0.02
+_POLL_S = 0.05
 """With a lane free, how often a step looks up from its running pieces to let new requests in."""
 
 
@@ -126,16 +126,16 @@ class UtteranceStage:
         if not self._running:
             return []
         lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
+        # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
+        self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
         done, _ = wait(list(self._running), timeout=None if lanes_full else _POLL_S, return_when=FIRST_COMPLETED)
         outputs: list[StageItem] = []
-        self._batch = []
         for future in done:
             key, _ = self._running.pop(future)
             if key in self._closing:
                 self._closing.pop(key).close()
                 continue
             request = self._active[key][0]
-            self._batch.append(request)
             try:
                 samples = future.result()
             except Exception as exc:  # noqa: BLE001 - one request's fault fails that request only

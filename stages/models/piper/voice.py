@@ -16,6 +16,10 @@ from vocalis.stages.models.piper.phonemizer_pool import PhonemizerPool
 
 log = logging.getLogger(__name__)
 
+MAX_PHONEMIZERS = 4
+"""Phonemizer processes per voice at most: a sentence phonemizes in about a millisecond and synthesizes in a
+hundred, so a few serve every lane of a large machine (each process holds about 50 MiB)."""
+
 
 @dataclass
 class LoadedPiperVoice:
@@ -63,7 +67,7 @@ def load(model_path: Path, config_path: Path | None = None, intra_op_threads: in
     config_path = config_path or model_path.with_name(model_path.name + ".json")
     config_dict = json.loads(config_path.read_text(encoding="utf-8"))
     lanes = lane_count(intra_op_threads)
-    phonemizer = PhonemizerPool(config_path, size=lanes)
+    phonemizer = PhonemizerPool(config_path, size=min(lanes, MAX_PHONEMIZERS))
     options = session_options(intra_op_threads)
     session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
     lane_session = (

@@ -28,7 +28,8 @@ def load_piper(model_path: Path | None = None, deploy: DeployConfig | None = Non
     stage_deploy = (deploy or load_deploy(DEPLOY_DEFAULTS)).stage("piper")
     voice = piper_voice.load(model_path or default_voice_path(), intra_op_threads=stage_deploy.threads)
     adapter = PiperAdapter(voice)
-    stage = UtteranceStage("piper", PiperSynthesizer(voice), max_num_seqs=stage_deploy.max_num_seqs)
+    lanes = piper_voice.lane_count(stage_deploy.threads)
+    stage = UtteranceStage("piper", PiperSynthesizer(voice), max_num_seqs=stage_deploy.max_num_seqs, lanes=lanes)
     return LoadedModel(
         name=voice.name, family="piper", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline([stage])
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,13 @@ import onnxruntime
 from piper import PiperVoice
 from piper.config import PiperConfig
 
+from vocalis.stages.models.piper.phonemizer_pool import PhonemizerPool
+
 log = logging.getLogger(__name__)
+
+MAX_PHONEMIZERS = 4
+"""Phonemizer processes per voice at most: a sentence phonemizes in about a millisecond and synthesizes in a
+hundred, so a few serve every lane of a large machine (each process holds about 50 MiB)."""
 
 
 @dataclass
@@ -28,6 +35,11 @@ class LoadedPiperVoice:
     """Language code from the voice config (e.g. "en_US")."""
     seeded: object | None
     """A session whose noise comes from seeds (SeededNoiseSession), or None without the onnx package."""
+    phonemizer: PhonemizerPool
+    """Piper's text front end (espeak-ng) in child processes, so that its crashes end no more than one request."""
+    lane_session: onnxruntime.InferenceSession | None = None
+    """A one-thread session on the same model, run from several lane threads at once when several requests are
+    active (the stock session, with every core, serves a lone request); None when the voice has a single lane."""
 
     @property
     def config(self) -> PiperConfig:
@@ -38,16 +50,31 @@ def session_options(intra_op_threads: int) -> onnxruntime.SessionOptions:
     options = onnxruntime.SessionOptions()
     if intra_op_threads > 0:
         options.intra_op_num_threads = intra_op_threads
+    # The CPU arena keeps the peak of the largest run for good (gigabytes after one long unit); without it,
+    # memory goes back after each run, at no measurable cost in speed for Piper's sizes (bench/piper_memory.py).
+    options.enable_cpu_mem_arena = False
     options.log_severity_level = 3
     return options
+
+
+def lane_count(intra_op_threads: int) -> int:
+    """Requests advanced at once when several are active: one per core the stage may use."""
+    return intra_op_threads if intra_op_threads > 0 else len(os.sched_getaffinity(0))
 
 
 def load(model_path: Path, config_path: Path | None = None, intra_op_threads: int = 0) -> LoadedPiperVoice:
     """Load the voice at `model_path` (config beside it as `<model>.json` unless given)."""
     config_path = config_path or model_path.with_name(model_path.name + ".json")
     config_dict = json.loads(config_path.read_text(encoding="utf-8"))
+    lanes = lane_count(intra_op_threads)
+    phonemizer = PhonemizerPool(config_path, size=min(lanes, MAX_PHONEMIZERS))
     options = session_options(intra_op_threads)
     session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    lane_session = (
+        onnxruntime.InferenceSession(str(model_path), sess_options=session_options(1), providers=["CPUExecutionProvider"])
+        if lanes > 1
+        else None
+    )
     voice = PiperVoice(session=session, config=PiperConfig.from_dict(config_dict))
     language = config_dict.get("language", {}).get("code") or voice.config.espeak_voice
     return LoadedPiperVoice(
@@ -57,6 +84,8 @@ def load(model_path: Path, config_path: Path | None = None, intra_op_threads: in
         sample_rate=voice.config.sample_rate,
         language=language,
         seeded=_load_seeded(model_path, intra_op_threads),
+        phonemizer=phonemizer,
+        lane_session=lane_session,
     )
 
 

@@ -18,6 +18,7 @@ def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -
     accepted = sorted(UNIVERSAL_FIELDS | caps.accepted_fields)
     return models_pb2.Model(
         name=model.name,
+        aliases=list(model.aliases),
         family=model.family,
         is_default=is_default,
         capabilities=models_pb2.ModelCapabilities(

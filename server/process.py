@@ -57,7 +57,9 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
     from vocalis.server.warmup import warm_up
     from vocalis.stages.models.registry import load_model
 
-    model = await asyncio.to_thread(load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules)
+    model = await asyncio.to_thread(
+        load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules, config.served_model_names
+    )
     engine = Engine([model], config.limits.max_queued_requests, config.retry_after_s)
     catalog = build_voice_catalog(engine, config.voices)
     grpc_server = await start_grpc_server(engine, config, catalog)

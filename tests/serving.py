@@ -50,7 +50,9 @@ class RunningServer:
             self.process.wait()
 
 
-def start_server(log_dir: Path, *args: str, timeout: float = 60.0, tls_root: bytes | None = None) -> RunningServer:
+def start_server(
+    log_dir: Path, *args: str, timeout: float = 60.0, tls_root: bytes | None = None, env: dict[str, str] | None = None
+) -> RunningServer:
     grpc_port, http_port = free_port(), free_port()
     log_path = log_dir / f"server-{grpc_port}.log"
     command = [
@@ -60,7 +62,7 @@ def start_server(log_dir: Path, *args: str, timeout: float = 60.0, tls_root: byt
     ]
     log = log_path.open("wb")
     process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     )
     server = RunningServer(process, grpc_port, http_port, log_path)
     deadline = time.monotonic() + timeout

@@ -46,16 +46,18 @@ class ModelCapabilities(_message.Message):
     def __init__(self, sample_rate: _Optional[int] = ..., encodings: _Optional[_Iterable[_Union[_audio_pb2.AudioEncoding, str]]] = ..., voices: _Optional[_Iterable[str]] = ..., default_voice: _Optional[str] = ..., accepted_fields: _Optional[_Iterable[str]] = ..., required_fields: _Optional[_Iterable[str]] = ..., rejected_fields: _Optional[_Iterable[str]] = ..., extra_params: _Optional[_Iterable[str]] = ..., streaming: _Optional[bool] = ..., voice_cloning: _Optional[bool] = ..., languages: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("name", "family", "is_default", "capabilities")
+    __slots__ = ("name", "family", "is_default", "capabilities", "aliases")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
     name: str
     family: str
     is_default: bool
     capabilities: ModelCapabilities
-    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., is_default: _Optional[bool] = ..., capabilities: _Optional[_Union[ModelCapabilities, _Mapping]] = ...) -> None: ...
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., is_default: _Optional[bool] = ..., capabilities: _Optional[_Union[ModelCapabilities, _Mapping]] = ..., aliases: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

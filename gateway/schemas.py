@@ -101,3 +101,63 @@ class SpeechRequest(BaseModel):
     @property
     def streaming(self) -> bool:
         return self.stream_format is not None or self.stream
+
+
+class _BatchFields(BaseModel):
+    """Fields a batch sets for all its items and an item may override (vLLM-Omni's batch shape)."""
+
+    voice: str | None = Field(default=None, description="Voice name.")
+    instructions: str | None = Field(default=None, description="Style or voice description.")
+    speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Playback speed, 0.25 to 4.0.")
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = Field(default=None, description="Qwen3-TTS task.")
+    language: str | None = Field(default=None, description="Language of the text.")
+    ref_audio: str | None = Field(default=None, description="Reference clip for cloning.")
+    ref_text: str | None = Field(default=None, description="Transcript of ref_audio.")
+    x_vector_only_mode: bool | None = Field(default=None, description="Clone from the speaker embedding only.")
+    max_new_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Cap on generated tokens.")
+    initial_codec_chunk_frames: int | None = Field(default=None, ge=0, le=2**31 - 1, description="First chunk, in codec frames.")
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, description="Seed (a Vocalis addition).")
+    extra_params: dict[str, Any] | None = Field(default=None, description="Model-specific parameters (a Vocalis addition).")
+
+
+class BatchItem(_BatchFields):
+    """One text of a batch; a field set here overrides the batch's."""
+
+    input: str = Field(description="Text to speak.")
+    response_format: ResponseFormat | None = Field(default=None, description="Audio format of this item.")
+
+
+class BatchSpeechRequest(_BatchFields):
+    """Body of POST /v1/audio/speech/batch: shared defaults and the items."""
+
+    model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
+    items: list[BatchItem] = Field(min_length=1, description="The texts, each with its overrides.")
+    response_format: ResponseFormat = Field(default="wav", description="Audio format of every item that does not say.")
+
+    def merged(self, item: BatchItem) -> dict[str, Any]:
+        """The speech request for `item`: its own fields, else the batch's."""
+        body: dict[str, Any] = {"model": self.model, "input": item.input}
+        for name in (*_BatchFields.model_fields, "response_format"):
+            own = getattr(item, name)
+            body[name] = own if own is not None else getattr(self, name)
+        return {k: v for k, v in body.items() if v is not None}
+
+
+class BatchItemResult(BaseModel):
+    """The outcome of one item, in request order."""
+
+    index: int
+    status: Literal["success", "error"]
+    audio_data: str | None = Field(default=None, description="Base64 audio (success).")
+    media_type: str | None = Field(default=None, description="Its media type (success).")
+    error: str | None = Field(default=None, description="Why it failed (error).")
+
+
+class BatchSpeechResponse(BaseModel):
+    """Body of a POST /v1/audio/speech/batch answer."""
+
+    id: str
+    results: list[BatchItemResult]
+    total: int
+    succeeded: int
+    failed: int

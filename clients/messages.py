@@ -17,6 +17,13 @@ FORMATS = {
     "aac": audio_pb2.AUDIO_ENCODING_AAC,
 }
 """Format name (as in HTTP's response_format) to proto encoding."""
+GRANULARITIES = {
+    "auto": synthesizer_pb2.SPLIT_GRANULARITY_AUTO,
+    "sentence": synthesizer_pb2.SPLIT_GRANULARITY_SENTENCE,
+    "clause": synthesizer_pb2.SPLIT_GRANULARITY_CLAUSE,
+    "none": synthesizer_pb2.SPLIT_GRANULARITY_NONE,
+}
+"""Split granularity name (as in the WebSocket's split_granularity and the CLI) to proto value."""
 
 
 def format_for_path(path: str, default: str = "wav") -> str:

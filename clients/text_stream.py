@@ -28,6 +28,7 @@ import click
 from vocalis.clients.aio import AsyncClient
 from vocalis.clients.cli import server_option
 from vocalis.clients.errors import VocalisError
+from vocalis.clients.messages import GRANULARITIES
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 
 SAMPLE_ANSWER = (
@@ -36,12 +37,6 @@ SAMPLE_ANSWER = (
     "children under ten get in for free. If you want to avoid the crowds, go early on a weekday. "
     "Would you like me to find a good place for lunch nearby?"
 )
-GRANULARITIES = {
-    "auto": synthesizer_pb2.SPLIT_GRANULARITY_AUTO,
-    "sentence": synthesizer_pb2.SPLIT_GRANULARITY_SENTENCE,
-    "clause": synthesizer_pb2.SPLIT_GRANULARITY_CLAUSE,
-    "none": synthesizer_pb2.SPLIT_GRANULARITY_NONE,
-}
 _TOKENS = re.compile(r"\s*\w+|\s*[^\w\s]+|\s+")
 
 

@@ -47,8 +47,15 @@ _TYPES = {
 }
 
 
-# gRPC field names whose HTTP name differs.
+# gRPC field names whose name differs on each face of the gateway.
 HTTP_FIELDS = {"text": "input", "encoding": "response_format", "delivery": "stream"}
+WS_FIELDS = {
+    "encoding": "response_format",
+    "delivery": "stream_audio",
+    "text_splitting.granularity": "split_granularity",
+    "text_splitting.max_unit_chars": "max_unit_chars",
+    "text_splitting.idle_flush_ms": "idle_flush_ms",
+}
 
 
 def http_status(error: VocalisError) -> int:
@@ -60,6 +67,11 @@ def http_field(field: str) -> str | None:
         return None
     head, _, rest = field.partition(".")
     return HTTP_FIELDS.get(head, head) + (f".{rest}" if rest else "")
+
+
+def ws_field(field: str) -> str | None:
+    """The WebSocket session.config name of a gRPC field."""
+    return WS_FIELDS.get(field, field) or None
 
 
 def error_body(status: int, message: str, param: str | None = None, reason: str | None = None) -> dict:

@@ -18,6 +18,7 @@ from vocalis.server.errors import from_request_error, invalid_argument
 from vocalis.stages.errors import RequestError
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.sentence_splitter import DEFAULT_IDLE_FLUSH_S, DEFAULT_MAX_UNIT_CHARS, Granularity, SentenceSplitter
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 
 ENCODINGS = {
@@ -33,6 +34,40 @@ PROTO_ENCODINGS = {encoding: value for value, encoding in ENCODINGS.items() if v
 
 # Handled by the server for every model, whatever the model says it accepts.
 UNIVERSAL_FIELDS = frozenset({"model", "voice", "encoding", "sample_rate", "request_id", "delivery", "text_splitting"})
+
+GRANULARITIES = {
+    synthesizer_pb2.SPLIT_GRANULARITY_UNSPECIFIED: Granularity.AUTO,
+    synthesizer_pb2.SPLIT_GRANULARITY_AUTO: Granularity.AUTO,
+    synthesizer_pb2.SPLIT_GRANULARITY_SENTENCE: Granularity.SENTENCE,
+    synthesizer_pb2.SPLIT_GRANULARITY_CLAUSE: Granularity.CLAUSE,
+    synthesizer_pb2.SPLIT_GRANULARITY_NONE: Granularity.NONE,
+}
+MIN_UNIT_CHARS = 20
+MAX_IDLE_FLUSH_MS = 600_000
+
+
+def text_splitter(config: synthesizer_pb2.SessionConfig) -> SentenceSplitter:
+    """The session's splitter from `config.text_splitting`; INVALID_ARGUMENT naming the field at fault."""
+    splitting = config.text_splitting
+    if splitting.granularity not in GRANULARITIES:
+        raise invalid_argument(
+            "text_splitting.granularity", "INVALID_VALUE", f"unknown split granularity {splitting.granularity}"
+        )
+    max_unit_chars = splitting.max_unit_chars if splitting.HasField("max_unit_chars") else DEFAULT_MAX_UNIT_CHARS
+    if max_unit_chars < MIN_UNIT_CHARS:
+        raise invalid_argument(
+            "text_splitting.max_unit_chars",
+            "OUT_OF_RANGE",
+            f"text_splitting.max_unit_chars must be at least {MIN_UNIT_CHARS}, got {max_unit_chars}",
+        )
+    idle_flush_ms = splitting.idle_flush_ms if splitting.HasField("idle_flush_ms") else round(DEFAULT_IDLE_FLUSH_S * 1000)
+    if not 0 <= idle_flush_ms <= MAX_IDLE_FLUSH_MS:
+        raise invalid_argument(
+            "text_splitting.idle_flush_ms",
+            "OUT_OF_RANGE",
+            f"text_splitting.idle_flush_ms must be from 0 (off) to {MAX_IDLE_FLUSH_MS}, got {idle_flush_ms}",
+        )
+    return SentenceSplitter(GRANULARITIES[splitting.granularity], max_unit_chars, idle_flush_ms / 1000 or None)
 
 
 @dataclass(frozen=True)

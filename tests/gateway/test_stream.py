@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.app import create_app
 from vocalis.gateway.config import StreamLimits
-from vocalis.gateway.stream import PATH, parse_config
+from vocalis.gateway.stream_protocol import PATH, parse_config
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 

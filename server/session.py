@@ -1,0 +1,435 @@
+"""One open Synthesize call, from SessionStarted to SessionDone: the plan, its reader and its writer.
+
+A session has two halves that run concurrently. The reader takes the client's
+messages as they come (text, flush, clear, half-close). Text goes through the
+session's SentenceSplitter, and every unit it completes joins the session's plan
+at once and is submitted to the engine while the units before it are still being
+spoken (up to Limits.max_units_in_flight per session), so there is no gap between
+sentences and text for sentence N+1 is accepted while sentence N is synthesized.
+The writer walks the plan in order: each unit's audio as it comes, then its
+UtteranceDone; flush and clear marks become FlushDone and Cleared at their place
+in the audio. Because the reader never waits for the writer, a Clear interrupts
+the unit being spoken at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+
+from vocalis.server import session_config
+from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
+from vocalis.server.config import Limits
+from vocalis.server.engine import Engine, UtteranceJob
+from vocalis.server.errors import StatusError, invalid_argument
+from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+FILE_CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass
+class Utterance:
+    """One unit of the session's text on its way through the engine."""
+
+    unit: TextUnit
+    flush_id: str = ""
+    """Id of the flush that completed the unit, if one did."""
+    job: UtteranceJob | None = None
+    """Set once the engine admitted the unit."""
+    refused: StatusError | None = None
+    """Why the engine refused it when the session had nothing else in flight."""
+    tentative: bool = False
+    """A guess: the text so far ends with what looks like a sentence end, and only the next text can
+    confirm it ("Hello." followed by " Next" or by "com"). It is synthesized meanwhile, and spoken
+    only once confirmed; a contradicted guess is aborted."""
+
+    @property
+    def text(self) -> str:
+        return self.unit.text
+
+
+@dataclass
+class _FlushMark:
+    """Where a Flush's FlushDone goes: after the audio of every unit before it."""
+
+    flush_id: str
+
+
+class _ClearMark:
+    """Where a Clear happened."""
+
+
+class _EndMark:
+    """After the last unit."""
+
+
+_CLEARED = _ClearMark()
+_END = _EndMark()
+PlanEntry = Utterance | _FlushMark | _ClearMark | _EndMark | StatusError
+
+
+class Session:
+    """State of one open Synthesize call: the splitter, the plan of units and marks, and the audio written so far."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        limits: Limits,
+        resolved: session_config.ResolvedSession,
+        splitter: SentenceSplitter,
+        request_id: str,
+        delivery: pb.AudioDelivery = pb.AUDIO_DELIVERY_STREAM,
+    ) -> None:
+        self.engine = engine
+        self.limits = limits
+        self.resolved = resolved
+        self.request_id = request_id
+        self.encoder = resolved.encoder
+        self.file_per_utterance = delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
+        """Each utterance is encoded as a file of its own, not fed to the session's encoder."""
+        self.samples_written = 0
+        self.splitter = splitter
+        self.plan: deque[PlanEntry] = deque()
+        """What the writer has still to do, in order; units at its head are in the engine."""
+        self.guess: Utterance | None = None
+        """The tentative unit at the end of the plan, if any."""
+        self._plan_changed = asyncio.Event()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self.input_chars = 0
+        self.has_text = False
+        self.utterance_index = 0
+        self.session_samples = 0
+        self.usage = pb.Usage()
+
+    def started(self) -> pb.SessionStarted:
+        resolved = self.resolved
+        return pb.SessionStarted(
+            request_id=self.request_id,
+            model=resolved.model.name,
+            voice=resolved.voice,
+            encoding=session_config.PROTO_ENCODINGS[resolved.encoding],
+            sample_rate=self.encoder.rate,
+            channels=1,
+            media_type=MEDIA_TYPES[resolved.encoding],
+            limits=pb.SessionLimits(
+                max_buffered_chars=self.limits.max_buffered_chars, max_input_chars=self.limits.max_input_chars
+            ),
+        )
+
+    async def run(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> AsyncIterator[pb.SynthesizeResponse]:
+        reader = asyncio.create_task(self._read(requests))
+        try:
+            async for response in self._write():
+                yield response
+        finally:
+            reader.cancel()
+            self._stop_idle_timer()
+            self._abort_units()
+
+    # -- the reader half -------------------------------------------------------------
+
+    async def _read(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> None:
+        try:
+            async for request in requests:
+                kind = request.WhichOneof("request")
+                if kind == "text":
+                    self._append(request.text.text)
+                elif kind == "flush":
+                    self._flush(request.flush.flush_id)
+                elif kind == "clear":
+                    self._clear()
+                else:
+                    raise StatusError(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        "config may be sent only once, as the first message" if kind == "config" else "empty message",
+                        "UNEXPECTED_MESSAGE",
+                    )
+            if not self.has_text:
+                raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
+            self._flush(None)
+            self._push(_END)
+        except StatusError as error:
+            self._fail(error)
+        except Exception:  # noqa: BLE001 - the writer must learn of it, or it would wait forever
+            log.exception("reading session %s failed", self.request_id)
+            self._fail(StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {self.request_id}", "INTERNAL"))
+        finally:
+            self._stop_idle_timer()
+
+    def _append(self, text: str) -> None:
+        self.input_chars += len(text)
+        if self.input_chars > self.limits.max_input_chars:
+            raise invalid_argument(
+                "text",
+                "INPUT_TOO_LONG",
+                f"input is longer than {self.limits.max_input_chars} characters; split it over several sessions",
+            )
+        if self._buffered_chars() + len(text) > self.limits.max_buffered_chars:
+            raise invalid_argument(
+                "text",
+                "BUFFER_FULL",
+                f"more than {self.limits.max_buffered_chars} characters buffered; send a flush to synthesize them",
+            )
+        self.has_text = self.has_text or bool(text.strip())
+        self._take_units(self.splitter.feed(text, time.monotonic()), "")
+        self._arm_idle_timer()
+
+    def _buffered_chars(self) -> int:
+        """Text received and not yet in the engine: the splitter's buffer and the units waiting their turn."""
+        waiting = sum(len(e.text) for e in self.plan if isinstance(e, Utterance) and e.job is None and not e.tentative)
+        return len(self.splitter.buffered) + waiting
+
+    def _flush(self, flush_id: str | None) -> None:
+        """Plan all buffered text now; with a flush id (a Flush message), answer it with FlushDone after its audio."""
+        self._stop_idle_timer()
+        self._take_units(self.splitter.flush(), flush_id or "", final=True)
+        if flush_id is not None:
+            self._push(_FlushMark(flush_id))
+
+    def _clear(self) -> None:
+        """Drop buffered text and every unit not yet spoken; keep the marks, so every Flush still gets its FlushDone."""
+        self._stop_idle_timer()
+        self.splitter.clear()
+        marks = [entry for entry in self.plan if not isinstance(entry, Utterance)]
+        self._abort_units()
+        self.plan.clear()
+        self.plan.extend(marks)
+        self.guess = None
+        self._push(_CLEARED)
+
+    def _fail(self, error: StatusError) -> None:
+        self._abort_units()
+        self.plan.clear()
+        self.guess = None
+        self._push(error)
+
+    def _take_units(self, units: list[TextUnit], flush_id: str, final: bool = False) -> None:
+        """Plan the units the splitter completed, settling the guess first; then guess the next one (unless final)."""
+        guess = self.guess
+        if guess is not None:
+            if units and units[0] == guess.unit:
+                guess.tentative, guess.flush_id, guess.refused = False, flush_id, None  # right: it goes on as it is
+                units = units[1:]
+                self.guess = None
+            elif units or final or self.splitter.tentative() != guess.unit:
+                self._drop_guess()
+        for unit in units:
+            self.plan.append(Utterance(unit, flush_id))
+        if self.guess is None and not final and (unit := self.splitter.tentative()) is not None:
+            self.guess = Utterance(unit, tentative=True)
+            self.plan.append(self.guess)
+        self._submit_ahead()
+        self._plan_changed.set()
+
+    def _drop_guess(self) -> None:
+        guess, self.guess = self.guess, None
+        if guess is not None:
+            if guess.job is not None:
+                guess.job.abort()
+            self.plan.remove(guess)
+
+    def _push(self, entry: PlanEntry) -> None:
+        self.plan.append(entry)
+        self._plan_changed.set()
+
+    def _submit_ahead(self) -> None:
+        """Admit planned units into the engine, in order, while the session has fewer than max_units_in_flight there."""
+        in_flight = sum(1 for e in self.plan if isinstance(e, Utterance) and e.job is not None)
+        for entry in self.plan:
+            if not isinstance(entry, Utterance) or entry.job is not None:
+                continue
+            if entry.refused is not None or in_flight >= self.limits.max_units_in_flight:
+                return
+            try:
+                entry.job = self.engine.submit(self.resolved.model, entry.text, self.resolved.stage_input, self.request_id)
+            except StatusError as error:
+                if in_flight == 0:
+                    entry.refused = error  # nothing of ours to wait for: the engine is full of other work
+                return  # otherwise try again when one of ours is done
+            in_flight += 1
+
+    def _abort_units(self) -> None:
+        for entry in self.plan:
+            if isinstance(entry, Utterance) and entry.job is not None:
+                entry.job.abort()
+
+    def _arm_idle_timer(self) -> None:
+        self._stop_idle_timer()
+        deadline = self.splitter.idle_deadline()
+        if deadline is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(max(0.0, deadline - time.monotonic()), self._idle_flush)
+
+    def _stop_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_flush(self) -> None:
+        self._idle_timer = None
+        units = self.splitter.poll(time.monotonic())
+        if units:
+            self._take_units(units, "", final=True)
+        else:
+            self._arm_idle_timer()  # woken a little early, or new text moved the deadline
+
+    # -- the writer half -------------------------------------------------------------
+
+    async def _write(self) -> AsyncIterator[pb.SynthesizeResponse]:
+        while True:
+            entry = await self._head()
+            if isinstance(entry, StatusError):
+                raise entry
+            if entry is _END:
+                break
+            if isinstance(entry, _FlushMark):
+                self._pop(entry)
+                yield pb.SynthesizeResponse(flush_done=pb.FlushDone(flush_id=entry.flush_id))
+                continue
+            if entry is _CLEARED:
+                self._pop(entry)
+                yield pb.SynthesizeResponse(cleared=pb.Cleared())
+                continue
+            assert isinstance(entry, Utterance)
+            if entry.tentative:
+                self._plan_changed.clear()
+                await self._plan_changed.wait()  # until the next text confirms or drops it
+                continue
+            if entry.job is None:
+                self._submit_ahead()  # at the head, nothing of ours is in flight: admitted now, or refused
+            if entry.refused is not None:
+                raise entry.refused
+            assert entry.job is not None
+            async for response in self._speak(entry, entry.job):
+                yield response
+            self._pop(entry)
+            self._submit_ahead()
+        if not self.file_per_utterance:
+            data, samples = self.encoder.finish()
+            if self.encoder.streams_incrementally:
+                offset = self.encoder.samples_out - samples  # the resampler's tail
+            else:
+                offset, samples = 0, self.encoder.samples_out  # the whole file
+            for response in self._audio_messages(data, offset, samples, max(self.utterance_index - 1, 0), 0, ""):
+                yield response
+            self.samples_written = self.encoder.samples_out
+        yield pb.SynthesizeResponse(
+            session_done=pb.SessionDone(
+                utterance_count=self.utterance_index,
+                num_samples=self.samples_written,
+                audio_seconds=self.samples_written / self.encoder.rate,
+                usage=self.usage,
+            )
+        )
+
+    async def _head(self) -> PlanEntry:
+        while not self.plan:
+            self._plan_changed.clear()
+            await self._plan_changed.wait()
+        return self.plan[0]
+
+    def _pop(self, entry: PlanEntry) -> None:
+        """Done with `entry`, unless a Clear or a failure has already removed it."""
+        if self.plan and self.plan[0] is entry:
+            self.plan.popleft()
+
+    async def _speak(self, utterance: Utterance, job: UtteranceJob) -> AsyncIterator[pb.SynthesizeResponse]:
+        index: int | None = None
+        chunk_index = 0
+        first_offset = self.encoder.samples_out
+        own_file = (
+            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False)
+            if self.file_per_utterance
+            else None
+        )
+        held = bytearray()
+        """The utterance's own file so far (PCM gives bytes at once; other encodings at finish)."""
+        async with contextlib.aclosing(job.audio()) as audio:
+            async for samples in audio:
+                if job.aborted:
+                    break  # cleared: not one more chunk of it
+                if index is None:
+                    index = self._next_index()
+                if own_file is not None:
+                    held += own_file.feed(samples)[0]
+                    continue
+                data, count = self.encoder.feed(samples)
+                offset = self.encoder.samples_out - count
+                for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
+                    chunk_index += 1
+                    yield response
+        if job.aborted:
+            return  # cleared: no UtteranceDone for audio nobody will hear
+        if job.request.error is not None:
+            raise job.request.error
+        if index is None:
+            index = self._next_index()
+        num_samples = self.encoder.samples_out - first_offset
+        if own_file is not None:
+            held += own_file.finish()[0]
+            num_samples = own_file.samples_out
+            data = bytes(held)
+            for response in self._audio_messages(data, self.samples_written, num_samples, index, 0, utterance.flush_id, utterance):
+                yield response
+            self.samples_written += num_samples
+        stats = job.stats()
+        audio_seconds = stats.samples / self.resolved.model.capabilities.sample_rate
+        self.usage.output_tokens += stats.output_tokens
+        self.usage.input_tokens += len(utterance.text)
+        yield pb.SynthesizeResponse(
+            utterance_done=pb.UtteranceDone(
+                utterance_index=index,
+                num_samples=num_samples,
+                audio_seconds=audio_seconds,
+                time_to_first_audio_seconds=stats.time_to_first_audio_s,
+                real_time_factor=stats.synthesis_s / audio_seconds if audio_seconds else 0.0,
+                usage=pb.Usage(input_tokens=len(utterance.text), output_tokens=stats.output_tokens),
+                text_span=_span(utterance),
+                flush_id=utterance.flush_id,
+            )
+        )
+
+    def _next_index(self) -> int:
+        index = self.utterance_index
+        self.utterance_index += 1
+        return index
+
+    def _audio_messages(
+        self,
+        data: bytes,
+        offset: int,
+        samples: int,
+        utterance_index: int,
+        chunk_index: int,
+        flush_id: str,
+        utterance: Utterance | None = None,
+    ) -> list[pb.SynthesizeResponse]:
+        """AudioChunk messages for `data`, split to stay under the message size limit."""
+        pieces = [data[i : i + FILE_CHUNK_BYTES] for i in range(0, len(data), FILE_CHUNK_BYTES)]
+        return [
+            pb.SynthesizeResponse(
+                audio=pb.AudioChunk(
+                    audio=piece,
+                    utterance_index=utterance_index,
+                    chunk_index=chunk_index + i,
+                    sample_offset=offset if i == 0 else offset + samples,
+                    num_samples=samples if i == 0 else 0,
+                    flush_id=flush_id,
+                    text_span=_span(utterance) if utterance else None,
+                )
+            )
+            for i, piece in enumerate(pieces)
+        ]
+
+
+def _span(utterance: Utterance) -> pb.TextSpan:
+    return pb.TextSpan(start=utterance.unit.start, end=utterance.unit.end)

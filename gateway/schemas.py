@@ -1,7 +1,8 @@
 """The HTTP request bodies, as pydantic models: the single schema behind /openapi.json.
 
-Field names and meanings follow the OpenAI speech API and vLLM-Omni's extensions;
-unknown fields are refused (400) instead of being silently ignored.
+Field names and meanings follow the OpenAI speech API and vLLM-Omni's extensions.
+Unknown fields pass through to the server by name (SessionConfig.unknown_fields), which
+answers them with a warning, or a 400 under --strict-fields (server/field_policy.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Reference(BaseModel):
 class SpeechRequest(BaseModel):
     """Body of POST /v1/audio/speech."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     input: str = Field(description="Text to speak.")
     model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
@@ -91,6 +92,11 @@ class SpeechRequest(BaseModel):
         if self.streaming and self.response_format not in STREAMABLE_FORMATS:
             raise ValueError(f"streaming needs response_format pcm or wav, not {self.response_format}")
         return self
+
+    @property
+    def unknown_fields(self) -> list[str]:
+        """Keys of the body that are no field of this API (the first 16, each cut to 64 characters)."""
+        return sorted(name[:64] for name in self.model_extra or {})[:16]
 
     @property
     def voice_name(self) -> str:

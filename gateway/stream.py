@@ -22,6 +22,7 @@ from vocalis.clients.aio import AsyncClient, AsyncTextSession
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.config import StreamLimits
 from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.errors import ws_field
 from vocalis.gateway.stream_protocol import (
     INVALID_PAYLOAD,
     NORMAL,
@@ -300,7 +301,8 @@ class StreamSession:
                 elif kind == "cleared":
                     await self._on_cleared()
                 elif kind == "warning":
-                    await self._send_json({"type": "warning", "code": response.warning.code, "message": response.warning.message})
+                    warning = response.warning
+                    await self._send_json({"type": "warning", "code": warning.code, "message": warning.message, "param": ws_field(warning.field)})
                 elif kind == "session_done":
                     await self._close(NORMAL)
                     break

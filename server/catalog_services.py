@@ -10,7 +10,7 @@ from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
 from vocalis.stages.model import LoadedModel
 from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2
 
-_ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields)
+_ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields) - {"unknown_fields"}
 
 
 def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -> models_pb2.Model:

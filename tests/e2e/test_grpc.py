@@ -175,7 +175,7 @@ def test_cancel_frees_the_engine(server, stub):
     [
         ({"voice": "nobody"}, grpc.StatusCode.NOT_FOUND, "UNKNOWN_VOICE", "voice"),
         ({"model": "nope"}, grpc.StatusCode.NOT_FOUND, "UNKNOWN_MODEL", "model"),
-        ({"instructions": "whisper"}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_NOT_SUPPORTED", "instructions"),
+        ({"ref_audio": "data:audio/wav;base64,AAAA"}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_NOT_SUPPORTED", "ref_audio"),
         ({"speed": 5.0}, grpc.StatusCode.INVALID_ARGUMENT, "OUT_OF_RANGE", "speed"),
         ({"speaker_embedding": [0.1, 0.2]}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_NOT_SUPPORTED", "speaker_embedding"),
     ],

@@ -109,7 +109,7 @@ def test_initial_chunk_per_request_and_seeded_sampling(custom_voice):
     [
         ({"voice": "nobody"}, 404, "voice"),
         ({"task_type": "Base"}, 400, "task_type"),
-        ({"ref_text": "hello"}, 400, "ref_text"),
+        ({"speaker_embedding": [0.1, 0.2]}, 400, "speaker_embedding"),
         ({"x_vector_only_mode": True}, 400, "x_vector_only_mode"),
         ({"language": "Klingon"}, 400, "language"),
         ({"extra_params": {"num_step": 2}}, 400, "extra_params"),

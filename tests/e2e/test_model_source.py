@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
 import soundfile as sf
 
+from tests.hf_cache import add_to_cache, offline_env
 from tests.serving import ROOT, start_server
 from vocalis.clients.sync import Client
 
@@ -25,21 +24,11 @@ TINY = ROOT / "tests/goldens/qwen3_tts/cv-0b6"
 GREEDY = {"temperature": 0, "subtalker_temperature": 0}
 
 
-def hf_cache(root: Path, repo_id: str, checkpoint: Path, revision: str = "0123456789abcdef0123456789abcdef01234567") -> Path:
-    """An HF_HOME holding `checkpoint` as the cached snapshot of `repo_id` (what `hf download` leaves)."""
-    repo = root / "hub" / ("models--" + repo_id.replace("/", "--"))
-    shutil.copytree(checkpoint, repo / "snapshots" / revision)  # symlinks followed: a self-contained snapshot
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(revision)
-    return root
-
-
 @pytest.fixture(scope="module")
 def cached_repo(tmp_path_factory):
-    home = hf_cache(tmp_path_factory.mktemp("hf-home"), REPO_ID, TINY)
-    running = start_server(
-        tmp_path_factory.mktemp("hub-serve"), REPO_ID, timeout=120, env={"HF_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    )
+    home = tmp_path_factory.mktemp("hf-home")
+    add_to_cache(home, REPO_ID, TINY)
+    running = start_server(tmp_path_factory.mktemp("hub-serve"), REPO_ID, timeout=120, env=offline_env(home))
     yield running
     running.stop()
 

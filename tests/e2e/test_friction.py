@@ -45,3 +45,18 @@ def test_sigint_and_sigterm_stop_quietly(tmp_path):
         assert running.process.wait(60) == 0
         log = running.log_path.read_text()
         assert "Traceback" not in log and "CancelledError" not in log, log
+
+
+def test_vocalis_stream_reads_vocalis_server(server, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VOCALIS_SERVER": server.grpc_target}
+    result = subprocess.run(
+        [sys.executable, "-m", "vocalis.server", "stream", "Hello there.", "--rate", "200", "--json", "-o", str(tmp_path / "s.wav")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) and (tmp_path / "s.wav").stat().st_size > 1000

@@ -106,3 +106,11 @@ def test_websocket_sends_warning_events(server):
     warnings = [f for f in frames if isinstance(f, dict) and f["type"] == "warning"]
     assert sorted(w["param"] for w in warnings) == ["colour", "max_new_tokens"]
     assert any(isinstance(f, bytes) for f in frames)
+
+
+def test_get_model_says_which_fields_are_ignored(server):
+    with Client(server.grpc_target, timeout=60) as client:
+        caps = client.get_model("").capabilities
+    assert {"instructions", "task_type", "max_new_tokens", "initial_codec_chunk_frames", "ref_text"} <= set(caps.ignored_fields)
+    assert not set(caps.ignored_fields) & set(caps.rejected_fields) and not set(caps.ignored_fields) & set(caps.accepted_fields)
+    assert {"ref_audio", "speaker_embedding"} <= set(caps.rejected_fields)

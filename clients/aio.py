@@ -22,6 +22,8 @@ from vocalis.tts.v1 import (
 )
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+LIST_PAGE_SIZE = 500
+"""Voices asked for per ListVoices page when listing them all (the server's largest page)."""
 
 
 def call_metadata(api_key: str | None = None, metadata: Sequence[tuple[str, str]] = ()) -> tuple[tuple[str, str], ...]:
@@ -182,12 +184,23 @@ class AsyncClient:
             raise from_rpc_error(error) from None
 
     async def list_voices(self, model: str = "") -> list[voices_pb2.Voice]:
+        """Every voice (or those usable with `model`): all pages, in name order."""
+        voices: list[voices_pb2.Voice] = []
+        token = ""
+        while True:
+            page, token = await self.list_voices_page(model, page_size=LIST_PAGE_SIZE, page_token=token)
+            voices.extend(page)
+            if not token:
+                return voices
+
+    async def list_voices_page(self, model: str = "", *, page_size: int = 0, page_token: str = "") -> tuple[list[voices_pb2.Voice], str]:
+        """One page of voices and the token of the next ("" after the last page)."""
         try:
-            request = voices_pb2.ListVoicesRequest(model=model)
+            request = voices_pb2.ListVoicesRequest(model=model, page_size=page_size, page_token=page_token)
             response = await self._voices.ListVoices(request, timeout=self.timeout, metadata=self.metadata)
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from None
-        return list(response.voices)
+        return list(response.voices), response.next_page_token
 
     async def get_voice(self, name: str) -> voices_pb2.Voice:
         try:
@@ -218,11 +231,16 @@ class AsyncClient:
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from None
 
-    async def serving(self, service: str = "") -> bool:
-        """Whether the server's health service reports SERVING (False when unreachable)."""
+    async def serving(self, service: str = "", *, raise_refusals: bool = False) -> bool:
+        """Whether the server's health service reports SERVING (False when unreachable).
+
+        With `raise_refusals`, a missing or wrong key (UNAUTHENTICATED, PERMISSION_DENIED) raises VocalisError instead.
+        """
         try:
             request = health_pb2.HealthCheckRequest(service=service)
             response = await self._health.Check(request, timeout=self.timeout or 5, metadata=self.metadata)
-        except grpc.aio.AioRpcError:
+        except grpc.aio.AioRpcError as error:
+            if raise_refusals and error.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                raise from_rpc_error(error) from None
             return False
         return response.status == health_pb2.HealthCheckResponse.SERVING

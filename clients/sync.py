@@ -26,7 +26,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from vocalis.clients.aio import MAX_MESSAGE_BYTES, call_metadata, session_requests
+from vocalis.clients.aio import LIST_PAGE_SIZE, MAX_MESSAGE_BYTES, call_metadata, session_requests
 from vocalis.clients.errors import from_rpc_error
 from vocalis.clients.messages import format_for_path, session_config, voice_request
 from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2, synthesizer_pb2_grpc, voices_pb2, voices_pb2_grpc
@@ -243,8 +243,22 @@ class Client:
         return self._unary(self._models.GetModel, models_pb2.GetModelRequest(name=name), timeout).model
 
     def list_voices(self, model: str = "", *, timeout: float | None = None) -> list[voices_pb2.Voice]:
-        """Every voice (presets, precomputed, uploaded), or those usable with `model`."""
-        return list(self._unary(self._voices.ListVoices, voices_pb2.ListVoicesRequest(model=model), timeout).voices)
+        """Every voice (presets, precomputed, uploaded), or those usable with `model`: all pages, in name order."""
+        voices: list[voices_pb2.Voice] = []
+        token = ""
+        while True:
+            page, token = self.list_voices_page(model, page_size=LIST_PAGE_SIZE, page_token=token, timeout=timeout)
+            voices.extend(page)
+            if not token:
+                return voices
+
+    def list_voices_page(
+        self, model: str = "", *, page_size: int = 0, page_token: str = "", timeout: float | None = None
+    ) -> tuple[list[voices_pb2.Voice], str]:
+        """One page of voices and the token of the next ("" after the last page)."""
+        request = voices_pb2.ListVoicesRequest(model=model, page_size=page_size, page_token=page_token)
+        response = self._unary(self._voices.ListVoices, request, timeout)
+        return list(response.voices), response.next_page_token
 
     def get_voice(self, name: str, *, timeout: float | None = None) -> voices_pb2.Voice:
         return self._unary(self._voices.GetVoice, voices_pb2.GetVoiceRequest(name=name), timeout).voice

@@ -35,7 +35,8 @@ async def list_models(client: Upstream) -> dict:
 
 @router.get("/health", tags=["health"])
 async def health(client: Upstream) -> JSONResponse:
-    if await client.serving():
+    """200 when the server is serving, 503 when not (or unreachable); 401/403 when it wants a key (--closed-health)."""
+    if await client.serving(raise_refusals=True):
         return JSONResponse({"status": "healthy"})
     return JSONResponse({"status": "unhealthy"}, status_code=503)
 

@@ -4,20 +4,36 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
 from vocalis.clients.aio import AsyncClient
 
 
 def caller_credentials(connection: HTTPConnection) -> tuple[tuple[str, str], ...]:
-    """The caller's API key, to forward as gRPC metadata: the Authorization header, or (for browsers'
-    WebSockets, which cannot set headers) an `api_key` query parameter. The server checks it."""
+    """The caller's API key, to forward as gRPC metadata: the Authorization header, or, on the WebSocket only
+    (browsers' WebSockets cannot set headers), an `api_key` or `token` query parameter. The server checks it.
+
+    Keys in URLs end up in logs, so no other route reads them there. A header that gRPC metadata cannot carry
+    (a tab, a non-ASCII byte) is a 401 on HTTP; on the WebSocket it counts as no key, which the server refuses.
+    """
+    websocket = connection.scope["type"] == "websocket"
     header = connection.headers.get("authorization")
     if header:
-        return (("authorization", header),)
-    token = connection.query_params.get("api_key") or connection.query_params.get("token")
-    return (("authorization", f"Bearer {token}"),) if token else ()
+        if _metadata_safe(header):
+            return (("authorization", header),)
+        if not websocket:
+            raise HTTPException(401, "the Authorization header must be printable ASCII: 'Bearer KEY'")
+        return ()
+    token = (connection.query_params.get("api_key") or connection.query_params.get("token")) if websocket else None
+    if token and _metadata_safe(token):
+        return (("authorization", f"Bearer {token}"),)
+    return ()
+
+
+def _metadata_safe(value: str) -> bool:
+    """Whether gRPC metadata can carry `value`: printable ASCII only."""
+    return all(" " <= character <= "~" for character in value)
 
 
 def upstream(connection: HTTPConnection) -> AsyncClient:

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from google.protobuf import json_format
 
 from vocalis.clients.errors import FieldViolation, VocalisError
@@ -24,14 +24,28 @@ def voice_json(voice: voices_pb2.Voice) -> dict:
 
 
 @router.get("/v1/audio/voices")
-async def list_voices(client: Upstream, model: str = "") -> dict:
-    voices = await client.list_voices(model)
+async def list_voices(
+    client: Upstream,
+    model: str = "",
+    limit: Annotated[int | None, Query(ge=1, le=500, description="Voices per page; with it (or page_token) one page is returned.")] = None,
+    page_token: Annotated[str, Query(description="next_page_token of the previous page.")] = "",
+) -> dict:
+    """Without `limit` and `page_token`, every voice (the gateway walks the server's pages; the store's
+    --max-voices bounds them); with either, one page and the `next_page_token` of the next ("" after the last)."""
+    paged = limit is not None or bool(page_token)
+    if paged:
+        voices, next_token = await client.list_voices_page(model, page_size=limit or 0, page_token=page_token)
+    else:
+        voices, next_token = await client.list_voices(model), ""
     details = [voice_json(v) for v in voices]
-    return {
+    body = {
         "voices": [v.name for v in voices],
         "voice_details": details,
         "uploaded_voices": [d for d, v in zip(details, voices, strict=True) if v.kind == voices_pb2.VOICE_KIND_UPLOADED],
     }
+    if paged:
+        body.update(next_page_token=next_token, has_more=bool(next_token))
+    return body
 
 
 @router.post("/v1/audio/voices")

@@ -60,6 +60,8 @@ def main() -> None:
               help="A file of accepted API keys, one per line.")
 @click.option("--closed-health", is_flag=True, help="Require a key for health checks too (default: open).")
 @click.option("--closed-metrics", is_flag=True, help="Require a key for GET /metrics (default: open).")
+@click.option("--reflection", default="open", show_default=True, type=click.Choice(["off", "open", "keyed"]),
+              help="gRPC server reflection: off, open (no key needed) or keyed (a key needed, like any RPC).")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="PEM certificate: TLS on gRPC and HTTP.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="PEM private key for --tls-cert.")
 @click.option("--max-sessions-per-key", default=0, show_default=True, type=int, help="Open sessions one key may hold (0: no limit).")
@@ -86,6 +88,7 @@ def serve(
     api_key_file: Path | None,
     closed_health: bool,
     closed_metrics: bool,
+    reflection: str,
     tls_cert: Path | None,
     tls_key: Path | None,
     max_sessions_per_key: int,
@@ -112,6 +115,7 @@ def serve(
         api_keys=load_keys(api_key, api_key_file),
         open_health=not closed_health,
         open_metrics=not closed_metrics,
+        reflection=reflection,
         tls_cert=tls_cert,
         tls_key=tls_key,
     )

@@ -63,6 +63,8 @@ class SecurityConfig:
     """Health checks (gRPC health, HTTP /health) need no key."""
     open_metrics: bool = True
     """GET /metrics needs no key."""
+    reflection: str = "open"
+    """gRPC server reflection: "off" (not served), "open" (no key needed) or "keyed" (needs a key, like any RPC)."""
     tls_cert: Path | None = None
     """PEM certificate (chain) for gRPC and HTTP; with tls_key, both listen with TLS."""
     tls_key: Path | None = None

@@ -76,7 +76,12 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     security = config.security
     interceptors = [
         MetricsInterceptor(metrics),
-        ApiKeyInterceptor(ApiKeys(security.api_keys), open_health=security.open_health, open_metrics=security.open_metrics),
+        ApiKeyInterceptor(
+            ApiKeys(security.api_keys),
+            open_health=security.open_health,
+            open_metrics=security.open_metrics,
+            open_reflection=security.reflection == "open",
+        ),
         LifecycleInterceptor(lifecycle),
     ]
     server = grpc.aio.server(
@@ -90,7 +95,8 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     metrics_pb2_grpc.add_MetricsServicer_to_server(MetricsService(metrics), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    if security.reflection != "off":
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     if security.tls:
         credentials = grpc.ssl_server_credentials([(security.tls_key.read_bytes(), security.tls_cert.read_bytes())])  # type: ignore[union-attr]
         port = server.add_secure_port(config.grpc_address, credentials)

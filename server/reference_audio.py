@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import ipaddress
-import socket
+import ssl
 import urllib.parse
 from pathlib import Path
 
@@ -20,6 +19,8 @@ import httpx
 
 from vocalis.server.config import VoiceConfig
 from vocalis.server.errors import invalid_argument
+from vocalis.server.pinned_http import pinned_client
+from vocalis.server.public_address import UnresolvableHost, is_public, resolve
 from vocalis.server.voice_catalog import VoiceCatalog
 from vocalis.server.voice_rules import check_clip
 from vocalis.stages.model import LoadedModel
@@ -28,9 +29,11 @@ from vocalis.tts.v1 import synthesizer_pb2
 
 
 class ReferenceResolver:
-    def __init__(self, catalog: VoiceCatalog, config: VoiceConfig) -> None:
+    def __init__(self, catalog: VoiceCatalog, config: VoiceConfig, tls_verify: ssl.SSLContext | bool = True) -> None:
         self.catalog = catalog
         self.config = config
+        self.tls_verify = tls_verify
+        """How ref_audio https URLs are verified (the system's CAs by default)."""
 
     async def resolve(self, session: synthesizer_pb2.SessionConfig, model: LoadedModel) -> ReferenceAudio | None:
         """The reference for `session` on `model`, or None when it uses a preset voice."""
@@ -77,23 +80,33 @@ class ReferenceResolver:
         if root is None:
             raise invalid_argument("ref_audio", "LOCAL_PATH_REFUSED", "ref_audio local paths are not allowed on this server")
         raw = urllib.parse.unquote(urllib.parse.urlsplit(value).path) if value.startswith("file:") else value
+        if "\0" in raw:
+            raise invalid_argument("ref_audio", "INVALID_REF_AUDIO", "ref_audio path holds a NUL character")
         path = (root / raw).resolve() if not Path(raw).is_absolute() else Path(raw).resolve()
+        # The message names neither the directory nor whether the path exists outside it.
         if not path.is_relative_to(root.resolve()) or not path.is_file():
-            raise invalid_argument("ref_audio", "LOCAL_PATH_REFUSED", f"ref_audio path is not a file under {root}")
+            raise invalid_argument(
+                "ref_audio", "LOCAL_PATH_REFUSED", "ref_audio path is not a file in this server's reference audio directory"
+            )
         if path.stat().st_size > self.config.max_upload_bytes:
             raise invalid_argument("ref_audio", "AUDIO_TOO_LARGE", "ref_audio file is larger than the upload limit")
         return path.read_bytes()
 
     async def _download(self, url: str) -> bytes:
-        host = (urllib.parse.urlsplit(url).hostname or "").lower()
+        parts = urllib.parse.urlsplit(url)
+        host = (parts.hostname or "").lower()
         if not self.config.allowed_ref_hosts:
             raise invalid_argument("ref_audio", "URL_REFUSED", "ref_audio URLs are not allowed on this server; send the audio as base64")
         if host not in {h.lower() for h in self.config.allowed_ref_hosts}:
             raise invalid_argument("ref_audio", "URL_REFUSED", f"ref_audio host {host!r} is not on this server's allowlist")
-        await self._refuse_internal(host)
+        try:
+            port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        except ValueError:
+            raise invalid_argument("ref_audio", "URL_REFUSED", "ref_audio URL has an invalid port") from None
+        address = await self._public_address(host, port)
         limit = self.config.max_upload_bytes
         try:
-            async with httpx.AsyncClient(timeout=self.config.ref_fetch_timeout_s, follow_redirects=False) as client:
+            async with pinned_client(address, timeout=self.config.ref_fetch_timeout_s, verify=self.tls_verify) as client:
                 async with client.stream("GET", url) as response:
                     if response.status_code != 200:
                         raise invalid_argument("ref_audio", "URL_FAILED", f"ref_audio URL answered HTTP {response.status_code}")
@@ -106,12 +119,12 @@ class ReferenceResolver:
         except httpx.HTTPError as error:
             raise invalid_argument("ref_audio", "URL_FAILED", f"ref_audio URL could not be fetched: {type(error).__name__}") from None
 
-    async def _refuse_internal(self, host: str) -> None:
+    async def _public_address(self, host: str, port: int) -> str:
+        """The one address the download connects to: `host` resolved once, every answer public."""
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except socket.gaierror:
+            addresses = await resolve(host, port)
+        except UnresolvableHost:
             raise invalid_argument("ref_audio", "URL_FAILED", f"ref_audio host {host!r} does not resolve") from None
-        for info in infos:
-            address = ipaddress.ip_address(info[4][0])
-            if not address.is_global:
-                raise invalid_argument("ref_audio", "URL_REFUSED", f"ref_audio host {host!r} is a loopback or private address")
+        if not all(is_public(address) for address in addresses):
+            raise invalid_argument("ref_audio", "URL_REFUSED", f"ref_audio host {host!r} is a loopback or private address")
+        return str(addresses[0])

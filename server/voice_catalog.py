@@ -53,6 +53,37 @@ class VoiceCatalog:
         )
 
     def list(self, model: str = "") -> list[CatalogVoice]:
+        """Every voice usable with `model` (all when empty), sorted by lower-case name."""
+        voices, _ = self.page(model, after="", size=None)
+        return voices
+
+    def page(self, model: str, after: str, size: int | None) -> tuple[list[CatalogVoice], bool]:
+        """Up to `size` voices usable with `model` whose lower-case name sorts after `after`, and whether more follow.
+
+        Only the uploaded voices on the page are read from the store, so a page costs the same however many there are.
+        """
+        builtin = {key: voice for key, voice in self._builtin().items() if key > after and _usable_with(voice, model)}
+        uploaded: list[str] = []
+        if not model or model.lower() in (m.lower() for m in self.cloning_models()):
+            uploaded = [key for key in self.store.names() if key > after and key not in builtin]
+        keys = sorted({*builtin, *uploaded})
+        voices: list[CatalogVoice] = []
+        for key in keys:
+            if size is not None and len(voices) >= size:
+                return voices, True
+            voice = builtin.get(key) or self._uploaded(key)
+            if voice is not None:  # None: deleted by another process since the names were read
+                voices.append(voice)
+        return voices, False
+
+    def find(self, name: str) -> CatalogVoice:
+        voice = self._builtin().get(name.lower()) or self._uploaded(name)
+        if voice is None:
+            raise not_found(name, [v.name for v in self._builtin().values()], field="name")
+        return voice
+
+    def _builtin(self) -> dict[str, CatalogVoice]:
+        """Presets and precomputed voices, by lower-case name."""
         voices: dict[str, CatalogVoice] = {}
         for loaded in self.models:
             language = loaded.capabilities.languages[0] if loaded.capabilities.languages else ""
@@ -65,22 +96,17 @@ class VoiceCatalog:
                 voice.name.lower(),
                 CatalogVoice(voice.name, "precomputed", self.cloning_models(voice.models), bool(voice.ref_text), 0.0, voice.description or ""),
             )
-        for record in self.store.list():
-            voices.setdefault(
-                record.name.lower(),
-                CatalogVoice(
-                    record.name, "uploaded", self.cloning_models(), bool(record.ref_text), record.created_at, record.description or "",
-                    record=record,
-                ),
-            )
-        listed = [voices[key] for key in sorted(voices)]
-        return [v for v in listed if not model or model.lower() in (m.lower() for m in v.models)]
+        return voices
 
-    def find(self, name: str) -> CatalogVoice:
-        for voice in self.list():
-            if voice.name.lower() == name.lower():
-                return voice
-        raise not_found(name, [v.name for v in self.list()], field="name")
+    def _uploaded(self, name: str) -> CatalogVoice | None:
+        try:
+            record = self.store.get(name)
+        except VoiceNotFound:
+            return None
+        return CatalogVoice(
+            record.name, "uploaded", self.cloning_models(), bool(record.ref_text), record.created_at, record.description or "",
+            record=record,
+        )
 
     def reference(self, name: str, model: LoadedModel) -> ReferenceAudio | None:
         """The voice to clone that `name` stands for on `model`, or None when it is one of the model's presets.
@@ -107,7 +133,7 @@ class VoiceCatalog:
             audio = self.store.audio(record) if record.duration_s else None
             embedding = self.store.embedding(record)
         except VoiceNotFound:
-            known = [v.name for v in self.list(model.name)]
+            known = [v.name for v in self._builtin().values() if model.name in v.models]
             raise not_found(name, known) from None
         return ReferenceAudio(
             samples=audio.samples if audio else np.zeros(0, np.float32),
@@ -126,6 +152,10 @@ class VoiceCatalog:
                 "VOICE_NOT_SUPPORTED_BY_MODEL",
                 "voice",
             )
+
+
+def _usable_with(voice: CatalogVoice, model: str) -> bool:
+    return not model or model.lower() in (m.lower() for m in voice.models)
 
 
 def build_voice_catalog(engine: Engine, config: VoiceConfig) -> VoiceCatalog:

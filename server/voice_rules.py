@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.server.audio_decoding import DecodedAudio, UndecodableAudio, decode_audio
+from vocalis.server.audio_decoding import AudioTooLong, DecodedAudio, UndecodableAudio, decode_audio
 from vocalis.server.config import VoiceConfig
 from vocalis.server.errors import StatusError, invalid_argument
 from vocalis.server.voice_store import NAME_PATTERN
 
 SILENCE_RMS = 1e-3
+TEXT_LIMITS = {"speaker_description": 1000, "ref_text": 2000, "consent": 256}
+"""Most characters of each free-text field of a voice: every listing carries them, so they stay small."""
 
 
 def check_name(name: str, reserved: set[str]) -> None:
@@ -26,9 +28,13 @@ def check_clip(data: bytes, config: VoiceConfig, field: str) -> DecodedAudio:
             field, "AUDIO_TOO_LARGE", f"{field} is {len(data) / 2**20:.1f} MiB; the limit is {config.max_upload_bytes / 2**20:g} MiB"
         )
     try:
-        audio = decode_audio(data)
+        audio = decode_audio(data, max_seconds=config.max_seconds)
+    except AudioTooLong as error:
+        raise invalid_argument(
+            field, "AUDIO_TOO_LONG", f"{field} is {error} long; the limit is {config.max_seconds:g} s, use a shorter clip"
+        ) from None
     except UndecodableAudio as error:
-        raise invalid_argument(field, "UNDECODABLE_AUDIO", f"{field}: {error}") from error
+        raise invalid_argument(field, "UNDECODABLE_AUDIO", f"{field}: {error}") from None
     if audio.seconds < config.min_seconds:
         raise invalid_argument(
             field, "AUDIO_TOO_SHORT", f"{field} is {audio.seconds:.2f} s long; at least {config.min_seconds:g} s of speech is needed"
@@ -47,6 +53,16 @@ def check_consent(consent: str) -> None:
         raise invalid_argument("consent", "CONSENT_REQUIRED", "consent is required: the id of the speaker's recorded consent")
 
 
+def check_text_fields(**fields: str) -> None:
+    """Each named free-text field is within its TEXT_LIMITS bound."""
+    for field, value in fields.items():
+        limit = TEXT_LIMITS[field]
+        if len(value) > limit:
+            raise invalid_argument(
+                field, "FIELD_TOO_LONG", f"{field} is {len(value)} characters long; the limit is {limit}, shorten it"
+            )
+
+
 def check_embedding(values: list[float]) -> np.ndarray:
     embedding = np.asarray(values, dtype=np.float32)
     if embedding.size == 0 or embedding.size > 8192 or not np.isfinite(embedding).all():
@@ -55,8 +71,10 @@ def check_embedding(values: list[float]) -> np.ndarray:
 
 
 def not_found(name: str, known: list[str], field: str = "voice") -> StatusError:
+    """NOT_FOUND for `name`; `known` lists the voices worth suggesting, never other callers' uploads."""
     import grpc
 
+    hint = f"; voices of this server: {', '.join(known)}" if known else ""
     return StatusError(
-        grpc.StatusCode.NOT_FOUND, f"unknown voice {name!r}; known voices: {', '.join(known) or 'none'}", "UNKNOWN_VOICE", field
+        grpc.StatusCode.NOT_FOUND, f"unknown voice {name!r}{hint} (GET /v1/audio/voices lists them all)", "UNKNOWN_VOICE", field
     )

@@ -51,8 +51,15 @@ class RunningServer:
 
 
 def start_server(
-    log_dir: Path, *args: str, timeout: float = 60.0, tls_root: bytes | None = None, env: dict[str, str] | None = None
+    log_dir: Path,
+    *args: str,
+    timeout: float = 60.0,
+    tls_root: bytes | None = None,
+    health_metadata: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
 ) -> RunningServer:
+    """Start `vocalis serve` with `args`; `health_metadata` (a key) when its health checks need one (--closed-health);
+    `env`: variables set for the server beside the test's own (HF_HOME, HF_HUB_OFFLINE, ...)."""
     grpc_port, http_port = free_port(), free_port()
     log_path = log_dir / f"server-{grpc_port}.log"
     command = [
@@ -77,7 +84,7 @@ def start_server(
             if not server.alive():
                 raise RuntimeError(f"server exited: {log_path.read_text()}")
             try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1, metadata=health_metadata).status == health_pb2.HealthCheckResponse.SERVING:
                     break
             except grpc.RpcError:
                 pass

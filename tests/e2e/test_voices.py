@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -15,8 +17,9 @@ import soundfile as sf
 
 from tests.serving import start_server
 from tests.tiny_tts.build import build_checkpoint
-from vocalis.clients.errors import VocalisError
+from vocalis.clients.errors import VocalisError, from_rpc_error
 from vocalis.clients.sync import Client
+from vocalis.server.voice_store import VoiceStore
 from vocalis.tts.v1 import audio_pb2, voices_pb2, voices_pb2_grpc
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -190,3 +193,127 @@ def test_piper_cannot_use_a_cloned_voice(server, tmp_path):
     assert refused.status_code == 400
     assert refused.json()["error"]["param"] == "voice" and "cannot use" in refused.json()["error"]["message"]
     assert httpx.delete(f"{server.http_url}/v1/audio/voices/cloned", timeout=30).status_code == 200
+
+
+def silent_hour_flac(known_length: bool = True) -> bytes:
+    """An hour of 8 kHz silence: 90 KB of FLAC for 115 MB of samples. Without `known_length`, its header leaves the length blank."""
+    buffer = io.BytesIO()
+    with sf.SoundFile(buffer, "w", 8000, 1, format="FLAC", subtype="PCM_16") as sound:
+        block = np.zeros(8000 * 600, np.int16)
+        for _ in range(6):
+            sound.write(block)
+    data = bytearray(buffer.getvalue())
+    if not known_length:  # STREAMINFO's 36-bit total-samples field, at bytes 18..26 of the file, set to 0 ("unknown")
+        word = int.from_bytes(data[18:26], "big") & ~((1 << 36) - 1)
+        data[18:26] = word.to_bytes(8, "big")
+    return bytes(data)
+
+
+def zero_bit_wav() -> bytes:
+    data = bytearray(clip())
+    data[34:36] = (0).to_bytes(2, "little")  # bits per sample
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        (silent_hour_flac(), "3600.0 s long"),  # refused from the header, before decoding anything
+        (silent_hour_flac(known_length=False), "more than 30"),  # decoded until it passed the limit, then dropped
+        (zero_bit_wav(), "0 bits per sample"),
+    ],
+    ids=["bomb-with-header", "bomb-without-length", "zero-bit-wav"],
+)
+def test_hostile_audio_is_a_400(servers, data, text):
+    first, _ = servers
+    before = names(first)
+    response = upload(first, "hostile", data, mime="audio/flac")
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "audio" and text in response.json()["error"]["message"]
+    inline = speak(first, ref_audio=base64.b64encode(data).decode())
+    assert inline.status_code == 400 and inline.json()["error"]["param"] == "ref_audio", inline.text
+    assert text in inline.json()["error"]["message"]
+    assert names(first) == before and first.alive()
+    assert "Traceback" not in first.log_path.read_text()
+
+
+@pytest.mark.parametrize(("field", "limit"), [("speaker_description", 1000), ("ref_text", 2000), ("consent", 256)])
+def test_voice_text_fields_are_bounded(servers, field, limit):
+    first, _ = servers
+    form = {field: "x" * (limit + 1)}
+    response = upload(first, "wordy", **form)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == field and str(limit) in error["message"]
+    with grpc.insecure_channel(first.grpc_target) as channel, pytest.raises(grpc.RpcError) as caught:
+        request = voices_pb2.CreateVoiceRequest(name="wordy", audio=clip(), **{"consent": "c", **form})
+        voices_pb2_grpc.VoicesStub(channel).CreateVoice(request, timeout=30)
+    refusal = from_rpc_error(caught.value)
+    assert refusal.code == grpc.StatusCode.INVALID_ARGUMENT and refusal.field == field
+    assert upload(first, "wordy", **{field: "x" * limit}).status_code == 200
+    assert httpx.delete(f"{first.http_url}/v1/audio/voices/wordy", timeout=30).status_code == 200
+
+
+@pytest.fixture
+def many_voices(servers, tmp_path):
+    """620 uploaded voices, written straight into the store both servers share (uploading them would take minutes)."""
+    first, _ = servers
+    store = VoiceStore(first_store_dir(first))
+    created = [f"many-{i:03d}" for i in range(620)]
+    for name in created:
+        store.put(name, b"e", "application/json", None, "c", embedding=np.ones(4, np.float32))
+    yield created
+    for name in created:
+        store.delete(name)
+
+
+def first_store_dir(server) -> str:
+    command = server.process.args
+    return command[command.index("--voice-dir") + 1]
+
+
+def test_listing_is_paginated_everywhere(servers, many_voices):
+    first, second = servers
+    everything = sorted(names(first), key=str.lower)
+    assert len(everything) > 620 and set(many_voices) <= set(everything)
+    with grpc.insecure_channel(second.grpc_target) as channel:
+        stub = voices_pb2_grpc.VoicesStub(channel)
+        default = stub.ListVoices(voices_pb2.ListVoicesRequest())
+        assert len(default.voices) == 100 and default.next_page_token
+        assert len(stub.ListVoices(voices_pb2.ListVoicesRequest(page_size=100000)).voices) == 500
+        walked, token = [], ""
+        while True:
+            page = stub.ListVoices(voices_pb2.ListVoicesRequest(page_size=70, page_token=token))
+            assert len(page.voices) <= 70
+            walked += [v.name for v in page.voices]
+            token = page.next_page_token
+            if not token:
+                break
+        assert walked == everything
+        for request, field in (
+            (voices_pb2.ListVoicesRequest(page_size=-1), "page_size"),
+            (voices_pb2.ListVoicesRequest(page_token="bm90IGEgdG9rZW4"), "page_token"),
+            (voices_pb2.ListVoicesRequest(model="tiny-tts", page_token=default.next_page_token), "page_token"),
+        ):
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.ListVoices(request)
+            assert from_rpc_error(caught.value).field == field and caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with Client(first.grpc_target, timeout=60) as client:
+        assert [v.name for v in client.list_voices()] == everything
+    http_pages, token = [], ""
+    while True:
+        params = {"limit": 250, **({"page_token": token} if token else {})}
+        body = httpx.get(f"{first.http_url}/v1/audio/voices", params=params, timeout=30).json()
+        http_pages += body["voices"]
+        token = body["next_page_token"]
+        assert body["has_more"] == bool(token)
+        if not token:
+            break
+    assert http_pages == everything
+    assert httpx.get(f"{first.http_url}/v1/audio/voices", params={"limit": 501}, timeout=30).status_code == 400
+    listed = subprocess.run(
+        [sys.executable, "-m", "vocalis.server", "voices", "list", "--json", "--server", first.grpc_target],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [v["name"] for v in json.loads(listed.stdout)] == everything

@@ -14,42 +14,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.audio_blocks import ResidualUnit, Snake, nearest_code, residual_encode, snake_residual_units
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, DacConfig, HubertConfig
 from vocalis.stages.models.omnivoice.resample import resample
 
-
-class Snake1d(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+DAC_UNIT = ("snake1", "conv1", "snake2", "conv2")
+"""Attribute names of a DAC residual unit's layers in the checkpoint."""
 
 
-class DacResidualUnit(nn.Module):
-    def __init__(self, channels: int, dilation: int) -> None:
-        super().__init__()
-        self.snake1 = Snake1d(channels)
-        self.conv1 = nn.Conv1d(channels, channels, kernel_size=7, dilation=dilation, padding=3 * dilation)
-        self.snake2 = Snake1d(channels)
-        self.conv2 = nn.Conv1d(channels, channels, kernel_size=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv2(self.snake2(self.conv1(self.snake1(x))))
-        trim = (x.shape[-1] - y.shape[-1]) // 2
-        if trim > 0:
-            x = x[..., trim:-trim]
-        return x + y
+def dac_conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int) -> nn.Conv1d:
+    """DAC's centred (non-causal) convolution, padded to keep the length."""
+    return nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation, padding=(kernel_size - 1) // 2 * dilation)
 
 
 class DacEncoderBlock(nn.Module):
     def __init__(self, channels: int, stride: int) -> None:
         super().__init__()
-        self.res_unit1 = DacResidualUnit(channels // 2, 1)
-        self.res_unit2 = DacResidualUnit(channels // 2, 3)
-        self.res_unit3 = DacResidualUnit(channels // 2, 9)
-        self.snake1 = Snake1d(channels // 2)
+        self.res_unit1, self.res_unit2, self.res_unit3 = snake_residual_units(channels // 2, dac_conv, names=DAC_UNIT)
+        self.snake1 = Snake(channels // 2)
         self.conv1 = nn.Conv1d(channels // 2, channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,7 +47,7 @@ class DacEncoder(nn.Module):
             DacEncoderBlock(width * 2 ** (i + 1), stride) for i, stride in enumerate(config.downsampling_ratios)
         )
         top = width * 2 ** len(config.downsampling_ratios)
-        self.snake1 = Snake1d(top)
+        self.snake1 = Snake(top)
         self.conv2 = nn.Conv1d(top, config.hidden_size, kernel_size=3, padding=1)
         self.strides = tuple(config.downsampling_ratios)
 
@@ -85,15 +67,13 @@ class DacEncoder(nn.Module):
 class DacDecoderBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
-        self.snake1 = Snake1d(in_channels)
+        self.snake1 = Snake(in_channels)
         # Higgs' DAC pads odd strides' outputs so that every block upsamples exactly by its stride.
         self.conv_t1 = nn.ConvTranspose1d(
             in_channels, out_channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2),
             output_padding=stride % 2,
         )
-        self.res_unit1 = DacResidualUnit(out_channels, 1)
-        self.res_unit2 = DacResidualUnit(out_channels, 3)
-        self.res_unit3 = DacResidualUnit(out_channels, 9)
+        self.res_unit1, self.res_unit2, self.res_unit3 = snake_residual_units(out_channels, dac_conv, names=DAC_UNIT)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.res_unit3(self.res_unit2(self.res_unit1(self.conv_t1(self.snake1(x)))))
@@ -110,7 +90,7 @@ class DacDecoder(nn.Module):
             DacDecoderBlock(width // 2**i, width // 2 ** (i + 1), stride) for i, stride in enumerate(config.upsampling_ratios)
         )
         last = width // 2 ** len(config.upsampling_ratios)
-        self.snake1 = Snake1d(last)
+        self.snake1 = Snake(last)
         self.conv2 = nn.Conv1d(last, 1, kernel_size=7, padding=3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -257,21 +237,18 @@ class HubertModel(nn.Module):
 # -- the semantic branch and the quantizer -------------------------------------------------
 
 
-class SemanticResidualUnit(nn.Module):
-    def __init__(self, config: AudioTokenizerConfig, channels: int, dilation: int) -> None:
-        super().__init__()
-        kernel = config.unit_kernel_size
-        self.conv1 = nn.Conv1d(channels, channels, kernel, padding=((kernel - 1) // 2) * dilation, dilation=dilation, bias=False)
-        self.conv2 = nn.Conv1d(channels, channels, kernel_size=1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(F.elu(self.conv1(F.elu(x))))
+def semantic_residual_unit(config: AudioTokenizerConfig, channels: int, dilation: int) -> ResidualUnit:
+    """x + conv2(elu(conv1(elu(x)))), conv1 dilated and centred."""
+    kernel = config.unit_kernel_size
+    conv1 = nn.Conv1d(channels, channels, kernel, padding=((kernel - 1) // 2) * dilation, dilation=dilation, bias=False)
+    conv2 = nn.Conv1d(channels, channels, kernel_size=1, bias=False)
+    return ResidualUnit(nn.ELU(), conv1, nn.ELU(), conv2, names=("elu1", "conv1", "elu2", "conv2"))
 
 
 class SemanticEncoderBlock(nn.Module):
     def __init__(self, config: AudioTokenizerConfig, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
-        self.res_units = nn.ModuleList(SemanticResidualUnit(config, in_channels, d) for d in config.block_dilations)
+        self.res_units = nn.ModuleList(semantic_residual_unit(config, in_channels, d) for d in config.block_dilations)
         kernel = 3 if stride == 1 else 2 * stride
         self.conv = nn.Conv1d(in_channels, out_channels, kernel, stride=stride, padding=(kernel - 1) // 2)
 
@@ -308,9 +285,7 @@ class Codebook(nn.Module):
 
     def nearest(self, x: torch.Tensor) -> torch.Tensor:
         """Index of the nearest entry (Euclidean) for each row of x [N, D]."""
-        embed = self.embed.t()
-        distance = -(x.pow(2).sum(1, keepdim=True) - 2 * x @ embed + embed.pow(2).sum(0, keepdim=True))
-        return distance.max(dim=-1).indices
+        return nearest_code(x, self.embed, exact_distance=False)
 
 
 class VectorQuantizer(nn.Module):
@@ -337,13 +312,7 @@ class ResidualQuantizer(nn.Module):
         self.quantizers = nn.ModuleList(VectorQuantizer(config) for _ in range(config.num_quantizers))
 
     def encode(self, latents: torch.Tensor) -> torch.Tensor:
-        residual = latents
-        codes = []
-        for quantizer in self.quantizers:
-            indices = quantizer.encode(residual)
-            residual = residual - quantizer.decode(indices)
-            codes.append(indices)
-        return torch.stack(codes, dim=1)
+        return torch.stack(residual_encode(latents, self.quantizers), dim=1)
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         out = 0

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from vocalis.stages.config_json import from_json
 
 MODEL_TYPE = "omnivoice"
 AUDIO_TOKENIZER_TYPE = "higgs_audio_v2_tokenizer"
@@ -141,12 +143,7 @@ class HubertConfig:
         for key, (wanted, why) in checks.items():
             if data.get(key, wanted) != wanted:
                 raise ValueError(f"semantic_model_config.{key} = {data[key]!r}: {why}")
-        defaults = cls()
-        values = {}
-        for f in fields(cls):
-            value = data.get(f.name, getattr(defaults, f.name))
-            values[f.name] = tuple(value) if isinstance(value, list) else value
-        return cls(**values)
+        return from_json(cls, data)
 
 
 @dataclass(frozen=True)
@@ -172,17 +169,10 @@ class AudioTokenizerConfig:
         data = json.loads((path / "config.json").read_text())
         if data.get("model_type") != AUDIO_TOKENIZER_TYPE:
             raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {AUDIO_TOKENIZER_TYPE!r}")
-        defaults = cls()
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name in ("acoustic", "semantic"):
-                continue
-            value = data.get(f.name, getattr(defaults, f.name))
-            values[f.name] = tuple(value) if isinstance(value, list) else value
-        return cls(
+        return from_json(
+            cls, data,
             acoustic=DacConfig.from_dict(data.get("acoustic_model_config") or {}),
             semantic=HubertConfig.from_dict(data.get("semantic_model_config") or {}),
-            **values,
         )
 
     @property

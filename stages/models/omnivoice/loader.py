@@ -9,12 +9,9 @@ forms PyTorch writes (`weight_g`/`weight_v` or `parametrizations.weight.original
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
-from torch import nn
 
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.iterative import IterativeStage
@@ -26,6 +23,7 @@ from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoi
 from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import TextTokenizer
 from vocalis.stages.pipeline import Pipeline
+from vocalis.stages.weights import fold_weight_norm, load_strict, read_safetensors
 
 CODEC_UNUSED = (
     r"decoder_semantic\..*",  # reconstructs semantic features: training only
@@ -33,35 +31,6 @@ CODEC_UNUSED = (
     r"quantizer\.quantizers\.\d+\.codebook\.(embed_avg|cluster_size|inited)",  # codebook EMA statistics
     r"semantic_model\.masked_spec_embed",  # SpecAugment, training only
 )
-
-
-def fold_weight_norm(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Replace each weight-normed pair (magnitude g, direction v) by its weight."""
-    out = dict(tensors)
-    for key in list(tensors):
-        for g_suffix, v_suffix in ((".weight_g", ".weight_v"), (".parametrizations.weight.original0", ".parametrizations.weight.original1")):
-            if key.endswith(g_suffix):
-                base = key[: -len(g_suffix)]
-                g, v = out.pop(key), out.pop(base + v_suffix)
-                dims = [d for d in range(g.dim()) if g.shape[d] != 1]
-                dim = dims[0] if len(dims) == 1 else -1
-                out[base + ".weight"] = torch._weight_norm(v.float(), g.float(), dim).to(v.dtype)
-    return out
-
-
-def load_weights(module: nn.Module, tensors: dict[str, torch.Tensor], unused: tuple[str, ...], where: Path) -> None:
-    """Load `tensors` into `module` by name; refuses missing tensors and tensors it would silently drop."""
-    tensors = fold_weight_norm(tensors)
-    state = module.state_dict()
-    skipped = [k for k in tensors if k not in state and any(re.fullmatch(p, k) for p in unused)]
-    unexpected = sorted(k for k in tensors if k not in state and k not in skipped)
-    missing = sorted(k for k in state if k not in tensors and not k.endswith("inv_freq"))
-    if unexpected or missing:
-        raise ValueError(f"{where}: tensors do not match the model: unexpected {unexpected[:8]}, missing {missing[:8]}")
-    for key, value in tensors.items():
-        if key in state and state[key].shape != value.shape:
-            raise ValueError(f"{where}: {key} has shape {tuple(value.shape)}, the config says {tuple(state[key].shape)}")
-    module.load_state_dict({k: v for k, v in tensors.items() if k in state}, strict=False)
 
 
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:
@@ -72,13 +41,14 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
             f"{path}: the audio tokenizer has {codec_config.num_quantizers} codebooks, the model {config.num_audio_codebook}"
         )
     lm = OmniVoiceLM(config)
-    weights = load_file(str(path / "model.safetensors"))
+    weights = read_safetensors(path / "model.safetensors")
     offsets = weights.get("codebook_layer_offsets")
     if offsets is not None and not torch.equal(offsets.long(), lm.codebook_layer_offsets):
         raise ValueError(f"{path}: codebook_layer_offsets differ from audio_vocab_size x codebook")
-    load_weights(lm, weights, (), path / "model.safetensors")
+    load_strict(lm, fold_weight_norm(weights), path / "model.safetensors")
     codec = AudioTokenizer(codec_config)
-    load_weights(codec, load_file(str(path / "audio_tokenizer" / "model.safetensors")), CODEC_UNUSED, path / "audio_tokenizer")
+    codec_weights = fold_weight_norm(read_safetensors(path / "audio_tokenizer" / "model.safetensors"))
+    load_strict(codec, codec_weights, path / "audio_tokenizer", unused=CODEC_UNUSED)
     return lm.to(device, dtype).eval(), codec.to(device).eval(), TextTokenizer(path)
 
 

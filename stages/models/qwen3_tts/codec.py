@@ -8,67 +8,55 @@ therefore depend only on earlier frames, which is what lets code2wav decode in c
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.audio_blocks import (
+    CausalConv1d,
+    CausalConvTranspose1d,
+    ResidualUnit,
+    SnakeBeta,
+    nearest_code,
+    residual_encode,
+    snake_residual_units,
+    summed_lookup,
+)
+from vocalis.stages.layers.attention import QKVAttention, causal_mask
+from vocalis.stages.layers.norm import RMSNorm
+from vocalis.stages.layers.rotary import rope
+from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderConfig
-from vocalis.stages.models.qwen3_tts.layers import DenseAttention, GatedMLP, RMSNorm, causal_mask, rotary
 
 # -- convolutions ----------------------------------------------------------------------------------
 
 
-class CausalConv(nn.Module):
-    """Conv1d padded on the left by (kernel - stride), and on the right just enough for whole strides."""
+class Nested(nn.Module):
+    """The codec's checkpoints keep each (transposed) convolution one level down, as `conv`."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
-                 groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> None:
+    def __init__(self, conv: nn.Module) -> None:
         super().__init__()
-        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups, bias=bias)
-        self.stride = stride
-        self.kernel = (kernel_size - 1) * dilation + 1
-        self.padding = self.kernel - stride
-        self.pad_mode = pad_mode
+        self.conv = conv
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        length = x.shape[-1]
-        frames = math.ceil((length - self.kernel + self.padding) / self.stride + 1)
-        extra = (frames - 1) * self.stride + (self.kernel - self.padding) - length
-        x = F.pad(x, (self.padding, extra), mode=self.pad_mode) if self.pad_mode != "constant" else F.pad(x, (self.padding, extra))
         return self.conv(x)
 
 
-class CausalTransposedConv(nn.Module):
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int) -> None:
-        super().__init__()
-        self.conv = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride)
-        self.trim = kernel_size - stride
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv(x)
-        return x[..., : x.shape[-1] - self.trim] if self.trim > 0 else x
+def causal_conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
+                groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> Nested:
+    """A causal conv padded on the right to whole strides, under `conv`."""
+    return Nested(CausalConv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups,
+                               bias=bias, whole_strides=True, pad_mode=pad_mode))
 
 
-class SnakeBeta(nn.Module):
-    """x + sin^2(x * e^alpha) / e^beta, per channel (alpha and beta stored in log scale)."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.alpha = nn.Parameter(torch.zeros(channels))
-        self.beta = nn.Parameter(torch.zeros(channels))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        alpha = self.alpha.exp()[None, :, None]
-        beta = self.beta.exp()[None, :, None]
-        return x + torch.sin(x * alpha).pow(2) / (beta + 1e-9)
+def causal_transposed_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int) -> Nested:
+    return Nested(CausalConvTranspose1d(in_channels, out_channels, kernel_size, stride))
 
 
 class ConvNeXtBlock(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.dwconv = CausalConv(dim, dim, 7, groups=dim)
+        self.dwconv = causal_conv(dim, dim, 7, groups=dim)
         self.norm = nn.LayerNorm(dim, eps=1e-6)
         self.pwconv1 = nn.Linear(dim, 4 * dim)
         self.pwconv2 = nn.Linear(4 * dim, dim)
@@ -80,32 +68,19 @@ class ConvNeXtBlock(nn.Module):
         return x + h.transpose(1, 2)
 
 
-class ResidualUnit(nn.Module):
-    def __init__(self, dim: int, dilation: int) -> None:
-        super().__init__()
-        self.act1 = SnakeBeta(dim)
-        self.conv1 = CausalConv(dim, dim, 7, dilation=dilation)
-        self.act2 = SnakeBeta(dim)
-        self.conv2 = CausalConv(dim, dim, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv2(self.act2(self.conv1(self.act1(x))))
-
-
 class DecoderBlock(nn.Module):
     """SnakeBeta, an upsampling transposed conv (x rate), three dilated residual units."""
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
         super().__init__()
-        self.block = nn.ModuleList(
-            [SnakeBeta(in_dim), CausalTransposedConv(in_dim, out_dim, 2 * rate, rate)]
-            + [ResidualUnit(out_dim, dilation) for dilation in (1, 3, 9)]
+        self.block = nn.Sequential(
+            SnakeBeta(in_dim), causal_transposed_conv(in_dim, out_dim, 2 * rate, rate),
+            *snake_residual_units(out_dim, lambda i, o, k, d: causal_conv(i, o, k, dilation=d), SnakeBeta,
+                                  names=("act1", "conv1", "act2", "conv2")),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.block:
-            x = layer(x)
-        return x
+        return self.block(x)
 
 
 # -- quantizers ------------------------------------------------------------------------------------
@@ -146,9 +121,7 @@ class DecoderRVQ(nn.Module):
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes [B, K, T] to [B, outer_dim, T]."""
-        total = 0
-        for k, layer in enumerate(self.vq.layers):
-            total = total + F.embedding(codes[:, k], layer._codebook.centroids())
+        total = summed_lookup(codes.transpose(1, 2), [layer._codebook.centroids() for layer in self.vq.layers])
         return self.output_proj(total.transpose(1, 2))
 
 
@@ -168,37 +141,17 @@ class SplitRVQ(nn.Module):
 # -- the decoder -----------------------------------------------------------------------------------
 
 
-class LayerScale(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.scale = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.scale * x
-
-
-class DecoderTransformerLayer(nn.Module):
-    def __init__(self, config: DecoderConfig) -> None:
-        super().__init__()
-        c = config
-        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.self_attn = DenseAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.attention_bias)
-        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.mlp = GatedMLP(c.hidden_size, c.intermediate_size)
-        self.self_attn_layer_scale = LayerScale(c.hidden_size)
-        self.mlp_layer_scale = LayerScale(c.hidden_size)
-
-    def forward(self, x, cos, sin, mask):
-        x = x + self.self_attn_layer_scale(self.self_attn(self.input_layernorm(x), cos, sin, mask))
-        return x + self.mlp_layer_scale(self.mlp(self.post_attention_layernorm(x)))
-
-
 class DecoderTransformer(nn.Module):
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.config = config
         self.input_proj = nn.Linear(config.latent_dim, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderTransformerLayer(config) for _ in range(config.num_hidden_layers))
+        c = config
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias, layer_scale=True)
+            for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.output_proj = nn.Linear(config.hidden_size, config.latent_dim)
 
@@ -207,11 +160,10 @@ class DecoderTransformer(nn.Module):
         c = self.config
         x = self.input_proj(x)
         t = x.shape[1]
-        cos, sin = rotary(torch.arange(t, device=x.device), c.dim_per_head, c.rope_theta)
-        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        cos, sin = rope(torch.arange(t, device=x.device), c.dim_per_head, c.rope_theta)
         mask = causal_mask(t, c.sliding_window, device=x.device)
         for layer in self.layers:
-            x = layer(x, cos, sin, mask)
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask)
         return self.output_proj(self.norm(x))
 
 
@@ -222,17 +174,17 @@ class SpeechDecoder(nn.Module):
         super().__init__()
         self.config = config
         self.quantizer = SplitRVQ(config)
-        self.pre_conv = CausalConv(config.codebook_dim, config.latent_dim, 3)
+        self.pre_conv = causal_conv(config.codebook_dim, config.latent_dim, 3)
         self.pre_transformer = DecoderTransformer(config)
         self.upsample = nn.ModuleList(
-            nn.ModuleList([CausalTransposedConv(config.latent_dim, config.latent_dim, factor, factor), ConvNeXtBlock(config.latent_dim)])
+            nn.ModuleList([causal_transposed_conv(config.latent_dim, config.latent_dim, factor, factor), ConvNeXtBlock(config.latent_dim)])
             for factor in config.upsampling_ratios
         )
-        blocks: list[nn.Module] = [CausalConv(config.latent_dim, config.decoder_dim, 7)]
+        blocks: list[nn.Module] = [causal_conv(config.latent_dim, config.decoder_dim, 7)]
         for i, rate in enumerate(config.upsample_rates):
             blocks.append(DecoderBlock(config.decoder_dim // 2**i, config.decoder_dim // 2 ** (i + 1), rate))
         out_dim = config.decoder_dim // 2 ** len(config.upsample_rates)
-        blocks += [SnakeBeta(out_dim), CausalConv(out_dim, 1, 7)]
+        blocks += [SnakeBeta(out_dim), causal_conv(out_dim, 1, 7)]
         self.decoder = nn.ModuleList(blocks)
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
@@ -250,41 +202,30 @@ class SpeechDecoder(nn.Module):
 # -- the Mimi encoder ------------------------------------------------------------------------------
 
 
-class MimiResnetBlock(nn.Module):
-    def __init__(self, config: MimiEncoderConfig, dim: int, dilation: int) -> None:
-        super().__init__()
-        hidden = dim // config.compress
-        self.block = nn.ModuleList([
-            nn.ELU(), CausalConv(dim, hidden, config.residual_kernel_size, dilation=dilation, pad_mode=config.pad_mode),
-            nn.ELU(), CausalConv(hidden, dim, 1, pad_mode=config.pad_mode),
-        ])
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        residual = x
-        for layer in self.block:
-            x = layer(x)
-        return residual + x
+def mimi_resnet_block(config: MimiEncoderConfig, dim: int, dilation: int) -> ResidualUnit:
+    """ELU, a dilated causal conv down to dim / compress channels, ELU, a 1x1 conv back (`block.{0..3}`)."""
+    c, hidden = config, dim // config.compress
+    return ResidualUnit(nn.ELU(), causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
+                        nn.ELU(), causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
 
 
 class SEANetEncoder(nn.Module):
     def __init__(self, config: MimiEncoderConfig) -> None:
         super().__init__()
         c = config
-        layers: list[nn.Module] = [CausalConv(c.audio_channels, c.num_filters, c.kernel_size, pad_mode=c.pad_mode)]
+        layers: list[nn.Module] = [causal_conv(c.audio_channels, c.num_filters, c.kernel_size, pad_mode=c.pad_mode)]
         scale = 1
         for ratio in reversed(c.upsampling_ratios):
             width = scale * c.num_filters
             for j in range(c.num_residual_layers):
-                layers.append(MimiResnetBlock(c, width, c.dilation_growth_rate**j))
-            layers += [nn.ELU(), CausalConv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
+                layers.append(mimi_resnet_block(c, width, c.dilation_growth_rate**j))
+            layers += [nn.ELU(), causal_conv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
             scale *= 2
-        layers += [nn.ELU(), CausalConv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
-        self.layers = nn.ModuleList(layers)
+        layers += [nn.ELU(), causal_conv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
+        self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
+        return self.layers(x)
 
 
 class MimiMLP(nn.Module):
@@ -297,20 +238,10 @@ class MimiMLP(nn.Module):
         return self.fc2(F.gelu(self.fc1(x)))
 
 
-class MimiTransformerLayer(nn.Module):
-    def __init__(self, config: MimiEncoderConfig) -> None:
-        super().__init__()
-        c = config
-        self.input_layernorm = nn.LayerNorm(c.hidden_size, eps=c.norm_eps)
-        self.self_attn = DenseAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.attention_bias)
-        self.post_attention_layernorm = nn.LayerNorm(c.hidden_size, eps=c.norm_eps)
-        self.mlp = MimiMLP(c.hidden_size, c.intermediate_size)
-        self.self_attn_layer_scale = LayerScale(c.hidden_size)
-        self.mlp_layer_scale = LayerScale(c.hidden_size)
-
-    def forward(self, x, cos, sin, mask):
-        x = x + self.self_attn_layer_scale(self.self_attn(self.input_layernorm(x), cos, sin, mask))
-        return x + self.mlp_layer_scale(self.mlp(self.post_attention_layernorm(x)))
+def mimi_transformer_layer(c: MimiEncoderConfig) -> PreNormDecoderLayer:
+    attention = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.attention_bias)
+    return PreNormDecoderLayer(c.hidden_size, attention, MimiMLP(c.hidden_size, c.intermediate_size),
+                               lambda dim: nn.LayerNorm(dim, eps=c.norm_eps), layer_scale=True)
 
 
 class MimiTransformer(nn.Module):
@@ -319,14 +250,14 @@ class MimiTransformer(nn.Module):
     def __init__(self, config: MimiEncoderConfig) -> None:
         super().__init__()
         self.config = config
-        self.layers = nn.ModuleList(MimiTransformerLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(mimi_transformer_layer(config) for _ in range(config.num_hidden_layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t = x.shape[1]
-        cos, sin = rotary(torch.arange(t, device=x.device), self.config.dim_per_head, self.config.rope_theta)
+        cos, sin = rope(torch.arange(t, device=x.device), self.config.dim_per_head, self.config.rope_theta)
         mask = causal_mask(t, device=x.device)
         for layer in self.layers:
-            x = layer(x, cos.to(x.dtype), sin.to(x.dtype), mask)
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask)
         return x
 
 
@@ -348,6 +279,13 @@ class MimiVQ(nn.Module):
         super().__init__()
         self.codebook = MimiCodebook(size, dim)
 
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Nearest-centroid codes [...] of x [..., D]."""
+        return nearest_code(x.reshape(-1, x.shape[-1]), self.codebook.centroids()).view(x.shape[:-1])
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        return F.embedding(codes, self.codebook.centroids())
+
 
 class MimiRVQ(nn.Module):
     def __init__(self, config: MimiEncoderConfig, count: int) -> None:
@@ -364,15 +302,7 @@ class MimiRVQ(nn.Module):
         """x [B, hidden, T] to codes [count, B, T], each stage quantizing what the previous left."""
         if self.input_proj is not None:
             x = self.input_proj(x)
-        residual = x.transpose(1, 2)  # [B, T, D]
-        codes = []
-        for layer in self.layers[:count]:
-            centroids = layer.codebook.centroids()
-            distances = torch.cdist(residual.reshape(1, -1, residual.shape[-1]).float(), centroids[None].float())[0]
-            index = distances.argmin(-1).view(residual.shape[:-1])
-            residual = residual - F.embedding(index, centroids)
-            codes.append(index)
-        return torch.stack(codes)
+        return torch.stack(residual_encode(x.transpose(1, 2), self.layers[:count]))
 
 
 class MimiSplitRVQ(nn.Module):
@@ -401,7 +331,7 @@ class SpeechEncoder(nn.Module):
         self.encoder = SEANetEncoder(config)
         self.encoder_transformer = MimiTransformer(config)
         stride = int(config.encodec_frame_rate / config.frame_rate)
-        self.downsample = CausalConv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
+        self.downsample = causal_conv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
         self.quantizer = MimiSplitRVQ(config)
 
     def forward(self, samples: torch.Tensor) -> torch.Tensor:

@@ -8,19 +8,15 @@ of the reference configuration classes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vocalis.stages.config_json import from_json
 
 MODEL_TYPE = "qwen3_tts"
 TASKS = ("custom_voice", "voice_design", "base")
 """Values of `tts_model_type`: the checkpoint kinds."""
-
-
-def _build(cls, data: dict[str, Any] | None, **overrides: Any):
-    names = {f.name for f in fields(cls)}
-    values = {k: v for k, v in (data or {}).items() if k in names}
-    return cls(**(values | overrides))
 
 
 @dataclass(frozen=True)
@@ -217,10 +213,10 @@ class SpeechTokenizerConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeechTokenizerConfig:
         encoder = data.get("encoder_config")
-        return _build(
+        return from_json(
             cls, data,
-            decoder=_build(DecoderConfig, _tuples(data.get("decoder_config"))),
-            encoder=_build(MimiEncoderConfig, _tuples(encoder)) if encoder else None,
+            decoder=from_json(DecoderConfig, data.get("decoder_config")),
+            encoder=from_json(MimiEncoderConfig, encoder) if encoder else None,
         )
 
 
@@ -278,13 +274,13 @@ class Qwen3TTSConfig:
         if kind not in TASKS:
             raise ValueError(f"unknown tts_model_type {kind!r}; known: {', '.join(TASKS)}")
         talker = dict(data.get("talker_config") or {})
-        predictor = _build(CodePredictorConfig, talker.get("code_predictor_config"))
-        return _build(
+        predictor = from_json(CodePredictorConfig, talker.get("code_predictor_config"))
+        return from_json(
             cls, data,
-            talker=_build(TalkerConfig, talker, code_predictor=predictor),
-            speaker_encoder=_build(SpeakerEncoderConfig, _tuples(data.get("speaker_encoder_config"))) if kind == "base" else None,
+            talker=from_json(TalkerConfig, talker, code_predictor=predictor),
+            speaker_encoder=from_json(SpeakerEncoderConfig, data.get("speaker_encoder_config")) if kind == "base" else None,
             speech_tokenizer=speech_tokenizer,
-            generation=_build(GenerationDefaults, generation),
+            generation=from_json(GenerationDefaults, generation),
         )
 
     @property
@@ -295,7 +291,3 @@ class Qwen3TTSConfig:
     @property
     def speakers(self) -> tuple[str, ...]:
         return tuple(self.talker.spk_id)
-
-
-def _tuples(data: dict[str, Any] | None) -> dict[str, Any]:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in (data or {}).items()}

@@ -7,53 +7,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch, slot_attention
+from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.norm import RMSNorm
+from vocalis.stages.layers.rotary import mrope, rope
+from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
-from vocalis.stages.models.qwen3_tts.layers import (
-    DenseAttention,
-    GatedMLP,
-    RMSNorm,
-    causal_mask,
-    multimodal_rotary,
-    rotary,
-    rotate,
-)
-
-
-class TalkerAttention(nn.Module):
-    def __init__(self, config: TalkerConfig) -> None:
-        super().__init__()
-        c = config
-        d = c.dim_per_head
-        self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, d
-        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * d, bias=c.attention_bias)
-        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * d, bias=c.attention_bias)
-        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * d, bias=c.attention_bias)
-        self.o_proj = nn.Linear(c.num_attention_heads * d, c.hidden_size, bias=c.attention_bias)
-        self.q_norm = RMSNorm(d, c.rms_norm_eps)
-        self.k_norm = RMSNorm(d, c.rms_norm_eps)
-
-    def forward(self, x, rope, batch: AttentionBatch, cache: SlotKVCache, layer: int) -> torch.Tensor:
-        cos, sin = rope
-        q = rotate(self.q_norm(self.q_proj(x).view(-1, self.heads, self.head_dim)), cos, sin)
-        k = rotate(self.k_norm(self.k_proj(x).view(-1, self.kv_heads, self.head_dim)), cos, sin)
-        v = self.v_proj(x).view(-1, self.kv_heads, self.head_dim)
-        out = slot_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
-        return self.o_proj(out.reshape(x.shape[0], -1))
-
-
-class TalkerLayer(nn.Module):
-    def __init__(self, config: TalkerConfig) -> None:
-        super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = TalkerAttention(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = GatedMLP(config.hidden_size, config.intermediate_size)
-
-    def forward(self, x, rope, batch, cache, layer):
-        x = x + self.self_attn(self.input_layernorm(x), rope, batch, cache, layer)
-        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class TalkerModel(nn.Module):
@@ -61,7 +21,12 @@ class TalkerModel(nn.Module):
         super().__init__()
         self.codec_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         self.text_embedding = nn.Embedding(config.text_vocab_size, config.text_hidden_size)
-        self.layers = nn.ModuleList(TalkerLayer(config) for _ in range(config.num_hidden_layers))
+        c = config
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
+            for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -77,25 +42,15 @@ class TextProjection(nn.Module):
         return self.linear_fc2(F.silu(self.linear_fc1(x)))
 
 
-class PredictorLayer(nn.Module):
-    def __init__(self, config: CodePredictorConfig) -> None:
-        super().__init__()
-        c = config
-        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.self_attn = DenseAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
-                                        c.attention_bias, qk_norm_eps=c.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.mlp = GatedMLP(c.hidden_size, c.intermediate_size)
-
-    def forward(self, x, cos, sin, mask, cache):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache)
-        return x + self.mlp(self.post_attention_layernorm(x))
-
-
 class PredictorModel(nn.Module):
     def __init__(self, config: CodePredictorConfig, embedding_dim: int) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(PredictorLayer(config) for _ in range(config.num_hidden_layers))
+        c = config
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
+            for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.codec_embedding = nn.ModuleList(
             nn.Embedding(config.vocab_size, embedding_dim) for _ in range(config.num_code_groups - 1)
@@ -121,11 +76,10 @@ class CodePredictor(nn.Module):
         """Hidden states [B, T, H] of new inputs [B, T, talker_hidden] at positions start.., extending caches."""
         x = self.small_to_mtp_projection(embeds)
         t = x.shape[1]
-        cos, sin = rotary(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
-        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        cos, sin = rope(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
         mask = causal_mask(t, device=x.device, offset=start)
         for layer, cache in zip(self.model.layers, caches, strict=True):
-            x = layer(x, cos, sin, mask, cache)
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, cache)
         return self.model.norm(x)
 
     def generate(self, talker_hidden: torch.Tensor, code0_embeds: torch.Tensor, choose, forced: torch.Tensor | None = None):
@@ -178,9 +132,9 @@ class Talker(nn.Module):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         c = self.config
         positions = batch.token_positions.to(embeds.device)
-        cos, sin = multimodal_rotary(positions.expand(3, -1), c.dim_per_head, c.rope_theta, c.mrope_section, c.mrope_interleaved)
-        rope = (cos[:, None].to(embeds.dtype), sin[:, None].to(embeds.dtype))
+        cos, sin = mrope(positions.expand(3, -1), c.dim_per_head, c.rope_theta, c.mrope_section, c.mrope_interleaved)
+        rotary = (cos.to(embeds.dtype), sin.to(embeds.dtype))
         x = embeds
         for index, layer in enumerate(self.model.layers):
-            x = layer(x, rope, batch, cache, index)
+            x = layer.cached(x, rotary, cache, index, batch)
         return self.model.norm(x)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vocalis.stages.config_json import from_json
+
 ARCHITECTURE = "voxcpm2"
 
 
@@ -215,7 +217,7 @@ class VoxCPM2Config:
         if architecture != ARCHITECTURE:
             raise ValueError(f"architecture is {architecture!r}, not {ARCHITECTURE!r}")
         lm = dict(data["lm_config"])
-        lm["rope_scaling"] = _build(RopeScaling, lm["rope_scaling"], tuples=("short_factor", "long_factor"))
+        lm["rope_scaling"] = from_json(RopeScaling, lm["rope_scaling"])
         dit = dict(data.get("dit_config") or {})
         cfm = dit.pop("cfm_config", None) or {}
         mean_mode = bool(dit.pop("dit_mean_mode", False))  # the reference reads only this spelling, not `mean_mode`
@@ -225,11 +227,11 @@ class VoxCPM2Config:
             "scalar_quantization_scale", "max_length", "dtype",
         ) if k in data}
         config = cls(
-            lm=_build(LMConfig, lm),
-            encoder=_build(LocalStackConfig, data.get("encoder_config") or {}),
-            dit=_build(LocalStackConfig, dit),
-            cfm=_build(CfmConfig, cfm),
-            audio_vae=_build(AudioVAEConfig, vae or {}, tuples=("encoder_rates", "decoder_rates", "sr_bin_boundaries")),
+            lm=from_json(LMConfig, lm),
+            encoder=from_json(LocalStackConfig, data.get("encoder_config") or {}),
+            dit=from_json(LocalStackConfig, dit),
+            cfm=from_json(CfmConfig, cfm),
+            audio_vae=from_json(AudioVAEConfig, vae or {}),
             dit_mean_mode=mean_mode,
             **top,
         )
@@ -253,11 +255,3 @@ class VoxCPM2Config:
         if self.audio_vae.decoder_dim < 2 ** len(self.audio_vae.decoder_rates):
             raise ValueError("audio_vae_config.decoder_dim must be at least 2 ** len(decoder_rates)")
 
-
-def _build(cls: type, values: dict[str, Any], tuples: tuple[str, ...] = ()) -> Any:
-    names = {f for f in cls.__dataclass_fields__}
-    kept = {k: v for k, v in values.items() if k in names}
-    for key in tuples:
-        if kept.get(key) is not None:
-            kept[key] = tuple(kept[key])
-    return cls(**kept)

@@ -18,62 +18,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.audio_blocks import RESIDUAL_DILATIONS, CausalConv1d, CausalConvTranspose1d, ResidualUnit, Snake
 from vocalis.stages.models.voxcpm2.config import AudioVAEConfig
 
 RESIDUAL_KERNEL = 7
-RESIDUAL_DILATIONS = (1, 3, 9)
 
 
-class Snake(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
-
-
-class CausalConv(nn.Conv1d):
-    """Conv1d padded on the left by `left` samples."""
-
-    def __init__(self, *args, left: int = 0, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.left = left
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(F.pad(x, (self.left, 0)))
-
-
-class CausalTransposeConv(nn.ConvTranspose1d):
-    """ConvTranspose1d with `trim` samples cut from the right (its output then has stride x input length)."""
-
-    def __init__(self, *args, trim: int = 0, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.trim = trim
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = super().forward(x)
-        return out[..., : -self.trim] if self.trim else out
-
-
-def _stride_padding(stride: int) -> int:
-    """Left padding of a strided causal conv of kernel 2*stride (= right trim of its transpose)."""
-    return 2 * math.ceil(stride / 2) - stride % 2
-
-
-class ResidualUnit(nn.Module):
-    def __init__(self, dim: int, dilation: int, groups: int = 1) -> None:
-        super().__init__()
-        left = 2 * (((RESIDUAL_KERNEL - 1) * dilation) // 2)
-        self.block = nn.Sequential(
-            Snake(dim),
-            CausalConv(dim, dim, RESIDUAL_KERNEL, dilation=dilation, groups=groups, left=left),
-            Snake(dim),
-            CausalConv(dim, dim, 1),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.block(x)
+def residual_units(dim: int, groups: int) -> list[ResidualUnit]:
+    """The three dilated units of a block, each a `block` Sequential (Snake, conv, Snake, 1x1 conv)."""
+    return [
+        ResidualUnit(Snake(dim), CausalConv1d(dim, dim, RESIDUAL_KERNEL, dilation=d, groups=groups), Snake(dim), CausalConv1d(dim, dim, 1))
+        for d in RESIDUAL_DILATIONS
+    ]
 
 
 class EncoderBlock(nn.Module):
@@ -82,9 +38,9 @@ class EncoderBlock(nn.Module):
         half = dim // 2
         groups = half if depthwise else 1
         self.block = nn.Sequential(
-            *(ResidualUnit(half, d, groups) for d in RESIDUAL_DILATIONS),
+            *residual_units(half, groups),
             Snake(half),
-            CausalConv(half, dim, 2 * stride, stride=stride, left=_stride_padding(stride)),
+            CausalConv1d(half, dim, 2 * stride, stride=stride),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,13 +51,13 @@ class Encoder(nn.Module):
     def __init__(self, config: AudioVAEConfig) -> None:
         super().__init__()
         dim = config.encoder_dim
-        layers: list[nn.Module] = [CausalConv(1, dim, 7, left=6)]
+        layers: list[nn.Module] = [CausalConv1d(1, dim, 7)]
         for stride in config.encoder_rates:
             dim *= 2
             layers.append(EncoderBlock(dim, stride, config.depthwise))
         self.block = nn.Sequential(*layers)
-        self.fc_mu = CausalConv(dim, config.latent_dim, 3, left=2)
-        self.fc_logvar = CausalConv(dim, config.latent_dim, 3, left=2)
+        self.fc_mu = CausalConv1d(dim, config.latent_dim, 3)
+        self.fc_logvar = CausalConv1d(dim, config.latent_dim, 3)
         """Present in the checkpoint; inference uses the mean only."""
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
@@ -116,8 +72,8 @@ class DecoderBlock(nn.Module):
         groups = out_dim if depthwise else 1
         self.block = nn.Sequential(
             Snake(in_dim),
-            CausalTransposeConv(in_dim, out_dim, 2 * stride, stride=stride, trim=_stride_padding(stride)),
-            *(ResidualUnit(out_dim, d, groups) for d in RESIDUAL_DILATIONS),
+            CausalConvTranspose1d(in_dim, out_dim, 2 * stride, stride),
+            *residual_units(out_dim, groups),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -140,7 +96,7 @@ class RateCondition(nn.Module):
         else:  # concat
             self.cond_embed = nn.Embedding(buckets, config.cond_dim)
             out_in = dim + config.cond_dim
-        self.out_layer = nn.Sequential(Snake(out_in), CausalConv(out_in, dim, 1)) if config.cond_out_layer else nn.Identity()
+        self.out_layer = nn.Sequential(Snake(out_in), CausalConv1d(out_in, dim, 1)) if config.cond_out_layer else nn.Identity()
 
     def forward(self, x: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         if self.kind in ("scale_bias", "scale_bias_init"):
@@ -157,13 +113,13 @@ class Decoder(nn.Module):
         super().__init__()
         latent, channels = config.latent_dim, config.decoder_dim
         if config.depthwise:
-            layers: list[nn.Module] = [CausalConv(latent, latent, 7, groups=latent, left=6), CausalConv(latent, channels, 1)]
+            layers: list[nn.Module] = [CausalConv1d(latent, latent, 7, groups=latent), CausalConv1d(latent, channels, 1)]
         else:
-            layers = [CausalConv(latent, channels, 7, left=6)]
+            layers = [CausalConv1d(latent, channels, 7)]
         for i, stride in enumerate(config.decoder_rates):
             layers.append(DecoderBlock(channels // 2**i, channels // 2 ** (i + 1), stride, config.depthwise))
         out_dim = channels // 2 ** len(config.decoder_rates)
-        layers += [Snake(out_dim), CausalConv(out_dim, 1, 7, left=6), nn.Tanh()]
+        layers += [Snake(out_dim), CausalConv1d(out_dim, 1, 7), nn.Tanh()]
         self.model = nn.ModuleList(layers)
         self.sr_cond_model: nn.ModuleList | None = None
         self.bucket: int | None = None

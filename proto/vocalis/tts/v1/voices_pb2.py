@@ -24,33 +24,33 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bvocalis/tts/v1/voices.proto\x12\x0evocalis.tts.v1\"\xd0\x01\n\x05Voice\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x04kind\x18\x02 \x01(\x0e\x32\x19.vocalis.tts.v1.VoiceKind\x12\x0e\n\x06models\x18\x03 \x03(\t\x12\x14\n\x0chas_ref_text\x18\x04 \x01(\x08\x12\x12\n\ncreated_at\x18\x05 \x01(\x03\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x10\n\x08language\x18\x07 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x08 \x01(\x01\x12\x15\n\rembedding_dim\x18\t \x01(\x05\"\"\n\x11ListVoicesRequest\x12\r\n\x05model\x18\x01 \x01(\t\";\n\x12ListVoicesResponse\x12%\n\x06voices\x18\x01 \x03(\x0b\x32\x15.vocalis.tts.v1.Voice\"\x1f\n\x0fGetVoiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"8\n\x10GetVoiceResponse\x12$\n\x05voice\x18\x01 \x01(\x0b\x32\x15.vocalis.tts.v1.Voice\"\x9f\x01\n\x12\x43reateVoiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x61udio\x18\x02 \x01(\x0c\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x10\n\x08ref_text\x18\x04 \x01(\t\x12\x0f\n\x07\x63onsent\x18\x05 \x01(\t\x12\x1b\n\x13speaker_description\x18\x06 \x01(\t\x12\x19\n\x11speaker_embedding\x18\x07 \x03(\x02\";\n\x13\x43reateVoiceResponse\x12$\n\x05voice\x18\x01 \x01(\x0b\x32\x15.vocalis.tts.v1.Voice\"\"\n\x12\x44\x65leteVoiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"#\n\x13\x44\x65leteVoiceResponse\x12\x0c\n\x04name\x18\x01 \x01(\t*s\n\tVoiceKind\x12\x1a\n\x16VOICE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VOICE_KIND_PRESET\x10\x01\x12\x1a\n\x16VOICE_KIND_PRECOMPUTED\x10\x02\x12\x17\n\x13VOICE_KIND_UPLOADED\x10\x03\x32\xdc\x02\n\x06Voices\x12S\n\nListVoices\x12!.vocalis.tts.v1.ListVoicesRequest\x1a\".vocalis.tts.v1.ListVoicesResponse\x12M\n\x08GetVoice\x12\x1f.vocalis.tts.v1.GetVoiceRequest\x1a .vocalis.tts.v1.GetVoiceResponse\x12V\n\x0b\x43reateVoice\x12\".vocalis.tts.v1.CreateVoiceRequest\x1a#.vocalis.tts.v1.CreateVoiceResponse\x12V\n\x0b\x44\x65leteVoice\x12\".vocalis.tts.v1.DeleteVoiceRequest\x1a#.vocalis.tts.v1.DeleteVoiceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bvocalis/tts/v1/voices.proto\x12\x0evocalis.tts.v1\"\xd0\x01\n\x05Voice\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x04kind\x18\x02 \x01(\x0e\x32\x19.vocalis.tts.v1.VoiceKind\x12\x0e\n\x06models\x18\x03 \x03(\t\x12\x14\n\x0chas_ref_text\x18\x04 \x01(\x08\x12\x12\n\ncreated_at\x18\x05 \x01(\x03\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x10\n\x08language\x18\x07 \x01(\t\x12\x18\n\x10\x64uration_seconds\x18\x08 \x01(\x01\x12\x15\n\rembedding_dim\x18\t \x01(\x05\"I\n\x11ListVoicesRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"T\n\x12ListVoicesResponse\x12%\n\x06voices\x18\x01 \x03(\x0b\x32\x15.vocalis.tts.v1.Voice\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x1f\n\x0fGetVoiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"8\n\x10GetVoiceResponse\x12$\n\x05voice\x18\x01 \x01(\x0b\x32\x15.vocalis.tts.v1.Voice\"\x9f\x01\n\x12\x43reateVoiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x61udio\x18\x02 \x01(\x0c\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x10\n\x08ref_text\x18\x04 \x01(\t\x12\x0f\n\x07\x63onsent\x18\x05 \x01(\t\x12\x1b\n\x13speaker_description\x18\x06 \x01(\t\x12\x19\n\x11speaker_embedding\x18\x07 \x03(\x02\";\n\x13\x43reateVoiceResponse\x12$\n\x05voice\x18\x01 \x01(\x0b\x32\x15.vocalis.tts.v1.Voice\"\"\n\x12\x44\x65leteVoiceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"#\n\x13\x44\x65leteVoiceResponse\x12\x0c\n\x04name\x18\x01 \x01(\t*s\n\tVoiceKind\x12\x1a\n\x16VOICE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VOICE_KIND_PRESET\x10\x01\x12\x1a\n\x16VOICE_KIND_PRECOMPUTED\x10\x02\x12\x17\n\x13VOICE_KIND_UPLOADED\x10\x03\x32\xdc\x02\n\x06Voices\x12S\n\nListVoices\x12!.vocalis.tts.v1.ListVoicesRequest\x1a\".vocalis.tts.v1.ListVoicesResponse\x12M\n\x08GetVoice\x12\x1f.vocalis.tts.v1.GetVoiceRequest\x1a .vocalis.tts.v1.GetVoiceResponse\x12V\n\x0b\x43reateVoice\x12\".vocalis.tts.v1.CreateVoiceRequest\x1a#.vocalis.tts.v1.CreateVoiceResponse\x12V\n\x0b\x44\x65leteVoice\x12\".vocalis.tts.v1.DeleteVoiceRequest\x1a#.vocalis.tts.v1.DeleteVoiceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vocalis.tts.v1.voices_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VOICEKIND']._serialized_start=742
-  _globals['_VOICEKIND']._serialized_end=857
+  _globals['_VOICEKIND']._serialized_start=806
+  _globals['_VOICEKIND']._serialized_end=921
   _globals['_VOICE']._serialized_start=48
   _globals['_VOICE']._serialized_end=256
   _globals['_LISTVOICESREQUEST']._serialized_start=258
-  _globals['_LISTVOICESREQUEST']._serialized_end=292
-  _globals['_LISTVOICESRESPONSE']._serialized_start=294
-  _globals['_LISTVOICESRESPONSE']._serialized_end=353
-  _globals['_GETVOICEREQUEST']._serialized_start=355
-  _globals['_GETVOICEREQUEST']._serialized_end=386
-  _globals['_GETVOICERESPONSE']._serialized_start=388
-  _globals['_GETVOICERESPONSE']._serialized_end=444
-  _globals['_CREATEVOICEREQUEST']._serialized_start=447
-  _globals['_CREATEVOICEREQUEST']._serialized_end=606
-  _globals['_CREATEVOICERESPONSE']._serialized_start=608
-  _globals['_CREATEVOICERESPONSE']._serialized_end=667
-  _globals['_DELETEVOICEREQUEST']._serialized_start=669
-  _globals['_DELETEVOICEREQUEST']._serialized_end=703
-  _globals['_DELETEVOICERESPONSE']._serialized_start=705
-  _globals['_DELETEVOICERESPONSE']._serialized_end=740
-  _globals['_VOICES']._serialized_start=860
-  _globals['_VOICES']._serialized_end=1208
+  _globals['_LISTVOICESREQUEST']._serialized_end=331
+  _globals['_LISTVOICESRESPONSE']._serialized_start=333
+  _globals['_LISTVOICESRESPONSE']._serialized_end=417
+  _globals['_GETVOICEREQUEST']._serialized_start=419
+  _globals['_GETVOICEREQUEST']._serialized_end=450
+  _globals['_GETVOICERESPONSE']._serialized_start=452
+  _globals['_GETVOICERESPONSE']._serialized_end=508
+  _globals['_CREATEVOICEREQUEST']._serialized_start=511
+  _globals['_CREATEVOICEREQUEST']._serialized_end=670
+  _globals['_CREATEVOICERESPONSE']._serialized_start=672
+  _globals['_CREATEVOICERESPONSE']._serialized_end=731
+  _globals['_DELETEVOICEREQUEST']._serialized_start=733
+  _globals['_DELETEVOICEREQUEST']._serialized_end=767
+  _globals['_DELETEVOICERESPONSE']._serialized_start=769
+  _globals['_DELETEVOICERESPONSE']._serialized_end=804
+  _globals['_VOICES']._serialized_start=924
+  _globals['_VOICES']._serialized_end=1272
 # @@protoc_insertion_point(module_scope)

@@ -41,16 +41,22 @@ class Voice(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[VoiceKind, str]] = ..., models: _Optional[_Iterable[str]] = ..., has_ref_text: _Optional[bool] = ..., created_at: _Optional[int] = ..., description: _Optional[str] = ..., language: _Optional[str] = ..., duration_seconds: _Optional[float] = ..., embedding_dim: _Optional[int] = ...) -> None: ...
 
 class ListVoicesRequest(_message.Message):
-    __slots__ = ("model",)
+    __slots__ = ("model", "page_size", "page_token")
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     model: str
-    def __init__(self, model: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, model: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListVoicesResponse(_message.Message):
-    __slots__ = ("voices",)
+    __slots__ = ("voices", "next_page_token")
     VOICES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     voices: _containers.RepeatedCompositeFieldContainer[Voice]
-    def __init__(self, voices: _Optional[_Iterable[_Union[Voice, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, voices: _Optional[_Iterable[_Union[Voice, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetVoiceRequest(_message.Message):
     __slots__ = ("name",)

@@ -62,7 +62,7 @@ class VoicesServicer:
     """
 
     def ListVoices(self, request, context):
-        """List every voice: presets of the loaded models, precomputed and uploaded voices.
+        """List voices, a page at a time (AIP-158): presets of the loaded models, precomputed and uploaded voices.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,174 @@
+"""Shared blocks of neural audio codecs and vocoders: Snake activations, causal convolutions, residual units and
+residual vector quantisation.
+
+Module attributes keep the names the checkpoints use; where two families spell the same block differently
+(`act1`/`conv1` against `snake1`/`conv1` against a `block` Sequential), the spelling is a parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# -- activations -----------------------------------------------------------------------------------
+
+
+class Snake(nn.Module):
+    """x + sin^2(alpha x) / alpha, per channel (`alpha` [1, C, 1], as DAC and AudioVAE store it)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+
+
+class SnakeBeta(nn.Module):
+    """x + sin^2(x e^alpha) / e^beta, per channel (`alpha`, `beta` [C], stored in log scale, as BigVGAN-style decoders)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.zeros(channels))
+        self.beta = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alpha = self.alpha.exp()[None, :, None]
+        beta = self.beta.exp()[None, :, None]
+        return x + torch.sin(x * alpha).pow(2) / (beta + 1e-9)
+
+
+# -- causal convolutions -----------------------------------------------------------------------------
+
+
+class CausalConv1d(nn.Conv1d):
+    """Conv1d that sees only the past: padded on the left by (effective kernel - stride).
+
+    `whole_strides`: also pad on the right just enough that the last stride is complete, so the output has
+    ceil(length / stride) frames (Mimi/Qwen3 codecs). `pad_mode`: F.pad's mode ("constant" is zeros).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, dilation: int = 1,
+                 groups: int = 1, bias: bool = True, whole_strides: bool = False, pad_mode: str = "constant") -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups, bias=bias)
+        self.effective_kernel = (kernel_size - 1) * dilation + 1
+        self.left = self.effective_kernel - stride
+        self.whole_strides = whole_strides
+        self.pad_mode = pad_mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        right = 0
+        if self.whole_strides:
+            length, stride = x.shape[-1], self.stride[0]
+            frames = math.ceil((length - self.effective_kernel + self.left) / stride + 1)
+            right = (frames - 1) * stride + (self.effective_kernel - self.left) - length
+        if self.pad_mode == "constant":
+            x = F.pad(x, (self.left, right))
+        else:
+            x = F.pad(x, (self.left, right), mode=self.pad_mode)
+        return super().forward(x)
+
+
+class CausalConvTranspose1d(nn.ConvTranspose1d):
+    """ConvTranspose1d trimmed on the right by (kernel - stride), so its output is exactly stride x its input."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, bias: bool = True) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias)
+        self.trim = kernel_size - stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        return out[..., : out.shape[-1] - self.trim] if self.trim > 0 else out
+
+
+# -- residual units ---------------------------------------------------------------------------------
+
+RESIDUAL_DILATIONS = (1, 3, 9)
+"""The dilations of the three residual units of a DAC / BigVGAN / AudioVAE block."""
+
+
+class ResidualUnit(nn.Module):
+    """x + conv2(act2(conv1(act1(x)))), conv1 dilated and conv2 1x1.
+
+    `names`: the checkpoint's attribute names of the four layers; None keeps them in a `block` Sequential.
+    When the convolutions are not padded to keep the length, x is trimmed equally on both sides to match (DAC).
+    """
+
+    def __init__(self, act1: nn.Module, conv1: nn.Module, act2: nn.Module, conv2: nn.Module,
+                 names: tuple[str, str, str, str] | None = None) -> None:
+        super().__init__()
+        layers = (act1, conv1, act2, conv2)
+        self.names = names
+        if names is None:
+            self.block = nn.Sequential(*layers)
+        else:
+            for name, layer in zip(names, layers, strict=True):
+                self.add_module(name, layer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.names is None:
+            y = self.block(x)
+        else:
+            y = x
+            for name in self.names:
+                y = getattr(self, name)(y)
+        trim = (x.shape[-1] - y.shape[-1]) // 2
+        if trim > 0:
+            x = x[..., trim:-trim]
+        return x + y
+
+
+def snake_residual_units(channels: int, conv: Callable[[int, int, int, int], nn.Module],
+                         act: Callable[[int], nn.Module] = Snake, names: tuple[str, str, str, str] | None = None,
+                         dilations: Sequence[int] = RESIDUAL_DILATIONS, kernel_size: int = 7) -> list[ResidualUnit]:
+    """One residual unit per dilation: act, conv(channels, channels, kernel_size, dilation), act, conv(..., 1, 1).
+
+    `conv(in, out, kernel, dilation)` builds each convolution (causal, grouped or centred, as the family has it)."""
+    return [
+        ResidualUnit(act(channels), conv(channels, channels, kernel_size, d), act(channels), conv(channels, channels, 1, 1), names)
+        for d in dilations
+    ]
+
+
+# -- residual vector quantisation -----------------------------------------------------------------------
+
+
+def nearest_code(x: torch.Tensor, codebook: torch.Tensor, exact_distance: bool = True) -> torch.Tensor:
+    """Index [N] of the nearest codebook row [K, D] (Euclidean) for each row of x [N, D].
+
+    `exact_distance`: torch.cdist in float32 (Mimi); otherwise the expanded |x|^2 - 2 x.c + |c|^2 in x's dtype, as
+    DAC-style quantisers compute it (ties can resolve differently, so each family keeps its reference's form)."""
+    if exact_distance:
+        return torch.cdist(x[None].float(), codebook[None].float())[0].argmin(-1)
+    embed = codebook.t()
+    distance = -(x.pow(2).sum(1, keepdim=True) - 2 * x @ embed + embed.pow(2).sum(0, keepdim=True))
+    return distance.max(dim=-1).indices
+
+
+class Quantizer(Protocol):
+    def encode(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor: ...
+
+
+def residual_encode(x: torch.Tensor, stages: Sequence[Quantizer]) -> list[torch.Tensor]:
+    """Codes of x, one per stage: each stage quantises what the stages before it left over."""
+    residual, codes = x, []
+    for stage in stages:
+        index = stage.encode(residual)
+        residual = residual - stage.decode(index)
+        codes.append(index)
+    return codes
+
+
+def summed_lookup(codes: torch.Tensor, tables: Sequence[torch.Tensor]) -> torch.Tensor:
+    """codes [..., K] to [..., D]: the sum over k of tables[k][codes[..., k]]."""
+    total = F.embedding(codes[..., 0], tables[0])
+    for k in range(1, len(tables)):
+        total = total + F.embedding(codes[..., k], tables[k])
+    return total

@@ -1,0 +1,89 @@
+"""Multi-head attention with q/k/v/o projections, GQA, optional projection bias and q/k-norm.
+
+Two backends, chosen per call:
+- `cached`: the flattened tokens [T, hidden] of an autoregressive step, attended over each sequence's prefix in the
+  runtime's KV cache through `vocalis.stages.attention.cached_attention` (the cache's layout stays the runtime's);
+- `dense`: whole rows [B, L, hidden] with an optional mask (causal, windowed, padding or none for bidirectional
+  stacks), optionally extending a per-call list cache [k, v] (a small decoder run step by step, no runtime cache).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vocalis.stages.attention import AttentionBatch, cached_attention
+from vocalis.stages.layers.norm import RMSNorm
+from vocalis.stages.layers.rotary import apply_rotary
+
+Rope = tuple[torch.Tensor, torch.Tensor]
+"""(cos, sin), each [T, head_dim]: one row per query position."""
+
+
+def causal_mask(length: int, window: int | None = None, device: torch.device | str = "cpu", offset: int = 0) -> torch.Tensor:
+    """[length, offset + length] bool: query i (at offset + i) sees keys j <= offset + i (within `window` of it)."""
+    query = torch.arange(length, device=device)[:, None] + offset
+    key = torch.arange(offset + length, device=device)[None, :]
+    mask = key <= query
+    if window is not None:
+        mask &= key > query - window
+    return mask
+
+
+class QKVAttention(nn.Module):
+    """`q_proj`, `k_proj`, `v_proj`, `o_proj` (+ `q_norm`, `k_norm` over each head when `qk_norm_eps` is set).
+
+    `bias`: on all four projections; `rope_upcast`: rotate in float32 (see `apply_rotary`).
+    """
+
+    def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False,
+                 qk_norm_eps: float | None = None, rope_upcast: bool = False) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.rope_upcast = rope_upcast
+        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=bias)
+        self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
+        if qk_norm_eps is not None:
+            self.q_norm = RMSNorm(head_dim, qk_norm_eps)
+            self.k_norm = RMSNorm(head_dim, qk_norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+
+    def _qkv(self, x: torch.Tensor, rope: Rope | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [..., T, Hq, D], k/v [..., T, Hkv, D] of x [..., T, hidden]: projected, q/k-normed, rotated."""
+        lead = x.shape[:-1]
+        q = self.q_proj(x).view(*lead, self.heads, self.head_dim)
+        k = self.k_proj(x).view(*lead, self.kv_heads, self.head_dim)
+        v = self.v_proj(x).view(*lead, self.kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            cos, sin = rope[0][:, None], rope[1][:, None]  # broadcast over heads
+            q = apply_rotary(q, cos, sin, self.rope_upcast)
+            k = apply_rotary(k, cos, sin, self.rope_upcast)
+        return q, k, v
+
+    def cached(self, x: torch.Tensor, rope: Rope | None, cache, layer: int, batch: AttentionBatch) -> torch.Tensor:
+        """Causal attention of a step's flattened tokens x [T, hidden] over their sequences' cached prefixes."""
+        q, k, v = self._qkv(x, rope)
+        out = cached_attention(q, k, v, cache, layer, batch)
+        return self.o_proj(out.reshape(x.shape[0], -1))
+
+    def dense(self, x: torch.Tensor, rope: Rope | None, mask: torch.Tensor | None = None,
+              kv: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """Attention within each row of x [B, L, hidden]; mask broadcasts to [B, H, L, S] (None: every key).
+
+        `kv`: [k, v] of earlier positions, extended in place (an empty list starts one)."""
+        b, length, _ = x.shape
+        q, k, v = (t.transpose(1, 2) for t in self._qkv(x, rope))
+        if kv is not None:
+            if kv:
+                k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
+                kv[0], kv[1] = k, v
+            else:
+                kv.extend([k, v])
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, length, -1))

@@ -4,13 +4,16 @@ The request and response have vLLM-Omni's shape: batch-level fields are defaults
 item's own fields override, and every item gets a result (success with its audio, or error
 with the reason) in request order, so one bad item never fails the others. Items run
 concurrently, at most BatchLimits.max_concurrency of one batch at a time; each is an ordinary
-session on the server, so the server's admission bounds them like any other request.
+session on the server, so the server's admission bounds them like any other request. An item
+refused because the queue is full waits for another item of its batch to finish and tries
+again; only when none of its batch is left running does it fail with the server's 'busy'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import uuid
 
 from fastapi import APIRouter, Request
@@ -18,7 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from vocalis.clients.aio import AsyncClient
-from vocalis.clients.errors import VocalisError
+from vocalis.clients.errors import ResourceExhausted, VocalisError
 from vocalis.gateway.config import BatchLimits
 from vocalis.gateway.dependencies import Upstream
 from vocalis.gateway.errors import error_body, validation_message
@@ -39,10 +42,33 @@ async def create_speech_batch(body: BatchSpeechRequest, client: Upstream, reques
     batch_id = f"speech-batch-{uuid.uuid4().hex}"
     timeout = request.app.state.request_timeout_s
     slots = asyncio.Semaphore(limits.max_concurrency)
+    progress = asyncio.Condition()
+    running = finished = 0
+
+    def moved(since: int) -> bool:
+        """An item of this batch finished since `since`, or none is running."""
+        return finished != since or running == 0
 
     async def run(index: int) -> BatchItemResult:
+        """One item; refused for a full queue while items of this batch still run, it waits for one of them and retries."""
+        nonlocal running, finished
         async with slots:
-            return await _synthesize_item(client, index, body.merged(body.items[index]), f"{batch_id}-{index}", timeout)
+            while True:
+                running += 1
+                try:
+                    result = await _synthesize_item(client, index, body.merged(body.items[index]), f"{batch_id}-{index}", timeout)
+                finally:
+                    running -= 1
+                    finished += 1
+                    seen = finished
+                    async with progress:
+                        progress.notify_all()
+                if result.status == "success" or not result.busy:
+                    return result
+                async with progress:
+                    await progress.wait_for(functools.partial(moved, seen))
+                    if finished == seen:
+                        return result  # nothing of this batch is left to make room: the server is busy with others
 
     results = await asyncio.gather(*(run(i) for i in range(len(body.items))))
     succeeded = sum(result.status == "success" for result in results)
@@ -61,5 +87,7 @@ async def _synthesize_item(client: AsyncClient, index: int, fields: dict, reques
     except ValidationError as error:
         return BatchItemResult(index=index, status="error", error=validation_message(error.errors())[0])
     except VocalisError as error:
-        return BatchItemResult(index=index, status="error", error=error.message)
+        result = BatchItemResult(index=index, status="error", error=error.message)
+        result.busy = isinstance(error, ResourceExhausted)
+        return result
     return BatchItemResult(index=index, status="success", audio_data=base64.b64encode(audio).decode(), media_type=media_type)

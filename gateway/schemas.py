@@ -157,6 +157,8 @@ class BatchItemResult(BaseModel):
     audio_data: str | None = Field(default=None, description="Base64 audio (success).")
     media_type: str | None = Field(default=None, description="Its media type (success).")
     error: str | None = Field(default=None, description="Why it failed (error).")
+    busy: bool = Field(default=False, exclude=True)
+    """Refused because the server's queue was full (not sent: the batch retries such items)."""
 
 
 class BatchSpeechResponse(BaseModel):

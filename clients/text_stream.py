@@ -26,6 +26,7 @@ from pathlib import Path
 import click
 
 from vocalis.clients.aio import AsyncClient
+from vocalis.clients.cli import server_option
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.messages import GRANULARITIES
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
@@ -240,7 +241,7 @@ async def _run(
 @click.option("--baseline", is_flag=True, help="Also time the first unit sent alone, and report the ratio.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the audio to this WAV file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--server", default="localhost:50051", show_default=True, help="gRPC address of the Vocalis server.")
+@server_option
 @click.option("--model", default="", help="Model name (default: the server's default).")
 @click.option("--voice", default="", help="Voice name (default: the model's default).")
 @click.option("--speed", type=float, default=None, help="Speaking speed, 0.25 to 4.0.")

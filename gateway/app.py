@@ -9,9 +9,9 @@ from fastapi import FastAPI
 
 from vocalis import __version__
 from vocalis.clients.aio import AsyncClient
-from vocalis.gateway import catalog, demo, errors, speech, stream, voices
-from vocalis.gateway.config import StreamLimits
-from vocalis.gateway.middleware import RequestLimits
+from vocalis.gateway import batch, catalog, demo, errors, speech, stream, voices
+from vocalis.gateway.config import BatchLimits, StreamLimits
+from vocalis.gateway.middleware import RequestLimits, TrailingSlash
 
 
 def create_app(
@@ -32,11 +32,14 @@ def create_app(
 
     app = FastAPI(title="Vocalis", version=__version__, lifespan=lifespan)
     app.state.stream_limits = stream_limits or StreamLimits()
+    app.state.batch_limits = BatchLimits()
     app.state.request_timeout_s = request_timeout_s
     """Deadline of a speech request (504 past it) unless the caller's X-Request-Timeout says otherwise."""
     errors.install(app)
     app.add_middleware(RequestLimits)
+    app.add_middleware(TrailingSlash)
     app.include_router(speech.router)
+    app.include_router(batch.router)
     app.include_router(catalog.router)
     app.include_router(voices.router)
     app.include_router(stream.router)

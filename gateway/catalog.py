@@ -18,15 +18,17 @@ async def list_models(client: Upstream) -> dict:
         "object": "list",
         "data": [
             {
-                "id": model.name,
+                "id": name,
                 "object": "model",
                 "created": 0,
                 "owned_by": "vocalis",
+                "root": model.name,
                 "family": model.family,
                 "default": model.is_default,
                 "capabilities": json_format.MessageToDict(model.capabilities, preserving_proto_field_name=True),
             }
             for model in models
+            for name in (model.name, *model.aliases)  # one entry per served name, as vLLM lists them
         ],
     }
 

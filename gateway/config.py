@@ -17,3 +17,13 @@ class StreamLimits:
     """Largest session.config message, in characters (it may carry reference audio)."""
     max_message_chars: int = 128 * 1024
     """Largest other message, in characters."""
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """Limits of POST /v1/audio/speech/batch."""
+
+    max_items: int = 32
+    """Most items one batch may hold (vLLM-Omni's tts_batch_max_items default)."""
+    max_concurrency: int = 8
+    """Items of one batch synthesized at once; the server's admission bounds the total over all callers."""

@@ -5,6 +5,9 @@ Bodies use the OpenAI error envelope: {"error": {"message", "type", "param", "co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import grpc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +36,7 @@ _TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     409: "conflict_error",
     413: "invalid_request_error",
     422: "invalid_request_error",
@@ -77,6 +81,28 @@ def error_body(status: int, message: str, param: str | None = None, reason: str 
     return {"error": body}
 
 
+def validation_message(errors: Sequence[Any], required: Sequence[str] = ()) -> tuple[str, str | None]:
+    """A pydantic validation failure as (message for people, the field at fault), from its first error.
+
+    `required`: the body's required fields, named when the body is missing altogether."""
+    first = errors[0] if errors else {}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(loc) or None
+    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+    kind = first.get("type")
+    if kind == "extra_forbidden":
+        message = f"unknown field {param!r}"
+    elif kind == "json_invalid":
+        message, param = "request body is not valid JSON", None
+    elif kind == "missing" and param is None:
+        param = required[0] if required else None
+        fields = f" with {', '.join(required)}" if required else ""
+        message = f"the request body is missing: send a JSON object{fields} (Content-Type: application/json)"
+    elif param:
+        message = f"{param}: {message}"
+    return message, param
+
+
 def error_response(error: VocalisError) -> JSONResponse:
     status = http_status(error)
     headers = {}
@@ -93,21 +119,18 @@ def install(app: FastAPI) -> None:
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        first = errors[0] if errors else {}
-        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-        param = ".".join(loc) or None
-        message = first.get("msg", "invalid request")
-        if first.get("type") == "extra_forbidden":
-            message = f"unknown field {param!r}"
-        elif first.get("type") == "json_invalid":
-            message = "request body is not valid JSON"
-            param = None
-        elif param:
-            message = f"{param}: {message}"
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = validation_message(exc.errors(), _required_fields(request))
         return JSONResponse(error_body(400, message, param, "INVALID_REQUEST"), 400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(error_body(exc.status_code, str(exc.detail)), exc.status_code, getattr(exc, "headers", None))
+
+
+def _required_fields(request: Request) -> list[str]:
+    """The required fields of the route's JSON body model, if it has one."""
+    body = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(body, "type_", None) or getattr(getattr(body, "field_info", None), "annotation", None)
+    fields = getattr(model, "model_fields", {})
+    return [name for name, info in fields.items() if info.is_required()]

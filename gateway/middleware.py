@@ -55,6 +55,19 @@ class RequestLimits:
             await _too_large(send_with_id, self.max_body_bytes)
 
 
+class TrailingSlash:
+    """Serves `/v1/audio/speech/` as `/v1/audio/speech`, where a redirect would lose a POST body on many clients."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] in ("http", "websocket") and len(path) > 1 and path.endswith("/"):
+            scope = {**scope, "path": path.rstrip("/") or "/", "raw_path": scope.get("raw_path", b"").rstrip(b"/") or b"/"}
+        await self.app(scope, receive, send)
+
+
 class BodyTooLarge(Exception):
     pass
 

@@ -1,7 +1,8 @@
 """The HTTP request bodies, as pydantic models: the single schema behind /openapi.json.
 
-Field names and meanings follow the OpenAI speech API and vLLM-Omni's extensions;
-unknown fields are refused (400) instead of being silently ignored.
+Field names and meanings follow the OpenAI speech API and vLLM-Omni's extensions.
+Unknown fields pass through to the server by name (SessionConfig.unknown_fields), which
+answers them with a warning, or a 400 under --strict-fields (server/field_policy.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Reference(BaseModel):
 class SpeechRequest(BaseModel):
     """Body of POST /v1/audio/speech."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     input: str = Field(description="Text to speak.")
     model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
@@ -97,6 +98,11 @@ class SpeechRequest(BaseModel):
         return self
 
     @property
+    def unknown_fields(self) -> list[str]:
+        """Keys of the body that are no field of this API (the first 16, each cut to 64 characters)."""
+        return sorted(name[:64] for name in self.model_extra or {})[:16]
+
+    @property
     def voice_name(self) -> str:
         if isinstance(self.voice, VoiceRef):
             return self.voice.id
@@ -122,3 +128,65 @@ class SpeechRequest(BaseModel):
         """Whether to ask for AUDIO_DELIVERY_STREAM (else a file, which still leaves as it is made where the
         format allows: PCM, MP3, Opus, AAC)."""
         return self.streaming or self.response_format in STREAMED_FILE_FORMATS
+
+
+class _BatchFields(BaseModel):
+    """Fields a batch sets for all its items and an item may override (vLLM-Omni's batch shape)."""
+
+    voice: str | None = Field(default=None, description="Voice name.")
+    instructions: str | None = Field(default=None, description="Style or voice description.")
+    speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Playback speed, 0.25 to 4.0.")
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = Field(default=None, description="Qwen3-TTS task.")
+    language: str | None = Field(default=None, description="Language of the text.")
+    ref_audio: str | None = Field(default=None, description="Reference clip for cloning.")
+    ref_text: str | None = Field(default=None, description="Transcript of ref_audio.")
+    x_vector_only_mode: bool | None = Field(default=None, description="Clone from the speaker embedding only.")
+    max_new_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Cap on generated tokens.")
+    initial_codec_chunk_frames: int | None = Field(default=None, ge=0, le=2**31 - 1, description="First chunk, in codec frames.")
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, description="Seed (a Vocalis addition).")
+    extra_params: dict[str, Any] | None = Field(default=None, description="Model-specific parameters (a Vocalis addition).")
+
+
+class BatchItem(_BatchFields):
+    """One text of a batch; a field set here overrides the batch's."""
+
+    input: str = Field(description="Text to speak.")
+    response_format: ResponseFormat | None = Field(default=None, description="Audio format of this item.")
+
+
+class BatchSpeechRequest(_BatchFields):
+    """Body of POST /v1/audio/speech/batch: shared defaults and the items."""
+
+    model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
+    items: list[BatchItem] = Field(min_length=1, description="The texts, each with its overrides.")
+    response_format: ResponseFormat = Field(default="wav", description="Audio format of every item that does not say.")
+
+    def merged(self, item: BatchItem) -> dict[str, Any]:
+        """The speech request for `item`: its own fields, else the batch's."""
+        body: dict[str, Any] = {"model": self.model, "input": item.input}
+        for name in (*_BatchFields.model_fields, "response_format"):
+            own = getattr(item, name)
+            body[name] = own if own is not None else getattr(self, name)
+        return {k: v for k, v in body.items() if v is not None}
+
+
+class BatchItemResult(BaseModel):
+    """The outcome of one item, in request order."""
+
+    index: int
+    status: Literal["success", "error"]
+    audio_data: str | None = Field(default=None, description="Base64 audio (success).")
+    media_type: str | None = Field(default=None, description="Its media type (success).")
+    error: str | None = Field(default=None, description="Why it failed (error).")
+    busy: bool = Field(default=False, exclude=True)
+    """Refused because the server's queue was full (not sent: the batch retries such items)."""
+
+
+class BatchSpeechResponse(BaseModel):
+    """Body of a POST /v1/audio/speech/batch answer."""
+
+    id: str
+    results: list[BatchItemResult]
+    total: int
+    succeeded: int
+    failed: int

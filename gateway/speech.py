@@ -42,21 +42,37 @@ async def create_speech(
     headers = {"X-Sample-Rate": str(started.sample_rate), "X-Request-Id": started.request_id}
     if not body.progressive:
         audio = bytearray()
+        warnings = []
         async for response in responses:
             if response.WhichOneof("response") == "audio":
                 audio += response.audio.audio
-        return Response(bytes(audio), media_type=started.media_type, headers=headers)
+            elif response.WhichOneof("response") == "warning":
+                warnings.append(response.warning)
+        return _with_warnings(Response(bytes(audio), media_type=started.media_type, headers=headers), warnings)
     # Hold the status line until the first audio, so that early failures are ordinary JSON errors.
+    # The server's warnings come before any audio, so they are all here, in time for the headers.
     prefetched = []
     async for response in responses:
         prefetched.append(response)
         if response.WhichOneof("response") in ("audio", "session_done"):
             break
+    warnings = [r.warning for r in prefetched if r.WhichOneof("response") == "warning"]
     if not body.sse:  # raw bytes in chunked transfer: OpenAI's SDK reads them as they come
-        return StreamingResponse(_raw(prefetched, responses), media_type=started.media_type, headers=headers)
-    return StreamingResponse(
-        _sse(prefetched, responses, body.response_format), media_type="text/event-stream", headers=headers
+        return _with_warnings(StreamingResponse(_raw(prefetched, responses), media_type=started.media_type, headers=headers), warnings)
+    return _with_warnings(
+        StreamingResponse(_sse(prefetched, responses, body.response_format), media_type="text/event-stream", headers=headers), warnings
     )
+
+
+WARNING_HEADER = "X-Vocalis-Warning"
+
+
+def _with_warnings(response: Response, warnings: list[pb.Warning]) -> Response:
+    """One X-Vocalis-Warning header per warning: "CODE field: message"."""
+    for warning in warnings:
+        value = f"{warning.code} {warning.field}: {warning.message}" if warning.field else f"{warning.code}: {warning.message}"
+        response.headers.append(WARNING_HEADER, "".join(c if " " <= c <= "~" else "?" for c in value))
+    return response
 
 
 async def _chain(prefetched: list[pb.SynthesizeResponse], rest: AsyncIterator[pb.SynthesizeResponse]) -> AsyncIterator[pb.SynthesizeResponse]:
@@ -82,7 +98,10 @@ async def _sse(
     try:
         async for response in _chain(prefetched, rest):
             kind = response.WhichOneof("response")
-            if kind == "audio" and response.audio.audio:
+            if kind == "warning":
+                warning = response.warning
+                yield _event("warning", {"code": warning.code, "message": warning.message, "param": http_field(warning.field)})
+            elif kind == "audio" and response.audio.audio:
                 sent_audio = True
                 audio = base64.b64encode(response.audio.audio).decode()
                 yield _event("speech.audio.delta", {"audio": audio, "response_format": response_format})

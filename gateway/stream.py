@@ -22,6 +22,7 @@ from vocalis.clients.aio import AsyncClient, AsyncTextSession
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.config import StreamLimits
 from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.errors import ws_field
 from vocalis.gateway.stream_protocol import (
     INVALID_PAYLOAD,
     NORMAL,
@@ -90,6 +91,8 @@ class StreamSession:
         self.pending: deque[tuple[str, str, str]] = deque()
         """Flushes sent and not yet answered: (gRPC flush id, "flush" or "done", the client's flush id)."""
         self.flushes = 0
+        self.commits = 0
+        """input.commit messages answered so far (the next input.committed's segment_index)."""
         self.clearing = 0
         """Clears sent and not yet answered: audio arriving meanwhile is dropped."""
         # What the pump has sent back.
@@ -175,6 +178,7 @@ class StreamSession:
             "session.config": self._on_config,
             "input.text": self._on_text,
             "input.flush": self._on_flush,
+            "input.commit": self._on_commit,
             "input.clear": self._on_clear,
             "input.done": self._on_done,
             "session.close": self._on_close,
@@ -218,6 +222,15 @@ class StreamSession:
         await self._drop_call()
         self.call, self.config, self.started = call, config, started
         self.text, self.unit, self.last_finished, self.sentence_index = "", None, -1, 0
+        await self._send_json(
+            {
+                "type": "session.configured",
+                "session_id": started.request_id,
+                "model": started.model,
+                "response_format": config.response_format,
+                "sample_rate": started.sample_rate,
+            }
+        )
         self.pump = asyncio.create_task(self._pump(responses))
         return True
 
@@ -242,6 +255,14 @@ class StreamSession:
         if not isinstance(flush_id, str):
             return await self._refuse("flush_id must be a string", "INVALID_FIELD", POLICY, param="flush_id")
         await self._flush("flush", flush_id)
+        return True
+
+    async def _on_commit(self, message: dict[str, Any]) -> bool:
+        """SGLang-Omni's flush: synthesize what is buffered; `input.committed` once its audio has been sent."""
+        flush_id = message.get("flush_id", "")
+        if not isinstance(flush_id, str):
+            return await self._refuse("flush_id must be a string", "INVALID_FIELD", POLICY, param="flush_id")
+        await self._flush("commit", flush_id)
         return True
 
     async def _on_done(self, message: dict[str, Any]) -> bool:
@@ -300,7 +321,8 @@ class StreamSession:
                 elif kind == "cleared":
                     await self._on_cleared()
                 elif kind == "warning":
-                    await self._send_json({"type": "warning", "code": response.warning.code, "message": response.warning.message})
+                    warning = response.warning
+                    await self._send_json({"type": "warning", "code": warning.code, "message": warning.message, "param": ws_field(warning.field)})
                 elif kind == "session_done":
                     await self._close(NORMAL)
                     break
@@ -365,6 +387,11 @@ class StreamSession:
                 continue  # cannot happen: the server answers every flush in order
             if kind == "flush":
                 await self._send_json({"type": "flush.done", "flush_id": client_id})
+            elif kind == "commit":
+                await self._send_json(
+                    {"type": "input.committed", "flush_id": client_id, "segment_index": self.commits, "total_sentences": self.sentence_index}
+                )
+                self.commits += 1
             else:
                 await self._send_json(
                     {"type": "session.done", "utterance_index": self.utterance_index, "total_sentences": self.sentence_index}

@@ -17,14 +17,20 @@ The messages are vLLM-Omni's, plus flush and clear. Client to server, JSON text 
   First, and again between utterances (it replaces the whole config).
 - `input.text {text}`: appended verbatim; each complete sentence is synthesized at once.
 - `input.flush {flush_id}`: synthesize what is buffered now; answered by `flush.done {flush_id}`.
+- `input.commit {flush_id}` (SGLang-Omni's name): the same, answered by `input.committed {flush_id,
+  segment_index, total_sentences}` once the audio of the text before it has been sent.
 - `input.clear`: drop buffered text and audio not yet sent (barge-in); answered by `input.cleared`.
 - `input.done`: the utterance is complete: synthesize the rest; answered by `session.done`.
-- `session.close`: speak what was sent, then close (1000).
+- `session.close`: speak what was sent, then close (1000). After `input.done` the socket stays open for
+  the next utterance, as in vLLM-Omni (SGLang-Omni closes it; its clients send `session.close` anyway).
 
 Server to client, for every unit of text: `audio.start` (utterance and sentence index, the
 sentence, the real `format` and `sample_rate`), the audio as binary frames (with
 `stream_audio`, raw PCM16 chunks as they are made; otherwise one complete file in
-`response_format`), then `audio.done`. Besides: `session.done`, `flush.done`,
+`response_format`), then `audio.done`. Besides: `session.configured {session_id, model, response_format, sample_rate}`
+after every accepted session.config (SGLang-Omni's acknowledgement; vLLM-Omni clients skip it),
+`warning {code, message, param}` for fields accepted but ignored (server/field_policy.py; unknown
+keys such as vLLM-Omni's newer `streaming_mode` included), `session.done`, `flush.done`, `input.committed`,
 `input.cleared`, and `error {message, code, reason, param}` (with `partial_audio` and
 `action: "discard"` when audio of the failed sentence was already sent).
 """

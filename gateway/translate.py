@@ -45,6 +45,7 @@ def session_config(body: SpeechRequest, request_id: str) -> synthesizer_pb2.Sess
         config.task_type = TASK_TYPES[body.task_type]
     if body.speaker_embedding is not None:
         config.speaker_embedding.extend(body.speaker_embedding)
+    config.unknown_fields.extend(body.unknown_fields)
     if body.extra_params is not None:
         extra = struct_pb2.Struct()
         extra.update(body.extra_params)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from google.protobuf import json_format
 
+from vocalis.clients.errors import FieldViolation, VocalisError
 from vocalis.gateway.dependencies import Upstream
 from vocalis.tts.v1 import voices_pb2
 
@@ -75,8 +77,20 @@ async def create_voice(
         if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             raise HTTPException(400, "speaker_embedding must be a JSON array of numbers")
         request.speaker_embedding.extend(values)
-    voice = await client.create_voice(request)
+    try:
+        voice = await client.create_voice(request)
+    except VocalisError as error:
+        raise _with_form_names(error) from None
     return {"success": True, "voice": voice_json(voice)}
+
+
+def _with_form_names(error: VocalisError) -> VocalisError:
+    """The server names the clip `audio` (its proto field); the caller sent the form field `audio_sample`."""
+    if error.field != "audio":
+        return error
+    message = "audio_sample" + error.message.removeprefix("audio") if error.message.startswith("audio") else error.message
+    violations = [FieldViolation("audio_sample" if v.field == "audio" else v.field, v.description) for v in error.field_violations]
+    return replace(error, message=message, field_violations=violations)
 
 
 @router.delete("/v1/audio/voices/{name}")

@@ -6,18 +6,21 @@ import grpc
 
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
+from vocalis.server.field_policy import IGNORED_BY_PEERS
 from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
 from vocalis.stages.model import LoadedModel
 from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2
 
-_ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields)
+_ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields) - {"unknown_fields"}
 
 
 def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -> models_pb2.Model:
     caps = model.capabilities
     accepted = sorted(UNIVERSAL_FIELDS | caps.accepted_fields)
+    ignored = sorted(set(IGNORED_BY_PEERS) - set(accepted))
     return models_pb2.Model(
         name=model.name,
+        aliases=list(model.aliases),
         family=model.family,
         is_default=is_default,
         capabilities=models_pb2.ModelCapabilities(
@@ -27,7 +30,8 @@ def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -
             default_voice=caps.default_voice,
             accepted_fields=accepted,
             required_fields=sorted(caps.required_fields),
-            rejected_fields=sorted(_ALL_FIELDS - set(accepted)),
+            rejected_fields=sorted(_ALL_FIELDS - set(accepted) - set(ignored)),
+            ignored_fields=ignored,
             extra_params=sorted(caps.extra_params),
             streaming=caps.streaming,
             voice_cloning=caps.voice_cloning,

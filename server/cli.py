@@ -33,6 +33,11 @@ def main() -> None:
 
 @main.command()
 @click.argument("model", required=False)
+@click.option("--served-model-name", multiple=True,
+              help="Name requests use for the model (repeatable: the first is its name, the others aliases). "
+                   "Default: the Hub repo id when MODEL is one, else the checkpoint's name.")
+@click.option("--strict-fields", is_flag=True,
+              help="Refuse (400) request fields the model would ignore, instead of accepting them with a warning.")
 @click.option("--grpc-address", default="0.0.0.0:50051", show_default=True, help="gRPC listen address.")
 @click.option("--host", default="0.0.0.0", show_default=True, help="HTTP gateway listen host.")
 @click.option("--port", default=8091, show_default=True, type=int, help="HTTP gateway port (0: no gateway).")
@@ -64,6 +69,8 @@ def main() -> None:
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
     model: str | None,
+    served_model_name: tuple[str, ...],
+    strict_fields: bool,
     grpc_address: str,
     host: str,
     port: int,
@@ -88,7 +95,11 @@ def serve(
     drain_grace: float,
     log_level: str,
 ) -> None:
-    """Serve MODEL over gRPC and HTTP (default: the embedded Piper voice en_US-joe-medium)."""
+    """Serve MODEL over gRPC and HTTP (default: the embedded Piper voice en_US-joe-medium).
+
+    MODEL is a checkpoint directory, a Piper .onnx voice, or a Hugging Face repo id such as
+    Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice (taken from the local Hugging Face cache, else
+    downloaded unless HF_HUB_OFFLINE is set)."""
     from vocalis.server.config import Limits
 
     _configure_logging(log_level)
@@ -110,6 +121,8 @@ def serve(
     )
     config = ServerConfig(
         model=model,
+        served_model_names=served_model_name,
+        strict_fields=strict_fields,
         deploy_config=deploy_config,
         stage_overrides=stage_overrides,
         family_modules=family_module,

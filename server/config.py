@@ -79,7 +79,11 @@ class ServerConfig:
     """Where the server listens and what it loads."""
 
     model: str | None = None
-    """Model spec to load; None: the embedded Piper voice."""
+    """Model spec to load (checkpoint directory, Piper voice, or Hugging Face repo id); None: the embedded Piper voice."""
+    served_model_names: tuple[str, ...] = ()
+    """Names requests use for the model: the first is its name, the rest aliases. Empty: the repo id, else the checkpoint's name."""
+    strict_fields: bool = False
+    """Refuse (400 / INVALID_ARGUMENT) every request field that would otherwise be accepted with a warning."""
     deploy_config: Path | None = None
     """YAML merged over the family's deploy defaults."""
     stage_overrides: str | None = None

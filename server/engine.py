@@ -94,11 +94,12 @@ class Engine:
         if not name:
             return self.models[self.default_model]
         for candidate in self.models.values():
-            if candidate.name.lower() == name.lower():
+            if name.lower() in (served.lower() for served in candidate.served_names):
                 return candidate
+        served = [served for model in self.models.values() for served in model.served_names]
         raise StatusError(
             grpc.StatusCode.NOT_FOUND,
-            f"unknown model {name!r}; this server has: {', '.join(self.models)}",
+            f"unknown model {name!r}; this server has: {', '.join(served)}",
             "UNKNOWN_MODEL",
             field="model",
         )

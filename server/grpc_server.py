@@ -89,7 +89,7 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
         options=[("grpc.max_receive_message_length", max_bytes), ("grpc.max_send_message_length", max_bytes)],
     )
     references = ReferenceResolver(catalog, config.voices)
-    synthesizer_pb2_grpc.add_SynthesizerServicer_to_server(SynthesizerService(engine, config.limits, references), server)
+    synthesizer_pb2_grpc.add_SynthesizerServicer_to_server(SynthesizerService(engine, config.limits, references, config.strict_fields), server)
     voices_pb2_grpc.add_VoicesServicer_to_server(VoicesService(catalog, config.voices), server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(engine, config.limits.max_input_chars), server)
     metrics_pb2_grpc.add_MetricsServicer_to_server(MetricsService(metrics), server)

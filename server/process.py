@@ -57,7 +57,9 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
     from vocalis.server.warmup import warm_up
     from vocalis.stages.models.registry import load_model
 
-    model = await asyncio.to_thread(load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules)
+    model = await asyncio.to_thread(
+        load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules, config.served_model_names
+    )
     engine = Engine([model], config.limits.max_queued_requests, config.retry_after_s)
     catalog = build_voice_catalog(engine, config.voices)
     grpc_server = await start_grpc_server(engine, config, catalog)
@@ -66,6 +68,7 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     http = None
+    serving: asyncio.Task | None = None
     try:
         await warm_up(engine)
         await grpc_server.ready()
@@ -86,7 +89,8 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
     finally:
         if http is not None:
             http.should_exit = True
-            await asyncio.sleep(0.1)
+            if serving is not None:  # let uvicorn finish its lifespan: cancelled, it prints a traceback
+                await asyncio.wait({serving}, timeout=8)
         await grpc_server.server.stop(grace=1)
         engine.close()
 

@@ -81,6 +81,8 @@ class ResolvedSession:
     encoder: StreamEncoder
     """The session's encoder; its `rate` is the output rate, after the codec's rules (Opus rates)."""
     stage_input: Any
+    warnings: tuple[synthesizer_pb2.Warning, ...] = ()
+    """What the field policy accepted but the caller should hear of (server/field_policy.py)."""
 
 
 def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 
-from vocalis.server import session_config
+from vocalis.server import field_policy, session_config
 from vocalis.server.auth import take_first_message
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine
@@ -19,6 +20,7 @@ from vocalis.server.log_format import REQUEST_ID
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.session import Session
 from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.model import LoadedModel
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 from vocalis.tts.v1 import synthesizer_pb2_grpc
 
@@ -26,8 +28,12 @@ log = logging.getLogger(__name__)
 
 
 class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
-    def __init__(self, engine: Engine, limits: Limits, references: ReferenceResolver | None = None) -> None:
+    def __init__(
+        self, engine: Engine, limits: Limits, references: ReferenceResolver | None = None, strict_fields: bool = False
+    ) -> None:
         self.engine = engine
+        self.strict_fields = strict_fields
+        """Refuse what the field policy would accept with a warning (`vocalis serve --strict-fields`)."""
         self.limits = limits
         self.references = references
         """Resolves ref_audio and stored voices into the voice to clone (None: presets only)."""
@@ -46,6 +52,8 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
             await abort(context, StatusError(grpc.StatusCode.INTERNAL, "internal error opening the session", "INTERNAL"))
             return
         yield pb.SynthesizeResponse(session_started=session.started())
+        for warning in session.resolved.warnings:
+            yield pb.SynthesizeResponse(warning=warning)
         try:
             async with contextlib.aclosing(session.run(request_iterator)) as responses:
                 async for response in responses:
@@ -62,6 +70,10 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
                 context,
                 StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {session.request_id}", "INTERNAL"),
             )
+
+    async def _resolve(self, config: pb.SessionConfig, model: LoadedModel) -> session_config.ResolvedSession:
+        reference = await self.references.resolve(config, model) if self.references else None
+        return session_config.resolve(config, model, self.limits, reference)
 
     async def _open(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> Session:
         try:
@@ -88,8 +100,16 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
         model_config.CopyFrom(config)
         model_config.ClearField("text_splitting")  # the server's business, not the model's: every model takes it
         model = self.engine.model(config.model)
-        reference = await self.references.resolve(model_config, model) if self.references else None
-        resolved = session_config.resolve(model_config, model, self.limits, reference)
+        warnings = field_policy.apply(model_config, model, self.strict_fields)
+        try:
+            resolved = await self._resolve(model_config, model)
+        except StatusError as error:
+            ignored = field_policy.ignore_unknown_voice(model_config, model, error, self.strict_fields)
+            if ignored is None:
+                raise
+            warnings.append(ignored)
+            resolved = await self._resolve(model_config, model)
+        resolved = dataclasses.replace(resolved, warnings=tuple(warnings))
         request_id = config.request_id or f"tts-{uuid.uuid4().hex}"
         REQUEST_ID.set(request_id)
         return Session(self.engine, self.limits, resolved, splitter, request_id, config.delivery)

@@ -50,6 +50,12 @@ class LoadedModel:
     capabilities: Capabilities
     adapter: ModelAdapter
     pipeline: Pipeline
+    aliases: tuple[str, ...] = ()
+    """Other names requests may use for it (`--served-model-name` given more than once)."""
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
 
     def close(self) -> None:
         self.pipeline.close()

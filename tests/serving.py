@@ -51,9 +51,15 @@ class RunningServer:
 
 
 def start_server(
-    log_dir: Path, *args: str, timeout: float = 60.0, tls_root: bytes | None = None, health_metadata: tuple[tuple[str, str], ...] = ()
+    log_dir: Path,
+    *args: str,
+    timeout: float = 60.0,
+    tls_root: bytes | None = None,
+    health_metadata: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
 ) -> RunningServer:
-    """Start `vocalis serve` with `args`; `health_metadata` (a key) when its health checks need one (--closed-health)."""
+    """Start `vocalis serve` with `args`; `health_metadata` (a key) when its health checks need one (--closed-health);
+    `env`: variables set for the server beside the test's own (HF_HOME, HF_HUB_OFFLINE, ...)."""
     grpc_port, http_port = free_port(), free_port()
     log_path = log_dir / f"server-{grpc_port}.log"
     command = [
@@ -63,7 +69,7 @@ def start_server(
     ]
     log = log_path.open("wb")
     process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     )
     server = RunningServer(process, grpc_port, http_port, log_path)
     deadline = time.monotonic() + timeout

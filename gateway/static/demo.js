@@ -76,7 +76,24 @@ async function loadModels() {
   await loadVoices();
 }
 
+// Show only the inputs the selected model honours, as its capabilities (GET /v1/models, GetModel) say.
+function showModelFields() {
+  const caps = (selectedModel() || {}).capabilities || {};
+  const accepted = new Set(caps.accepted_fields || []);
+  const required = new Set(caps.required_fields || []);
+  $("speed-field").hidden = !accepted.has("speed");
+  $("language-field").hidden = !accepted.has("language");
+  const languages = $("languages");
+  languages.innerHTML = "";
+  for (const name of (caps.languages || []).slice(0, 200)) languages.append(new Option(name));
+  $("instructions-field").hidden = !accepted.has("instructions");
+  $("instructions-required").hidden = !required.has("instructions");
+  $("clone-fields").hidden = !(caps.voice_cloning && accepted.has("ref_audio"));
+  $("voice").disabled = !(caps.voices || []).length && !caps.voice_cloning;
+}
+
 async function loadVoices() {
+  showModelFields();
   const model = selectedModel();
   const body = await getJSON(`/v1/audio/voices?model=${encodeURIComponent(model ? model.id : "")}`);
   const preferred = model && model.capabilities ? model.capabilities.default_voice : "";
@@ -161,10 +178,28 @@ class PcmDecoder {
   }
 }
 
-function requestBody(format) {
-  const body = { input: $("text").value, model: $("model").value, voice: $("voice").value, response_format: format };
+function readAsDataURL(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+async function requestBody(format) {
+  const body = { input: $("text").value, model: $("model").value, response_format: format };
+  if (!$("voice").disabled && $("voice").value) body.voice = $("voice").value;
   const speed = Number($("speed").value);
-  if (speed && speed !== 1) body.speed = speed;
+  if (!$("speed-field").hidden && speed && speed !== 1) body.speed = speed;
+  if (!$("language-field").hidden && $("language").value.trim()) body.language = $("language").value.trim();
+  if (!$("instructions-field").hidden && $("instructions").value.trim()) body.instructions = $("instructions").value.trim();
+  const clip = $("ref-audio").files[0];
+  if (!$("clone-fields").hidden && clip) {
+    body.ref_audio = await readAsDataURL(clip);
+    if ($("ref-text").value.trim()) body.ref_text = $("ref-text").value.trim();
+    delete body.voice;
+  }
   if (format === "pcm" || format === "wav") body.stream_format = "audio";
   return body;
 }
@@ -190,7 +225,7 @@ async function speak() {
     const response = await fetch("/v1/audio/speech", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(requestBody(format)),
+      body: JSON.stringify(await requestBody(format)),
       signal: abort.signal,
     });
     if (!response.ok) throw new Error(errorText(response, await response.json().catch(() => null)));

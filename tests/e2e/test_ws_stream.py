@@ -28,11 +28,15 @@ def send(ws: ClientConnection, type: str, **fields) -> None:
 
 
 def receive_until(ws: ClientConnection, kind: str, timeout: float = 30) -> list[dict | bytes]:
-    """Frames up to and including the first JSON frame of type `kind` (JSON decoded, audio as bytes)."""
+    """Frames up to and including the first JSON frame of type `kind` (JSON decoded, audio as bytes),
+    less the `session.configured` acknowledgements (their own test checks them)."""
     frames: list[dict | bytes] = []
     while True:
         frame = ws.recv(timeout=timeout)
         frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+        if kind != "session.configured" and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.configured":
+            frames.pop()
+            continue
         if isinstance(frames[-1], dict) and frames[-1]["type"] == kind:
             return frames
 
@@ -169,7 +173,7 @@ def test_config_between_utterances_but_not_during_one(ws_url):
         (b"\x00\x01binary", "BINARY_FRAME", 1003),
         ('["a list"]', "INVALID_MESSAGE", 1007),
         (json.dumps({"type": "input.text", "text": "Too early."}), "CONFIG_REQUIRED", 1008),
-        (json.dumps({"type": "session.config", "colour": "blue"}), "INVALID_CONFIG", 1008),
+        (json.dumps({"type": "session.config", "speed": "fast"}), "INVALID_CONFIG", 1008),
         (json.dumps({"type": "session.config", "response_format": "mp3", "stream_audio": True}), "INVALID_CONFIG", 1008),
         (json.dumps({"type": "session.config", "voice": "nobody"}), "UNKNOWN_VOICE", 1008),
         (json.dumps({"type": "session.config", "split_granularity": "word"}), "INVALID_CONFIG", 1008),
@@ -211,3 +215,22 @@ def test_a_server_side_limit_is_an_error_frame_and_a_close(ws_url):
         error = frames[-1]
         assert (error["code"], error["reason"], error["param"]) == (400, "INPUT_TOO_LONG", "text")
         assert_closed(ws, 1008)
+
+
+def test_sglang_additions_configured_commit_and_the_socket_stays_open(ws_url):
+    with connect(ws_url) as ws:
+        send(ws, **PCM_STREAM)
+        (configured,) = receive_until(ws, "session.configured")
+        assert configured["type"] == "session.configured" and configured["sample_rate"] == 22050 and configured["session_id"]
+        send(ws, "input.text", text="First part")
+        send(ws, "input.commit", flush_id="c1")
+        first = receive_until(ws, "input.committed")
+        assert first[-1] == {"type": "input.committed", "flush_id": "c1", "segment_index": 0, "total_sentences": 1}
+        assert [text for text, _ in sentences(first)] == ["First part"]
+        send(ws, "input.text", text="Second part.")
+        send(ws, "input.done")
+        done = receive_until(ws, "session.done")
+        assert len(sentences(done)) == 1
+        send(ws, "input.text", text="Still open after input.done.")  # vLLM-Omni's rule: the socket lives on
+        send(ws, "input.done")
+        assert len(sentences(receive_until(ws, "session.done"))) == 1

@@ -115,6 +115,7 @@ def test_an_idle_socket_is_closed(gateway):
     client = gateway(upstream, idle_timeout_s=0.3)
     with client.websocket_connect(PATH) as ws:
         ws.send_json({"type": "session.config", "response_format": "pcm", "stream_audio": True})
+        assert ws.receive_json()["type"] == "session.configured"
         error = ws.receive_json()
         assert error["reason"] == "IDLE_TIMEOUT"
         assert closed_with(ws) == 1008
@@ -128,6 +129,8 @@ def test_a_failure_after_audio_is_in_band_with_partial_audio(gateway):
     with client.websocket_connect(PATH) as ws:
         ws.send_json({"type": "session.config", "response_format": "pcm", "stream_audio": True})
         ws.send_json({"type": "input.text", "text": "Hello"})
+        configured = ws.receive_json()
+        assert (configured["type"], configured["sample_rate"], configured["response_format"]) == ("session.configured", 24000, "pcm")
         start = ws.receive_json()
         assert (start["type"], start["sample_rate"], start["format"]) == ("audio.start", 24000, "pcm")  # the real rate
         assert ws.receive_bytes() == b"\x01\x02" * 50
@@ -164,6 +167,7 @@ def test_session_close_without_text_closes_at_once(gateway):
     with client.websocket_connect(PATH) as ws:
         ws.send_json({"type": "session.config"})
         ws.send_json({"type": "session.close"})
+        assert ws.receive_json()["type"] == "session.configured"
         assert closed_with(ws) == 1000
 
 

@@ -18,7 +18,7 @@ class ModelLimits(_message.Message):
     def __init__(self, max_input_chars: _Optional[int] = ..., min_speed: _Optional[float] = ..., max_speed: _Optional[float] = ...) -> None: ...
 
 class ModelCapabilities(_message.Message):
-    __slots__ = ("sample_rate", "encodings", "voices", "default_voice", "accepted_fields", "required_fields", "rejected_fields", "extra_params", "streaming", "voice_cloning", "languages", "limits")
+    __slots__ = ("sample_rate", "encodings", "voices", "default_voice", "accepted_fields", "required_fields", "rejected_fields", "extra_params", "streaming", "voice_cloning", "languages", "limits", "ignored_fields")
     SAMPLE_RATE_FIELD_NUMBER: _ClassVar[int]
     ENCODINGS_FIELD_NUMBER: _ClassVar[int]
     VOICES_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class ModelCapabilities(_message.Message):
     VOICE_CLONING_FIELD_NUMBER: _ClassVar[int]
     LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    IGNORED_FIELDS_FIELD_NUMBER: _ClassVar[int]
     sample_rate: int
     encodings: _containers.RepeatedScalarFieldContainer[_audio_pb2.AudioEncoding]
     voices: _containers.RepeatedScalarFieldContainer[str]
@@ -43,19 +44,22 @@ class ModelCapabilities(_message.Message):
     voice_cloning: bool
     languages: _containers.RepeatedScalarFieldContainer[str]
     limits: ModelLimits
-    def __init__(self, sample_rate: _Optional[int] = ..., encodings: _Optional[_Iterable[_Union[_audio_pb2.AudioEncoding, str]]] = ..., voices: _Optional[_Iterable[str]] = ..., default_voice: _Optional[str] = ..., accepted_fields: _Optional[_Iterable[str]] = ..., required_fields: _Optional[_Iterable[str]] = ..., rejected_fields: _Optional[_Iterable[str]] = ..., extra_params: _Optional[_Iterable[str]] = ..., streaming: _Optional[bool] = ..., voice_cloning: _Optional[bool] = ..., languages: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ...) -> None: ...
+    ignored_fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sample_rate: _Optional[int] = ..., encodings: _Optional[_Iterable[_Union[_audio_pb2.AudioEncoding, str]]] = ..., voices: _Optional[_Iterable[str]] = ..., default_voice: _Optional[str] = ..., accepted_fields: _Optional[_Iterable[str]] = ..., required_fields: _Optional[_Iterable[str]] = ..., rejected_fields: _Optional[_Iterable[str]] = ..., extra_params: _Optional[_Iterable[str]] = ..., streaming: _Optional[bool] = ..., voice_cloning: _Optional[bool] = ..., languages: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., ignored_fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("name", "family", "is_default", "capabilities")
+    __slots__ = ("name", "family", "is_default", "capabilities", "aliases")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
     name: str
     family: str
     is_default: bool
     capabilities: ModelCapabilities
-    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., is_default: _Optional[bool] = ..., capabilities: _Optional[_Union[ModelCapabilities, _Mapping]] = ...) -> None: ...
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., is_default: _Optional[bool] = ..., capabilities: _Optional[_Union[ModelCapabilities, _Mapping]] = ..., aliases: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from vocalis.stages.output import AudioOutput
 
@@ -48,12 +48,16 @@ class RequestParams:
     """The voice to clone, from `ref_audio` or a stored voice."""
 
 
+InputT = TypeVar("InputT")
+"""A family's stage-0 input type (what its adapter makes of a request)."""
+
+
 @dataclass
-class SynthesisRequest:
+class SynthesisRequest(Generic[InputT]):
     """One utterance's journey through a pipeline: input, output stream, timing, cancellation."""
 
     text: str
-    stage_input: Any
+    stage_input: InputT
     """What the model's adapter made of the request for stage 0."""
     output: AudioOutput
     """Where audio goes; safe to call from any stage thread."""

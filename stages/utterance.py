@@ -7,13 +7,14 @@ hold up the short ones that arrive behind it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.request_table import RequestTable
 from vocalis.stages.stage import StageItem
 
 
@@ -23,55 +24,51 @@ class UtteranceModel(Protocol):
         ...
 
 
-class UtteranceStage:
+@dataclass(eq=False)
+class _Utterance:
+    request: SynthesisRequest
+    pieces: Iterator[np.ndarray] | None = None
+    """The model's generator once the request runs; None while it waits."""
+    started: bool = False
+
+
+class UtteranceStage(RequestTable[_Utterance]):
     def __init__(self, name: str, model: UtteranceModel, max_num_seqs: int = 16) -> None:
+        super().__init__()
         self.name = name
         self.model = model
         self.max_num_seqs = max_num_seqs
-        self._waiting: OrderedDict[int, SynthesisRequest] = OrderedDict()
-        self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray]]] = OrderedDict()
-        self._batch: list[SynthesisRequest] = []
-        self._started: set[int] = set()
 
     def add(self, item: StageItem) -> None:
-        self._waiting[id(item.request)] = item.request
+        if self._entry(item.request) is None:
+            self._put(_Utterance(item.request))
 
     def has_work(self) -> bool:
-        return bool(self._waiting or self._active)
+        return bool(self._entries)
 
-    def batch_requests(self) -> list[SynthesisRequest]:
-        return list(self._batch)
-
-    def active_requests(self) -> list[SynthesisRequest]:
-        return [*self._waiting.values(), *(request for request, _ in self._active.values())]
-
-    def drop(self, request: SynthesisRequest) -> None:
-        self._waiting.pop(id(request), None)
-        self._started.discard(id(request))
-        entry = self._active.pop(id(request), None)
-        if entry is not None:
-            entry[1].close()
-
-    def drop_closed(self) -> None:
-        for request in [r for r in self._waiting.values() if r.closed] + [r for r, _ in self._active.values() if r.closed]:
-            self.drop(request)
+    def _release(self, entry: _Utterance) -> None:
+        if entry.pieces is not None:
+            entry.pieces.close()
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
-        while self._waiting and len(self._active) < self.max_num_seqs:
-            key, request = self._waiting.popitem(last=False)
-            self._active[key] = (request, self.model.synthesize(request))
-        if not self._active:
+        running = [entry for entry in self._entries.values() if entry.pieces is not None]
+        for entry in self._each():
+            if len(running) >= self.max_num_seqs:
+                break
+            if entry.pieces is None:
+                entry.pieces = self.model.synthesize(entry.request)
+                running.append(entry)
+        if not running:
             return []
         # A request that has produced nothing yet goes first (time to first audio); the rest take turns.
-        key = next((k for k in self._active if k not in self._started), next(iter(self._active)))
-        request, pieces = self._active[key]
-        self._active.move_to_end(key)
-        self._started.add(key)
-        self._batch = [request]
+        entry = next((e for e in running if not e.started), running[0])
+        self._entries.move_to_end(id(entry.request))
+        entry.started = True
+        self._batch = [entry.request]
         try:
-            samples = next(pieces)
+            samples = next(entry.pieces)  # type: ignore[arg-type]
         except StopIteration:
-            self.drop(request)
-            return [StageItem(request, None, finished=True)]
-        return [StageItem(request, samples)]
+            self.drop(entry.request)
+            return [StageItem(entry.request, None, finished=True)]
+        return [StageItem(entry.request, samples)]

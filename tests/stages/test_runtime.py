@@ -258,10 +258,10 @@ class SlowDecoder(TinyCodecModel):
         super().__init__(codec)
         self.intervals: list[tuple[float, float]] = []
 
-    def decode(self, frames):
+    def decode(self, frames, streams):
         start = time.monotonic()
         time.sleep(0.03)
-        out = super().decode(frames)
+        out = super().decode(frames, streams)
         self.intervals.append((start, time.monotonic()))
         return out
 
@@ -271,9 +271,9 @@ class TimedTalker(TinyTalkerModel):
         super().__init__(talker, max_len)
         self.times: list[float] = []
 
-    def sample_frames(self, hidden, samplers, histories):
+    def sample_frames(self, hidden, samplers, histories, states):
         self.times.append(time.monotonic())
-        return super().sample_frames(hidden, samplers, histories)
+        return super().sample_frames(hidden, samplers, histories, states)
 
 
 async def test_stages_overlap(modules):

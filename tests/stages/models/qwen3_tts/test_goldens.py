@@ -110,8 +110,8 @@ def run_pipeline(name: str, policy: ChunkPolicy, max_new_tokens: int) -> tuple[t
     chunk_sizes: list[int] = []
 
     class Recording(CodecDecoderModel):
-        def decode(self, frames):
-            return super().decode(frames)
+        def decode(self, frames, streams):
+            return super().decode(frames, streams)
 
     talker = TalkerStageModel(mods, 512)
     decoder = Recording(mods.decoder)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from vocalis.stages.extra_params import ExtraParam
 from vocalis.stages.pipeline import Pipeline
 from vocalis.stages.request import RequestParams
 
@@ -21,8 +22,8 @@ class Capabilities:
     accepted_fields: frozenset[str]
     """Request fields it honours beyond those every model honours (model, voice, encoding, ...)."""
     required_fields: frozenset[str] = frozenset()
-    extra_params: dict[str, str] = field(default_factory=dict)
-    """Keys it honours in extra_params, with a description of each."""
+    extra_params: tuple[ExtraParam, ...] = ()
+    """Keys it honours in extra_params: type, range and description of each."""
     streaming: bool = True
     """Whether audio leaves before the whole utterance is synthesized."""
     voice_cloning: bool = False

@@ -61,6 +61,9 @@ class SynthesisRequest(Generic[InputT]):
     """What the model's adapter made of the request for stage 0."""
     output: AudioOutput
     """Where audio goes; safe to call from any stage thread."""
+    prepared: Any = None
+    """What a PrepareStage computed from `stage_input` on its own thread (an encoded reference clip), for
+    the stages after it; None when the pipeline has no PrepareStage or the request needed nothing."""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None

@@ -9,8 +9,6 @@ from vocalis.stages.deploy import load_deploy
 from vocalis.stages.model import LoadedModel
 
 DEFAULT_MODEL = "en_US-joe-medium"
-BUILTIN_FAMILIES = ("vocalis.stages.models.piper.loader", "vocalis.stages.models.qwen3_tts.loader", "vocalis.stages.models.omnivoice.family",
-                    "vocalis.stages.models.voxcpm2.loader")
 
 
 def load_model(
@@ -21,8 +19,7 @@ def load_model(
 ) -> LoadedModel:
     """Load `spec`: empty or "en_US-joe-medium" for the embedded Piper voice, a Piper .onnx file,
     or a checkpoint directory whose config.json `model_type` names a known family."""
-    for module in (*BUILTIN_FAMILIES, *family_modules):
-        families.import_family_module(module)
+    families.discover(family_modules)
     if not spec or spec in (DEFAULT_MODEL, "piper"):
         family, path = families.get("piper"), None
     else:

@@ -20,6 +20,7 @@ from vocalis.stages.autoregressive import AutoregressiveModel, AutoregressiveSta
 from vocalis.stages.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.family import ModelFamily
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.model import Capabilities, LoadedModel
@@ -29,7 +30,12 @@ from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 VOICE = "tiny"
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "repetition_penalty")
+EXTRA_PARAMS = ExtraParams("tiny_tts", [
+    ExtraParam("temperature", float, "sampling temperature (default 0: greedy)", minimum=0),
+    ExtraParam("top_k", int, "sampling top-k (0 keeps all)", minimum=0),
+    ExtraParam("top_p", float, "nucleus sampling", minimum=0, maximum=1, exclusive_minimum=True),
+    ExtraParam("repetition_penalty", float, "penalty on frames already generated (1 is none)", minimum=0, exclusive_minimum=True),
+])
 POISON = "\a"
 
 
@@ -63,7 +69,7 @@ class TinyAdapter:
             accepted_fields=frozenset(
                 {"seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "ref_audio", "ref_text"}
             ),
-            extra_params={key: f"sampling {key}" for key in SAMPLING_KEYS},
+            extra_params=tuple(EXTRA_PARAMS),
             voice_cloning=True,
         )
 
@@ -74,22 +80,11 @@ class TinyAdapter:
 
     def stage_input(self, params: RequestParams) -> TinyInput:
         fields = params.fields
-        extra = dict(fields.get("extra_params") or {})
-        unknown = sorted(set(extra) - set(SAMPLING_KEYS))
-        if unknown:
-            raise InvalidField("extra_params", "FIELD_NOT_SUPPORTED", f"extra_params {unknown} not supported")
-        values = {"temperature": 0.0, **extra}
+        settings = {"temperature": 0.0, **EXTRA_PARAMS.parse(fields.get("extra_params"))}
         try:
-            sampling = SamplingParams(
-                temperature=float(values["temperature"]),
-                top_k=int(values.get("top_k", 0)),
-                top_p=float(values.get("top_p", 1.0)),
-                repetition_penalty=float(values.get("repetition_penalty", 1.0)),
-                seed=fields.get("seed"),
-                max_new_tokens=int(fields.get("max_new_tokens", 200)),
-            )
+            sampling = SamplingParams(**settings, seed=fields.get("seed"), max_new_tokens=int(fields.get("max_new_tokens", 200)))
         except ValueError as error:
-            raise InvalidField("extra_params", "INVALID_VALUE", str(error)) from error
+            raise InvalidField("max_new_tokens", "OUT_OF_RANGE", str(error)) from error
         reference = params.reference
         if reference is None:
             if "ref_text" in fields:

@@ -15,8 +15,7 @@ unit, a long text's loudness is levelled unit by unit rather than over the whole
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +29,7 @@ from vocalis.stages.models.omnivoice.duration import estimate_frames
 from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
 from vocalis.stages.models.omnivoice.resample import resample
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
+from vocalis.stages.reference import ReferenceCache, content_key
 from vocalis.stages.request import ReferenceAudio, SynthesisRequest
 from vocalis.stages.request_table import RequestTable
 from vocalis.stages.stage import StageItem
@@ -119,7 +119,7 @@ class OmniVoiceGenerator:
         self.config = lm.config
         self.frame_rate = codec.config.frame_rate
         self.sample_rate = codec.config.sample_rate
-        self._references: OrderedDict[str, PreparedReference] = OrderedDict()
+        self.references: ReferenceCache[PreparedReference] = ReferenceCache(REFERENCE_CACHE)
         self.noise_for: dict[str, NoiseSource] = {}
         """Noise to use for a request id instead of its seeded draws (parity tests replay recorded draws)."""
 
@@ -212,16 +212,10 @@ class OmniVoiceGenerator:
     def prepare_reference(self, reference: ReferenceAudio, preprocess: bool = True) -> PreparedReference:
         """The clip's codes, transcript and loudness (cached by content)."""
         samples = np.asarray(reference.samples, dtype=np.float32).reshape(-1)
-        key = hashlib.sha1(samples.tobytes() + f"|{reference.sample_rate}|{reference.text}|{preprocess}".encode()).hexdigest()
-        cached = self._references.get(key)
-        if cached is not None:
-            self._references.move_to_end(key)
-            return cached
-        prepared = self._encode_reference(samples, reference.sample_rate, reference.text or "", preprocess)
-        self._references[key] = prepared
-        while len(self._references) > REFERENCE_CACHE:
-            self._references.popitem(last=False)
-        return prepared
+        key = content_key(samples, reference.sample_rate, reference.text, preprocess)
+        return self.references.get_or_make(
+            key, lambda: self._encode_reference(samples, reference.sample_rate, reference.text or "", preprocess)
+        )
 
     def _encode_reference(self, samples: np.ndarray, rate: int, text: str, preprocess: bool) -> PreparedReference:
         wav = samples

@@ -14,6 +14,7 @@ from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, build_prompt
+from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
@@ -27,6 +28,8 @@ class Qwen3TTSInput:
     """Stage-0 input of a session, made by the adapter."""
 
     conditioning: Conditioning
+    """Language, speaker, instructions; a cloned voice's x-vector and codes are filled in on a stage thread
+    from `clone` (or given here already, by tests)."""
     sampling: SamplingParams
     """Codebook 0 (the talker)."""
     subtalker: SamplingParams
@@ -34,8 +37,8 @@ class Qwen3TTSInput:
     max_new_tokens_set: bool = False
     """Whether the caller capped the frames; otherwise the cap also shrinks to fit the KV cache."""
     initial_codec_chunk_frames: int | None = None
-    codec_context_frames: torch.Tensor | None = None
-    """[R, G] reference codes of an ICL clone: decoded before the first frames as context, never emitted."""
+    clone: CloneSpec | None = None
+    """The voice to clone (Base), encoded by `VoiceCloner` off the event loop."""
 
 
 @dataclass
@@ -53,8 +56,9 @@ class TalkerStageModel(AutoregressiveModel):
 
     emits_eos_frame = False
 
-    def __init__(self, modules: Qwen3TTSModules, max_len: int) -> None:
+    def __init__(self, modules: Qwen3TTSModules, max_len: int, cloner: VoiceCloner | None = None) -> None:
         self.modules = modules
+        self.cloner = cloner or VoiceCloner(modules)
         self.talker = modules.talker
         c = modules.config.talker
         self.config = c
@@ -70,7 +74,7 @@ class TalkerStageModel(AutoregressiveModel):
 
     def prompt(self, request: SynthesisRequest[Qwen3TTSInput]) -> TalkerPrompt:
         m = self.modules
-        return build_prompt(self.talker, m.config, m.tokenizer, request.text, request.stage_input.conditioning)
+        return build_prompt(self.talker, m.config, m.tokenizer, request.text, self.cloner.conditioning(request))
 
     def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> SequenceStart:
         inputs = request.stage_input
@@ -130,13 +134,16 @@ class CodecDecoderModel(ChunkDecoder):
 
     causal = True
 
-    def __init__(self, decoder: SpeechDecoder) -> None:
+    def __init__(self, decoder: SpeechDecoder, cloner: VoiceCloner) -> None:
         self.decoder = decoder
+        self.cloner = cloner
         self.samples_per_frame = decoder.config.samples_per_frame
 
     def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> DecodeStream:
         inputs = request.stage_input
-        return DecodeStream(first_chunk_frames=inputs.initial_codec_chunk_frames, context_frames=inputs.codec_context_frames)
+        # An ICL clone's reference codes are decoded before the first frames as context, never emitted.
+        context = self.cloner.conditioning(request).ref_codes
+        return DecodeStream(first_chunk_frames=inputs.initial_codec_chunk_frames, context_frames=context)
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         device = next(self.decoder.parameters()).device

@@ -9,9 +9,7 @@ import logging
 from pathlib import Path
 
 from vocalis.stages.deploy import DeployConfig, load_deploy
-from vocalis.stages.family import ModelFamily
 from vocalis.stages.model import LoadedModel
-from vocalis.stages.models.voxcpm2.config import ARCHITECTURE
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 log = logging.getLogger(__name__)
@@ -50,5 +48,3 @@ def load(path: Path, deploy: DeployConfig | None = None) -> LoadedModel:
     ]
     return LoadedModel(name=path.name, family="voxcpm2", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
 
-
-FAMILY = ModelFamily(name="voxcpm2", model_types=(ARCHITECTURE,), deploy_defaults=DEPLOY_DEFAULTS, load=load)

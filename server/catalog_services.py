@@ -8,6 +8,7 @@ from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
 from vocalis.server.field_policy import IGNORED_BY_PEERS
 from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
+from vocalis.stages.extra_params import ExtraParam
 from vocalis.stages.model import LoadedModel
 from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2
 
@@ -32,14 +33,22 @@ def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -
             required_fields=sorted(caps.required_fields),
             rejected_fields=sorted(_ALL_FIELDS - set(accepted) - set(ignored)),
             ignored_fields=ignored,
-            extra_params=sorted(caps.extra_params),
+            extra_params=sorted(param.name for param in caps.extra_params),
             streaming=caps.streaming,
             voice_cloning=caps.voice_cloning,
             languages=list(caps.languages),
             limits=models_pb2.ModelLimits(
                 max_input_chars=max_input_chars, min_speed=caps.min_speed, max_speed=caps.max_speed
             ),
+            extra_param_specs=[describe_extra_param(param) for param in caps.extra_params],
         ),
+    )
+
+
+def describe_extra_param(param: ExtraParam) -> models_pb2.ExtraParam:
+    return models_pb2.ExtraParam(
+        name=param.name, description=param.description, type=param.type_name, minimum=param.minimum, maximum=param.maximum,
+        exclusive_minimum=param.exclusive_minimum, choices=list(param.choices),
     )
 
 

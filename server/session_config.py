@@ -98,6 +98,32 @@ def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
     return values
 
 
+def enum_name(descriptor: Any, number: int) -> str | None:
+    """A proto enum value as adapters see it: its name without the enum's prefix, lower case
+    (TASK_TYPE_VOICE_DESIGN -> "voice_design"); None for a number the enum does not define."""
+    value = descriptor.enum_type.values_by_number.get(number)
+    if value is None:
+        return None
+    prefix = "".join(f"_{c}" if c.isupper() else c.upper() for c in descriptor.enum_type.name).lstrip("_") + "_"
+    return value.name.removeprefix(prefix).lower()
+
+
+def adapter_fields(config: synthesizer_pb2.SessionConfig, fields: dict[str, Any], native_speed: bool = False) -> dict[str, Any]:
+    """The set fields an adapter decides on: the universal ones and ref_audio left out (but `speed` kept for a model
+    with its own speed), enum numbers as names (so that no proto numbering reaches stages/)."""
+    params: dict[str, Any] = {}
+    for name, value in fields.items():
+        if (name in UNIVERSAL_FIELDS and not (name == "speed" and native_speed)) or name == "ref_audio":
+            continue
+        descriptor = config.DESCRIPTOR.fields_by_name[name]
+        if descriptor.enum_type is not None:
+            value = enum_name(descriptor, value)
+            if value is None:
+                raise invalid_argument(name, "INVALID_VALUE", f"unknown {name} {fields[name]}")
+        params[name] = value
+    return params
+
+
 def resolve(
     config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits, reference: ReferenceAudio | None = None
 ) -> ResolvedSession:
@@ -146,7 +172,7 @@ def resolve(
     try:
         cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
         preset = "" if cloned else model.adapter.resolve_voice(config.voice)
-        params = {k: v for k, v in fields.items() if (k not in UNIVERSAL_FIELDS or (k == "speed" and native_speed)) and k != "ref_audio"}
+        params = adapter_fields(config, fields, native_speed)
         streamed = config.delivery not in (synthesizer_pb2.AUDIO_DELIVERY_FILE, synthesizer_pb2.AUDIO_DELIVERY_FILE_PER_UTTERANCE)
         stage_input = model.adapter.stage_input(
             RequestParams(model=model.name, voice=preset, fields=params, reference=reference, streamed=streamed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -26,41 +26,50 @@ from vocalis.stages.sequence import FinishReason, Sequence
 from vocalis.stages.stage import StageItem
 
 
+@dataclass
+class SequenceStart:
+    """How a request's sequence starts, made in one call by `AutoregressiveModel.start`."""
+
+    prompt_embeds: torch.Tensor
+    """[P, H] input embeddings of the prompt (its text and stage input)."""
+    sampling: SamplingParams
+    """Sampling of the sequence; its max_new_tokens caps the frames."""
+    state: Any = None
+    """What the sequence carries between steps besides the runtime's own (text still to feed in, a
+    sub-model's sampler, a step count), as the model defines; handed back to `sample_frames` and
+    `frame_embeds` in batch order. None for a model that needs none."""
+
+
 class AutoregressiveModel(Protocol):
     """The tensor side of an autoregressive stage (e.g. a TTS talker emitting codec frames)."""
 
     cache_shape: CacheShape
+    emits_eos_frame: bool
+    """False: the frame `is_eos` flags ends its sequence and is not emitted (an EOS code). True: it is the
+    sequence's last output (a stop head deciding beside a real frame)."""
 
-    def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
-        """[P, H] input embeddings of a request's prompt (its text and stage input)."""
+    def start(self, request: SynthesisRequest) -> SequenceStart:
+        """The prompt, sampling and state of a new request, on the stage's thread: heavy per-request
+        conditioning (encoding a reference clip) belongs here. May raise: that request fails alone."""
         ...
-
-    def sampling(self, request: SynthesisRequest) -> SamplingParams: ...
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Hidden states [T, H] of the flattened step tokens, writing their keys/values into the cache."""
         ...
 
-    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor]) -> torch.Tensor:
-        """Next frames [B, K] from last-token hidden states [B, H]; histories[i] is [n_i, K] generated so far."""
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[Any]) -> torch.Tensor:
+        """Next frames [B, K] from last-token hidden states [B, H]; histories[i] is [n_i, K] generated so far,
+        states[i] the sequence's `SequenceStart.state`."""
         ...
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
-        """[B] bool: frame i ends its sequence (and is not emitted, unless the model sets `emits_eos_frame`)."""
+        """[B] bool: frame i ends its sequence (see `emits_eos_frame`)."""
         ...
 
-    def frame_embeds(self, frames: torch.Tensor) -> torch.Tensor:
-        """[B, H] input embeddings of generated frames [B, K]."""
+    def frame_embeds(self, frames: torch.Tensor, states: list[Any]) -> torch.Tensor:
+        """[B, H] input embeddings of generated frames [B, K] (states in the same order)."""
         ...
-
-
-class StatefulAutoregressiveModel(AutoregressiveModel, Protocol):
-    """A model whose sequences carry state of their own (text still to be fed in, a per-request
-    sampler of a sub-model, a step count): `new_state(request)` makes it when the request joins, the
-    stage keeps it with the sequence, and passes the batch's states to `sample_frames` and
-    `frame_embeds` as a last argument, in batch order. Define `new_state` to opt in."""
-
-    def new_state(self, request: SynthesisRequest) -> object: ...
 
 
 @dataclass(eq=False)
@@ -70,8 +79,8 @@ class SequenceTensors:
     prompt: torch.Tensor
     """[P, H] prompt embeddings."""
     sampler: SamplerState
-    state: object = None
-    """The model's own per-sequence state (StatefulAutoregressiveModel), else None."""
+    state: Any = None
+    """The model's own per-sequence state (SequenceStart.state)."""
     max_frames: int = 0
     frames: torch.Tensor | None = None
     """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
@@ -149,16 +158,14 @@ class AutoregressiveStage:
         self._ids = itertools.count()
         self._batch: list[SynthesisRequest] = []
         self.steps = 0
-        self._stateful = callable(getattr(model, "new_state", None))
-        self._emits_eos_frame = bool(getattr(model, "emits_eos_frame", False))
+        self._emits_eos_frame = model.emits_eos_frame
 
     # -- the Stage protocol -------------------------------------------------------------
 
     def add(self, item: StageItem) -> None:
         request = item.request
-        prompt = self.model.prompt_embeds(request)
-        params = self.model.sampling(request)
-        state = self.model.new_state(request) if self._stateful else None  # type: ignore[attr-defined]
+        start = self.model.start(request)
+        prompt, params, state = start.prompt_embeds, start.sampling, start.state
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
@@ -208,8 +215,7 @@ class AutoregressiveStage:
         data = [seq.data for seq in seqs]
         last_hidden = hidden[torch.tensor([last_token[id(seq)] for seq in seqs], device=hidden.device)]
         histories = [d.history() for d in data]
-        states = ([d.state for d in data],) if self._stateful else ()
-        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], histories, *states)
+        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], histories, [d.state for d in data])
         eos = self.model.is_eos(frames).tolist()
         reasons = self.scheduler.postprocess(seqs, eos)
         outputs = []
@@ -232,8 +238,7 @@ class AutoregressiveStage:
                 continuing.append((row, seq))
         if continuing:
             rows = torch.tensor([row for row, _ in continuing], device=frames.device)
-            states = ([seq.data.state for _, seq in continuing],) if self._stateful else ()
-            next_embeds = self.model.frame_embeds(frames[rows], *states)
+            next_embeds = self.model.frame_embeds(frames[rows], [seq.data.state for _, seq in continuing])
             for i, (_, seq) in enumerate(continuing):
                 seq.data.frame_embeds.append(next_embeds[i : i + 1])
         return outputs

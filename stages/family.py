@@ -1,21 +1,31 @@
 """Model families: how a checkpoint directory becomes a LoadedModel, and which family loads which.
 
 A family declares the `model_type` values (from the checkpoint's config.json) it
-loads, its deploy defaults, and a load function. Families outside this package
-(tests, plugins) register through `--family-module MODULE`, a module that
-defines `FAMILY`.
+loads, its deploy defaults, and a load function, as `FAMILY` in its `family.py`.
+The families in `vocalis/stages/models/*/family.py` are found there (see
+`discover`); families outside this package (tests, plugins) register through
+`--family-module MODULE`, a module that defines `FAMILY`. A family module imports
+no torch: a server that loads one family never imports the others' dependencies.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+
+if TYPE_CHECKING:
+    from vocalis.stages.model import LoadedModel
+
+BUILTIN_PACKAGE = "vocalis.stages.models"
+FAMILY_MODULE = "family"
+"""The module of a family's package that defines FAMILY."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,22 @@ def family_for_checkpoint(path: Path) -> ModelFamily:
         if model_type in family.model_types:
             return family
     raise ValueError(f"no model family loads model_type {model_type!r} (from {config}); known: {known_model_types()}")
+
+
+def builtin_family_modules() -> list[str]:
+    """`vocalis.stages.models.<name>.family` for every family package shipped here: adding a folder with a
+    family.py is the whole registration."""
+    package = importlib.import_module(BUILTIN_PACKAGE)
+    modules = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.ispkg and (Path(info.module_finder.path) / info.name / f"{FAMILY_MODULE}.py").is_file():  # type: ignore[union-attr]
+            modules.append(f"{BUILTIN_PACKAGE}.{info.name}.{FAMILY_MODULE}")
+    return sorted(modules)
+
+
+def discover(extra_modules: tuple[str, ...] = ()) -> list[ModelFamily]:
+    """Register the shipped families and those of `extra_modules` (--family-module)."""
+    return [import_family_module(module) for module in (*builtin_family_modules(), *extra_modules)]
 
 
 def get(name: str) -> ModelFamily:

@@ -11,10 +11,11 @@ The model does the tensor work; this file is only bookkeeping and can be tested 
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.request_table import RequestTable
 from vocalis.stages.stage import StageItem
 
 
@@ -37,45 +38,42 @@ class IterativeModel(Protocol):
         ...
 
 
-class IterativeStage:
+@dataclass(eq=False)
+class _Entry:
+    job: IterativeJob
+    running: bool = False
+
+    @property
+    def request(self) -> SynthesisRequest:
+        return self.job.request
+
+
+class IterativeStage(RequestTable[_Entry]):
     def __init__(self, name: str, model: IterativeModel, max_num_seqs: int = 8) -> None:
+        super().__init__()
         self.name = name
         self.model = model
         self.max_num_seqs = max_num_seqs
-        self._waiting: OrderedDict[int, IterativeJob] = OrderedDict()
-        self._running: OrderedDict[int, IterativeJob] = OrderedDict()
-        self._batch: list[SynthesisRequest] = []
         self.steps = 0
 
     def add(self, item: StageItem) -> None:
         if item.payload is not None:
             raise ValueError(f"stage {self.name} takes new requests only")
-        self._waiting[id(item.request)] = self.model.start(item.request)
+        self._put(_Entry(self.model.start(item.request)))
 
     def has_work(self) -> bool:
-        return bool(self._waiting or self._running)
-
-    def batch_requests(self) -> list[SynthesisRequest]:
-        return list(self._batch)
-
-    def active_requests(self) -> list[SynthesisRequest]:
-        return [job.request for job in (*self._waiting.values(), *self._running.values())]
-
-    def drop(self, request: SynthesisRequest) -> None:
-        self._waiting.pop(id(request), None)
-        self._running.pop(id(request), None)
-
-    def drop_closed(self) -> None:
-        for job in [*self._waiting.values(), *self._running.values()]:
-            if job.request.closed:
-                self.drop(job.request)
+        return bool(self._entries)
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
-        while self._waiting and len(self._running) < self.max_num_seqs:
-            key, job = self._waiting.popitem(last=False)
-            self._running[key] = job
-        jobs = list(self._running.values())
+        running = [entry for entry in self._entries.values() if entry.running]
+        for entry in self._each():
+            if len(running) >= self.max_num_seqs:
+                break
+            if not entry.running:
+                entry.running = True
+                running.append(entry)
+        jobs = [entry.job for entry in running]
         self._batch = [job.request for job in jobs]
         if not jobs:
             return []

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
+from vocalis.stages.extra_params import ExtraParam
 from vocalis.stages.pipeline import Pipeline
 from vocalis.stages.request import RequestParams
 
@@ -21,8 +22,8 @@ class Capabilities:
     accepted_fields: frozenset[str]
     """Request fields it honours beyond those every model honours (model, voice, encoding, ...)."""
     required_fields: frozenset[str] = frozenset()
-    extra_params: dict[str, str] = field(default_factory=dict)
-    """Keys it honours in extra_params, with a description of each."""
+    extra_params: tuple[ExtraParam, ...] = ()
+    """Keys it honours in extra_params: type, range and description of each."""
     streaming: bool = True
     """Whether audio leaves before the whole utterance is synthesized."""
     voice_cloning: bool = False
@@ -31,24 +32,37 @@ class Capabilities:
     max_speed: float = 4.0
 
 
-class ModelAdapter(Protocol):
-    """Turns a validated request into the model's stage-0 input, or raises a RequestError."""
+InputT_co = TypeVar("InputT_co", covariant=True)
 
-    def stage_input(self, params: RequestParams) -> Any: ...
+
+class ModelAdapter(Protocol[InputT_co]):
+    """Turns a validated request into the model's stage-0 input, or raises a RequestError.
+
+    Adapters are pure and cheap: they run on the server's event loop, so they validate and package
+    the request; anything that needs a model forward pass (speaker or codec encoders on a reference
+    clip) runs on a stage thread, in the stage model's `start()`.
+    """
+
+    capabilities: Capabilities
+
+    def stage_input(self, params: RequestParams) -> InputT_co: ...
 
     def resolve_voice(self, voice: str) -> str:
         """The canonical name of `voice` ("" meaning the default); raises UnknownVoice."""
         ...
 
 
+InputT = TypeVar("InputT")
+
+
 @dataclass
-class LoadedModel:
+class LoadedModel(Generic[InputT]):
     """A model ready to serve: name, what it can do, how to feed it, and its running pipeline."""
 
     name: str
     family: str
     capabilities: Capabilities
-    adapter: ModelAdapter
+    adapter: ModelAdapter[InputT]
     pipeline: Pipeline
     aliases: tuple[str, ...] = ()
     """Other names requests may use for it (`--served-model-name` given more than once)."""

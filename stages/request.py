@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from vocalis.stages.output import AudioOutput
 
@@ -51,15 +51,22 @@ class RequestParams:
     utterance, so a family may treat an utterance's audio as a whole, as OmniVoice levels its loudness)."""
 
 
+InputT = TypeVar("InputT")
+"""A family's stage-0 input type (what its adapter makes of a request)."""
+
+
 @dataclass
-class SynthesisRequest:
+class SynthesisRequest(Generic[InputT]):
     """One utterance's journey through a pipeline: input, output stream, timing, cancellation."""
 
     text: str
-    stage_input: Any
+    stage_input: InputT
     """What the model's adapter made of the request for stage 0."""
     output: AudioOutput
     """Where audio goes; safe to call from any stage thread."""
+    prepared: Any = None
+    """What a PrepareStage computed from `stage_input` on its own thread (an encoded reference clip), for
+    the stages after it; None when the pipeline has no PrepareStage or the request needed nothing."""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None

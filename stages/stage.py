@@ -5,7 +5,10 @@ arrives in the inbox, calls `step()` while it has work, and routes the outputs.
 Four runtimes implement it: AutoregressiveStage (persistent sequences, KV
 cache, continuous batching), ChunkStage (decodes frames in chunks as they come),
 UtteranceStage (a whole unit of text in, its audio out) and IterativeStage
-(every running request refined by one batched pass per step: masked diffusion).
+(every running request refined by one batched pass per step: masked diffusion);
+a PrepareStage may go first, for a family's heavy per-request conditioning.
+Their add/drop bookkeeping is RequestTable's (request_table.py). How a family
+plugs into them: stages/models/README.md.
 """
 
 from __future__ import annotations

@@ -34,3 +34,8 @@ def test_wheel_has_only_the_vocalis_namespace(tmp_path):
         for path in (ROOT / folder).rglob("*.py"):
             assert f"vocalis/{folder}/{path.relative_to(ROOT / folder)}" in names, path
     assert "vocalis/stages/models/piper/deploy.yaml" in names
+    # every family's data files too, found rather than listed (setup.py finds the packages, package-data the files)
+    data = [*(ROOT / "stages").rglob("deploy.yaml"), *(ROOT / "stages").rglob("*.json")]
+    assert len(data) >= 5
+    for path in data:
+        assert f"vocalis/stages/{path.relative_to(ROOT / 'stages')}" in names, path

@@ -12,8 +12,6 @@ from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_rep
 DEFAULT_MODEL = "en_US-joe-medium"
 NEURAL_MODULES = ("torch", "safetensors", "tokenizers")
 """Installed by the `neural` extra; the Piper-only install has none of them."""
-BUILTIN_FAMILIES = ("vocalis.stages.models.piper.loader", "vocalis.stages.models.qwen3_tts.loader", "vocalis.stages.models.omnivoice.family",
-                    "vocalis.stages.models.voxcpm2.loader")
 
 
 def load_model(
@@ -37,8 +35,7 @@ def load_model(
 
 
 def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | None, family_modules: tuple[str, ...]) -> LoadedModel:
-    for module in (*BUILTIN_FAMILIES, *family_modules):
-        families.import_family_module(module)
+    families.discover(family_modules)
     if not spec or spec in (DEFAULT_MODEL, "piper"):
         family, path = families.get("piper"), None
     else:

@@ -90,6 +90,11 @@ def test_a_short_deadline_is_deadline_exceeded(client):
 def test_models_and_voices(client):
     (model,) = client.list_models()
     assert client.get_model(model.name).capabilities.sample_rate == 22050
+    specs = {spec.name: spec for spec in client.get_model(model.name).capabilities.extra_param_specs}
+    noise = specs["noise_scale"]  # Piper's declared extra_params, with their types and ranges
+    assert (noise.type, noise.minimum, noise.maximum, noise.exclusive_minimum) == ("number", 0, 2, False)
+    assert noise.HasField("minimum") and "noise" in noise.description.lower()
+    assert set(specs) == set(model.capabilities.extra_params) == {"noise_scale", "noise_w_scale"}
     names = [voice.name for voice in client.list_voices(model.name)]
     assert model.capabilities.default_voice in names
     assert client.get_voice(names[0].upper()).name == names[0]

@@ -17,8 +17,7 @@ import torch
 
 from tests.tiny_tts.build import build_checkpoint
 from vocalis.stages.deploy import load_deploy
-from vocalis.stages.family import ModelFamily, family_for_checkpoint, import_family_module
-from vocalis.stages.models.registry import BUILTIN_FAMILIES
+from vocalis.stages.family import ModelFamily, discover, family_for_checkpoint
 from vocalis.stages.request import RequestParams, SynthesisRequest
 from vocalis.stages.stage import StageItem
 
@@ -40,8 +39,7 @@ def family(name: str, path: Path) -> ModelFamily:
         from tests.tiny_tts.family import FAMILY
 
         return FAMILY
-    for module in BUILTIN_FAMILIES:
-        import_family_module(module)
+    discover()
     return family_for_checkpoint(path)
 
 

@@ -16,10 +16,11 @@ from safetensors.torch import load_file
 from tests.tiny_tts.config import MODEL_TYPE, TinyConfig
 from tests.tiny_tts.modules import SPEAKER_DIM, TinyCodecDecoder, TinyTalker
 from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveStage
-from vocalis.stages.chunk_stage import ChunkStage
+from vocalis.stages.autoregressive import AutoregressiveModel, AutoregressiveStage, SequenceStart
+from vocalis.stages.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.family import ModelFamily
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.model import Capabilities, LoadedModel
@@ -29,7 +30,12 @@ from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 VOICE = "tiny"
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "repetition_penalty")
+EXTRA_PARAMS = ExtraParams("tiny_tts", [
+    ExtraParam("temperature", float, "sampling temperature (default 0: greedy)", minimum=0),
+    ExtraParam("top_k", int, "sampling top-k (0 keeps all)", minimum=0),
+    ExtraParam("top_p", float, "nucleus sampling", minimum=0, maximum=1, exclusive_minimum=True),
+    ExtraParam("repetition_penalty", float, "penalty on frames already generated (1 is none)", minimum=0, exclusive_minimum=True),
+])
 POISON = "\a"
 
 
@@ -63,7 +69,7 @@ class TinyAdapter:
             accepted_fields=frozenset(
                 {"seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "ref_audio", "ref_text"}
             ),
-            extra_params={key: f"sampling {key}" for key in SAMPLING_KEYS},
+            extra_params=tuple(EXTRA_PARAMS),
             voice_cloning=True,
         )
 
@@ -74,22 +80,11 @@ class TinyAdapter:
 
     def stage_input(self, params: RequestParams) -> TinyInput:
         fields = params.fields
-        extra = dict(fields.get("extra_params") or {})
-        unknown = sorted(set(extra) - set(SAMPLING_KEYS))
-        if unknown:
-            raise InvalidField("extra_params", "FIELD_NOT_SUPPORTED", f"extra_params {unknown} not supported")
-        values = {"temperature": 0.0, **extra}
+        settings = {"temperature": 0.0, **EXTRA_PARAMS.parse(fields.get("extra_params"))}
         try:
-            sampling = SamplingParams(
-                temperature=float(values["temperature"]),
-                top_k=int(values.get("top_k", 0)),
-                top_p=float(values.get("top_p", 1.0)),
-                repetition_penalty=float(values.get("repetition_penalty", 1.0)),
-                seed=fields.get("seed"),
-                max_new_tokens=int(fields.get("max_new_tokens", 200)),
-            )
+            sampling = SamplingParams(**settings, seed=fields.get("seed"), max_new_tokens=int(fields.get("max_new_tokens", 200)))
         except ValueError as error:
-            raise InvalidField("extra_params", "INVALID_VALUE", str(error)) from error
+            raise InvalidField("max_new_tokens", "OUT_OF_RANGE", str(error)) from error
         reference = params.reference
         if reference is None:
             if "ref_text" in fields:
@@ -98,41 +93,41 @@ class TinyAdapter:
         return TinyInput(sampling, fields.get("initial_codec_chunk_frames"), speaker_embedding(reference), reference.text or "")
 
 
-class TinyTalkerModel:
+class TinyTalkerModel(AutoregressiveModel):
     """The talker as the AutoregressiveModel of stage 0."""
+
+    emits_eos_frame = False
 
     def __init__(self, talker: TinyTalker, max_len: int) -> None:
         self.talker = talker
         c = talker.config
         self.cache_shape = CacheShape(c.num_layers, c.num_kv_heads, c.head_dim, min(max_len, c.max_position_embeddings))
 
-    def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
+    def start(self, request: SynthesisRequest[TinyInput]) -> SequenceStart:
         if POISON in request.text:  # lets tests give one request an input the stage fails on
             raise ValueError("the tiny model cannot speak the BEL character")
-        stage_input: TinyInput = request.stage_input
+        stage_input = request.stage_input
         ids = list((stage_input.ref_text + request.text).encode("utf-8")) + [self.talker.config.bos_token_id]
-        text = self.talker.text_embedding(torch.tensor(ids))
-        if stage_input.speaker is None:
-            return text
-        return torch.cat([self.talker.speaker_proj(stage_input.speaker)[None], text])
-
-    def sampling(self, request: SynthesisRequest) -> SamplingParams:
-        return request.stage_input.sampling
+        embeds = self.talker.text_embedding(torch.tensor(ids))
+        if stage_input.speaker is not None:
+            embeds = torch.cat([self.talker.speaker_proj(stage_input.speaker)[None], embeds])
+        return SequenceStart(embeds, stage_input.sampling)
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.talker(embeds, batch, cache)
 
-    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor]) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[None]) -> torch.Tensor:
         return sample_batch(self.talker.logits(hidden), samplers, [h if h.numel() else None for h in histories])
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return frames[:, 0] == self.talker.config.eos_token_id
 
-    def frame_embeds(self, frames: torch.Tensor) -> torch.Tensor:
+    def frame_embeds(self, frames: torch.Tensor, states: list[None]) -> torch.Tensor:
         return self.talker.embed_frames(frames)
 
 
-class TinyCodecModel:
+class TinyCodecModel(ChunkDecoder):
     """The codec decoder as the ChunkDecoder of stage 1."""
 
     causal = True
@@ -141,7 +136,10 @@ class TinyCodecModel:
         self.codec = codec
         self.samples_per_frame = codec.config.samples_per_frame
 
-    def decode(self, frames: torch.Tensor) -> torch.Tensor:
+    def start(self, request: SynthesisRequest[TinyInput]) -> DecodeStream:
+        return DecodeStream(first_chunk_frames=request.stage_input.initial_codec_chunk_frames)
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         return self.codec(frames)
 
 

@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.stage import OmniVoiceInput
@@ -24,28 +25,21 @@ VOICE = "default"
 VOICE_ALIASES = ("", "default", "auto")
 MAX_INSTRUCTION_CHARS = 500
 
-# extra_params key -> (GenerationConfig field or input setting, type, check, description)
-EXTRA_PARAMS: dict[str, tuple[str, type, Any, str]] = {
-    "num_step": ("num_step", int, lambda v: 1 <= v <= 256, "unmasking steps per unit, 1 to 256 (default 32)"),
-    "num_inference_steps": ("num_step", int, lambda v: 1 <= v <= 256, "alias of num_step"),
-    "guidance_scale": ("guidance_scale", float, lambda v: 0 <= v <= 20, "classifier-free guidance, 0 to 20 (default 2; 0: off)"),
-    "t_shift": ("t_shift", float, lambda v: 0 < v <= 10, "time shift of the unmasking schedule, above 0 (default 0.1)"),
-    "layer_penalty_factor": ("layer_penalty_factor", float, lambda v: 0 <= v <= 100, "confidence penalty per codebook (default 5)"),
-    "position_temperature": (
-        "position_temperature", float, lambda v: 0 <= v <= 100,
-        "randomness of which positions are committed first, 0 to 100 (default 5; 0: deterministic)",
-    ),
-    "class_temperature": ("class_temperature", float, lambda v: 0 <= v <= 100, "randomness of the tokens chosen (default 0: greedy)"),
-    "denoise": ("denoise", bool, lambda v: True, "ask for clean speech when cloning (default true)"),
-    "audio_chunk_duration": (
-        "audio_chunk_duration", float, lambda v: 0 <= v <= 120, "seconds of speech per unit of a long text (default 15; 0: never split)",
-    ),
-    "audio_chunk_threshold": (
-        "audio_chunk_threshold", float, lambda v: 0 <= v <= 600, "a text longer than this many seconds is split (default 30)",
-    ),
-    "preprocess_prompt": ("preprocess_reference", bool, lambda v: True, "trim the reference clip's silences (default true)"),
-    "postprocess_output": ("postprocess_output", bool, lambda v: True, "trim long pauses and edge silences of the audio (default true)"),
-}
+EXTRA_PARAMS = ExtraParams("OmniVoice", [
+    ExtraParam("num_step", int, "unmasking steps per unit, 1 to 256 (default 32)", minimum=1, maximum=256),
+    ExtraParam("num_inference_steps", int, "alias of num_step", minimum=1, maximum=256, target="num_step"),
+    ExtraParam("guidance_scale", float, "classifier-free guidance, 0 to 20 (default 2; 0: off)", minimum=0, maximum=20),
+    ExtraParam("t_shift", float, "time shift of the unmasking schedule, above 0 (default 0.1)", minimum=0, maximum=10, exclusive_minimum=True),
+    ExtraParam("layer_penalty_factor", float, "confidence penalty per codebook (default 5)", minimum=0, maximum=100),
+    ExtraParam("position_temperature", float, "randomness of which positions are committed first, 0 to 100 (default 5; 0: deterministic)",
+               minimum=0, maximum=100),
+    ExtraParam("class_temperature", float, "randomness of the tokens chosen (default 0: greedy)", minimum=0, maximum=100),
+    ExtraParam("denoise", bool, "ask for clean speech when cloning (default true)"),
+    ExtraParam("audio_chunk_duration", float, "seconds of speech per unit of a long text (default 15; 0: never split)", minimum=0, maximum=120),
+    ExtraParam("audio_chunk_threshold", float, "a text longer than this many seconds is split (default 30)", minimum=0, maximum=600),
+    ExtraParam("preprocess_prompt", bool, "trim the reference clip's silences (default true)", target="preprocess_reference"),
+    ExtraParam("postprocess_output", bool, "trim long pauses and edge silences of the audio (default true)"),
+])
 _GENERATION_FIELDS = {f.name for f in fields(GenerationConfig)}
 
 
@@ -57,7 +51,7 @@ class OmniVoiceAdapter:
             voices=(VOICE,),
             default_voice=VOICE,
             accepted_fields=frozenset({"language", "instructions", "ref_audio", "ref_text", "seed", "speed", "extra_params"}),
-            extra_params={key: description for key, (_, _, _, description) in EXTRA_PARAMS.items()},
+            extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             voice_cloning=True,
             languages=tuple(sorted({code for _, code in language_table()})),
@@ -110,30 +104,8 @@ class OmniVoiceAdapter:
         )
 
     def _extra(self, extra: dict[str, Any]) -> tuple[GenerationConfig, dict[str, Any]]:
-        unknown = sorted(set(extra) - set(EXTRA_PARAMS))
-        if unknown:
-            raise InvalidField(
-                "extra_params", "FIELD_NOT_SUPPORTED",
-                f"extra_params {', '.join(unknown)} not supported by OmniVoice; it accepts: {', '.join(EXTRA_PARAMS)}",
-            )
         overrides: dict[str, Any] = {}
         settings: dict[str, Any] = {}
-        for key, value in extra.items():
-            name, kind, check, _ = EXTRA_PARAMS[key]
-            field = f"extra_params.{key}"
-            if kind is bool:
-                if not isinstance(value, bool):
-                    raise InvalidField(field, "INVALID_VALUE", f"{field} must be true or false")
-                typed: Any = value
-            elif kind is int:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-                    raise InvalidField(field, "INVALID_VALUE", f"{field} must be an integer")
-                typed = int(value)
-            else:
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise InvalidField(field, "INVALID_VALUE", f"{field} must be a number")
-                typed = float(value)
-            if not check(typed):
-                raise InvalidField(field, "OUT_OF_RANGE", f"{field}: {EXTRA_PARAMS[key][3]}; got {value!r}")
-            (overrides if name in _GENERATION_FIELDS else settings)[name] = typed
+        for name, value in EXTRA_PARAMS.parse(extra).items():
+            (overrides if name in _GENERATION_FIELDS else settings)[name] = value
         return self.generation.with_overrides(overrides), settings

@@ -6,12 +6,15 @@ Kept free of torch imports, so that a server that loads another family never imp
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.family import ModelFamily
-from vocalis.stages.model import LoadedModel
 
 MODEL_TYPE = "omnivoice"
+if TYPE_CHECKING:
+    from vocalis.stages.model import LoadedModel
+
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 

@@ -17,8 +17,7 @@ long text may be a few per cent louder or quieter than with the reference.
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +31,9 @@ from vocalis.stages.models.omnivoice.duration import estimate_frames
 from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
 from vocalis.stages.models.omnivoice.resample import resample
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
+from vocalis.stages.reference import ReferenceCache, content_key
 from vocalis.stages.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.request_table import RequestTable
 from vocalis.stages.stage import StageItem
 
 REFERENCE_CACHE = 64
@@ -125,14 +126,14 @@ class OmniVoiceGenerator:
         self.config = lm.config
         self.frame_rate = codec.config.frame_rate
         self.sample_rate = codec.config.sample_rate
-        self._references: OrderedDict[str, PreparedReference] = OrderedDict()
+        self.references: ReferenceCache[PreparedReference] = ReferenceCache(REFERENCE_CACHE)
         self.noise_for: dict[str, NoiseSource] = {}
         """Noise to use for a request id instead of its seeded draws (parity tests replay recorded draws)."""
 
     # -- the IterativeModel protocol ----------------------------------------------------------
 
-    def start(self, request: SynthesisRequest) -> RequestJob:
-        params: OmniVoiceInput = request.stage_input
+    def start(self, request: SynthesisRequest[OmniVoiceInput]) -> RequestJob:
+        params = request.stage_input
         reference = self.prepare_reference(params.reference, params.preprocess_reference) if params.reference else None
         text = request.text
         ref_text, ref_frames = (reference.text, reference.codes.shape[-1]) if reference else (None, None)
@@ -219,16 +220,10 @@ class OmniVoiceGenerator:
     def prepare_reference(self, reference: ReferenceAudio, preprocess: bool = True) -> PreparedReference:
         """The clip's codes, transcript and loudness (cached by content)."""
         samples = np.asarray(reference.samples, dtype=np.float32).reshape(-1)
-        key = hashlib.sha1(samples.tobytes() + f"|{reference.sample_rate}|{reference.text}|{preprocess}".encode()).hexdigest()
-        cached = self._references.get(key)
-        if cached is not None:
-            self._references.move_to_end(key)
-            return cached
-        prepared = self._encode_reference(samples, reference.sample_rate, reference.text or "", preprocess)
-        self._references[key] = prepared
-        while len(self._references) > REFERENCE_CACHE:
-            self._references.popitem(last=False)
-        return prepared
+        key = content_key(samples, reference.sample_rate, reference.text, preprocess)
+        return self.references.get_or_make(
+            key, lambda: self._encode_reference(samples, reference.sample_rate, reference.text or "", preprocess)
+        )
 
     def _encode_reference(self, samples: np.ndarray, rate: int, text: str, preprocess: bool) -> PreparedReference:
         wav = samples
@@ -250,7 +245,9 @@ class OmniVoiceGenerator:
 
 
 @dataclass
-class _Stream:
+class _Units:
+    """The units of one request waiting to be decoded."""
+
     request: SynthesisRequest
     pending: deque[UnitCodes] = field(default_factory=deque)
     finished: bool = False
@@ -260,57 +257,40 @@ class _Stream:
     """The peak of the held units before their fades: what the reference levels the joined audio by."""
 
 
-class UnitDecoderStage:
+class UnitDecoderStage(RequestTable[_Units]):
     """Stage 1: each unit's codes to its audio, units of several requests decoded together when equally long."""
 
     def __init__(self, name: str, codec: AudioTokenizer, device: str = "cpu", dtype: torch.dtype = torch.float32, max_num_seqs: int = 8) -> None:
+        super().__init__()
         self.name = name
         self.codec = codec
         self.device = device
         self.dtype = dtype
         self.max_num_seqs = max_num_seqs
         self.sample_rate = codec.config.sample_rate
-        self._streams: OrderedDict[int, _Stream] = OrderedDict()
-        self._batch: list[SynthesisRequest] = []
         self.decode_calls = 0
 
     def add(self, item: StageItem) -> None:
-        stream = self._streams.get(id(item.request))
-        if stream is None:
-            stream = self._streams[id(item.request)] = _Stream(item.request)
+        stream = self._entry(item.request) or self._put(_Units(item.request))
         if item.payload is not None:
             stream.pending.append(item.payload)
         stream.finished = stream.finished or item.finished
 
     def has_work(self) -> bool:
-        return any(stream.pending or stream.finished for stream in self._streams.values())
-
-    def batch_requests(self) -> list[SynthesisRequest]:
-        return list(self._batch)
-
-    def active_requests(self) -> list[SynthesisRequest]:
-        return [stream.request for stream in self._streams.values()]
-
-    def drop(self, request: SynthesisRequest) -> None:
-        self._streams.pop(id(request), None)
-
-    def drop_closed(self) -> None:
-        for stream in list(self._streams.values()):
-            if stream.request.closed:
-                self.drop(stream.request)
+        return any(stream.pending or stream.finished for stream in self._entries.values())
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
         outputs: list[StageItem] = []
-        work: list[tuple[_Stream, UnitCodes]] = []
-        for stream in list(self._streams.values()):
+        work: list[tuple[_Units, UnitCodes]] = []
+        for stream in self._each():
             if stream.pending and len(work) < self.max_num_seqs:
                 work.append((stream, stream.pending.popleft()))
             elif not stream.pending and stream.finished:
                 outputs.append(StageItem(stream.request, None, finished=True))
                 self.drop(stream.request)
         self._batch = [stream.request for stream, _ in work]
-        groups: dict[int, list[tuple[_Stream, UnitCodes]]] = {}
+        groups: dict[int, list[tuple[_Units, UnitCodes]]] = {}
         for stream, unit in work:
             groups.setdefault(unit.codes.shape[-1], []).append((stream, unit))
         for group in groups.values():

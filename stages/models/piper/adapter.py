@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.piper.stage import PiperInput
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.request import RequestParams
 
-EXTRA_PARAMS = {
-    "noise_scale": "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",
-    "noise_w_scale": "Phoneme-duration noise, 0 to 2. Default from the voice.",
-}
-_NOISE_RANGE = (0.0, 2.0)
+EXTRA_PARAMS = ExtraParams("Piper", [
+    ExtraParam("noise_scale", float, "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",
+               minimum=0, maximum=2),
+    ExtraParam("noise_w_scale", float, "Phoneme-duration noise, 0 to 2. Default from the voice.", minimum=0, maximum=2),
+])
 
 
 class PiperAdapter:
@@ -27,7 +26,7 @@ class PiperAdapter:
             voices=(voice.name,),
             default_voice=voice.name,
             accepted_fields=frozenset({"speed", "language", "extra_params"} | ({"seed"} if voice.seeded else set())),
-            extra_params=dict(EXTRA_PARAMS),
+            extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             languages=(voice.language,),
         )
@@ -41,20 +40,13 @@ class PiperAdapter:
         fields = params.fields
         if "language" in fields:
             self._check_language(fields["language"])
-        extra = dict(fields.get("extra_params") or {})
-        unknown = sorted(set(extra) - set(EXTRA_PARAMS))
-        if unknown:
-            raise InvalidField(
-                "extra_params",
-                "FIELD_NOT_SUPPORTED",
-                f"extra_params {', '.join(unknown)} not supported by Piper; it accepts: {', '.join(EXTRA_PARAMS)}",
-            )
+        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
         config = self.voice.config
         speed = float(fields.get("speed", 1.0))
         return PiperInput(
             length_scale=config.length_scale / speed,
-            noise_scale=_noise(extra, "noise_scale", config.noise_scale),
-            noise_w_scale=_noise(extra, "noise_w_scale", config.noise_w_scale),
+            noise_scale=extra.get("noise_scale", config.noise_scale),
+            noise_w_scale=extra.get("noise_w_scale", config.noise_w_scale),
             seed=fields.get("seed"),
         )
 
@@ -68,13 +60,3 @@ class PiperAdapter:
                 "UNSUPPORTED_LANGUAGE",
                 f"language {language!r} is not spoken by voice {self.voice.name}; it speaks {self.voice.language}",
             )
-
-
-def _noise(extra: dict[str, Any], key: str, default: float) -> float:
-    if key not in extra:
-        return float(default)
-    value = extra[key]
-    low, high = _NOISE_RANGE
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise InvalidField(f"extra_params.{key}", "INVALID_VALUE", f"extra_params.{key} must be a number from {low} to {high}")
-    return float(value)

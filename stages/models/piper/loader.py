@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from vocalis.stages.deploy import DeployConfig, load_deploy
-from vocalis.stages.family import ModelFamily
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
@@ -33,13 +32,3 @@ def load_piper(model_path: Path | None = None, deploy: DeployConfig | None = Non
     return LoadedModel(
         name=voice.name, family="piper", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline([stage])
     )
-
-
-def _load_checkpoint(path: Path, deploy: DeployConfig) -> LoadedModel:
-    voices = sorted(path.glob("*.onnx")) if path.is_dir() else [path]
-    if len(voices) != 1:
-        raise ValueError(f"{path}: expected exactly one .onnx voice, found {len(voices)}")
-    return load_piper(voices[0], deploy)
-
-
-FAMILY = ModelFamily(name="piper", model_types=("piper",), deploy_defaults=DEPLOY_DEFAULTS, load=_load_checkpoint)

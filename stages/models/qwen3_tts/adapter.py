@@ -9,41 +9,39 @@ not honour is not in its accepted fields, so the server refuses it by name.
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import torch
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
-from vocalis.stages.models.qwen3_tts.speaker import log_mel
 from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput
+from vocalis.stages.models.qwen3_tts.voices import ARTIFACT_CODES, ARTIFACT_XVECTOR, CloneSpec
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
-TASK_TYPES = {1: "custom_voice", 2: "voice_design", 3: "base"}
-"""Proto TaskType values."""
 TASK_NAMES = {"custom_voice": "CustomVoice", "voice_design": "VoiceDesign", "base": "Base"}
 MAX_INSTRUCTIONS = 500
 MAX_NEW_TOKENS = 4096
 
-EXTRA_PARAMS = {
-    "temperature": "Codebook-0 sampling temperature; 0 is greedy (the reference's do_sample=False). Default from generation_config.json.",
-    "top_k": "Codebook-0 top-k (0 keeps all).",
-    "top_p": "Codebook-0 nucleus sampling, in (0, 1].",
-    "repetition_penalty": "Penalty on codebook-0 codes already generated (1 is none). Default 1.05.",
-    "subtalker_temperature": "Temperature of the code predictor (codebooks 1..15); 0 is greedy (subtalker_dosample=False).",
-    "subtalker_top_k": "Top-k of the code predictor.",
-    "subtalker_top_p": "Top-p of the code predictor.",
-    "non_streaming_mode": "true: the whole text in the prompt; false: text fed in as speech is generated. "
-                          "Default true for CustomVoice and VoiceDesign, false for Base (as the reference).",
-}
-_ARTIFACT_XVECTOR = "speaker_embedding"
-_ARTIFACT_CODES = "ref_codes"
+EXTRA_PARAMS = ExtraParams("Qwen3-TTS", [
+    ExtraParam("temperature", float, "Codebook-0 sampling temperature; 0 is greedy (the reference's do_sample=False). "
+               "Default from generation_config.json.", minimum=0),
+    ExtraParam("top_k", int, "Codebook-0 top-k (0 keeps all).", minimum=0),
+    ExtraParam("top_p", float, "Codebook-0 nucleus sampling, in (0, 1].", minimum=0, maximum=1, exclusive_minimum=True),
+    ExtraParam("repetition_penalty", float, "Penalty on codebook-0 codes already generated (1 is none). Default 1.05.",
+               minimum=0, exclusive_minimum=True),
+    ExtraParam("subtalker_temperature", float, "Temperature of the code predictor (codebooks 1..15); 0 is greedy "
+               "(subtalker_dosample=False).", minimum=0),
+    ExtraParam("subtalker_top_k", int, "Top-k of the code predictor.", minimum=0),
+    ExtraParam("subtalker_top_p", float, "Top-p of the code predictor.", minimum=0, maximum=1, exclusive_minimum=True),
+    ExtraParam("non_streaming_mode", bool, "true: the whole text in the prompt; false: text fed in as speech is generated. "
+               "Default true for CustomVoice and VoiceDesign, false for Base (as the reference)."),
+])
 
 
 class Qwen3TTSAdapter:
@@ -66,12 +64,11 @@ class Qwen3TTSAdapter:
             default_voice=config.speakers[0] if config.speakers and self.kind == "custom_voice" else "",
             accepted_fields=frozenset(accepted),
             required_fields=frozenset({"instructions"}) if self.kind == "voice_design" else frozenset(),
-            extra_params=dict(EXTRA_PARAMS),
+            extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             voice_cloning=self.kind == "base",
             languages=tuple(name.title() for name in config.languages),
         )
-        self._references: OrderedDict[str, tuple[torch.Tensor | None, torch.Tensor | None]] = OrderedDict()
 
     # -- voices ---------------------------------------------------------------------------------
 
@@ -102,32 +99,25 @@ class Qwen3TTSAdapter:
             raise InvalidField("instructions", "FIELD_REQUIRED", "VoiceDesign task requires 'instructions' to describe the voice")
         if self.kind != "base" and params.reference is not None:
             raise InvalidField("ref_audio", "FIELD_NOT_SUPPORTED", f"voice cloning needs a Base checkpoint; this one is {TASK_NAMES[self.kind]}")
-        extra = dict(fields.get("extra_params") or {})
-        unknown = sorted(set(extra) - set(EXTRA_PARAMS))
-        if unknown:
-            raise InvalidField("extra_params", "FIELD_NOT_SUPPORTED",
-                               f"extra_params {', '.join(unknown)} not supported by Qwen3-TTS; it accepts: {', '.join(EXTRA_PARAMS)}")
-        non_streaming = _flag(extra, "non_streaming_mode", self.kind != "base")
-        xvector, ref_codes, ref_text = (None, None, None)
-        if self.kind == "base":
-            xvector, ref_codes, ref_text = self._clone(params)
+        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
+        non_streaming = extra.get("non_streaming_mode", self.kind != "base")
+        clone, ref_text = self._clone(params) if self.kind == "base" else (None, None)
         speaker = params.voice.lower() if self.kind == "custom_voice" else None
         talker, subtalker, max_set = self._sampling(fields, extra)
         first_chunk = fields.get("initial_codec_chunk_frames")
         if first_chunk is not None and not 1 <= int(first_chunk) <= 100:
             raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be from 1 to 100")
         conditioning = Conditioning(language=language, speaker=speaker, instructions=instructions if self.takes_instructions else None,
-                                    xvector=xvector, ref_text=ref_text, ref_codes=ref_codes, non_streaming=non_streaming)
+                                    ref_text=ref_text, non_streaming=non_streaming)
         return Qwen3TTSInput(conditioning=conditioning, sampling=talker, subtalker=subtalker, max_new_tokens_set=max_set,
-                             initial_codec_chunk_frames=int(first_chunk) if first_chunk is not None else None,
-                             codec_context_frames=ref_codes)
+                             initial_codec_chunk_frames=int(first_chunk) if first_chunk is not None else None, clone=clone)
 
     def _check_task(self, value: Any) -> None:
         if value is None:
             return
-        requested = TASK_TYPES.get(int(value))
-        if requested is None:
-            raise InvalidField("task_type", "INVALID_VALUE", f"unknown task_type {value}")
+        requested = str(value)
+        if requested not in TASK_NAMES:
+            raise InvalidField("task_type", "INVALID_VALUE", f"unknown task_type {value!r}; this model knows: {', '.join(TASK_NAMES)}")
         if requested != self.kind:
             have, want = TASK_NAMES[self.kind], TASK_NAMES[requested]
             raise InvalidField("task_type", "TASK_NOT_SUPPORTED",
@@ -150,27 +140,25 @@ class Qwen3TTSAdapter:
         if not 1 <= max_new <= MAX_NEW_TOKENS:
             raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {MAX_NEW_TOKENS}")
         seed = fields.get("seed")
-        try:
-            talker = SamplingParams(
-                temperature=_number(extra, "temperature", g.temperature if g.do_sample else 0.0),
-                top_k=int(_number(extra, "top_k", g.top_k)),
-                top_p=_number(extra, "top_p", g.top_p),
-                repetition_penalty=_number(extra, "repetition_penalty", g.repetition_penalty),
-                seed=seed, max_new_tokens=max_new,
-            )
-            subtalker = SamplingParams(
-                temperature=_number(extra, "subtalker_temperature", g.subtalker_temperature if g.subtalker_dosample else 0.0),
-                top_k=int(_number(extra, "subtalker_top_k", g.subtalker_top_k)),
-                top_p=_number(extra, "subtalker_top_p", g.subtalker_top_p),
-                seed=seed,
-            )
-        except ValueError as error:
-            raise InvalidField("extra_params", "INVALID_VALUE", f"extra_params: {error}") from error
+        talker = SamplingParams(
+            temperature=extra.get("temperature", g.temperature if g.do_sample else 0.0),
+            top_k=extra.get("top_k", g.top_k),
+            top_p=extra.get("top_p", g.top_p),
+            repetition_penalty=extra.get("repetition_penalty", g.repetition_penalty),
+            seed=seed, max_new_tokens=max_new,
+        )
+        subtalker = SamplingParams(
+            temperature=extra.get("subtalker_temperature", g.subtalker_temperature if g.subtalker_dosample else 0.0),
+            top_k=extra.get("subtalker_top_k", g.subtalker_top_k),
+            top_p=extra.get("subtalker_top_p", g.subtalker_top_p),
+            seed=seed,
+        )
         return talker, subtalker, max_set
 
-    # -- cloning --------------------------------------------------------------------------------
+    # -- cloning ------------------------------------------------------------------------------
 
-    def _clone(self, params: RequestParams) -> tuple[torch.Tensor, torch.Tensor | None, str | None]:
+    def _clone(self, params: RequestParams) -> tuple[CloneSpec, str | None]:
+        """What to clone and the ICL transcript; encoding the clip is left to a stage thread (voices.py)."""
         fields, reference = params.fields, params.reference
         xvector_only = bool(fields.get("x_vector_only_mode", False))
         given = fields.get("speaker_embedding")
@@ -183,83 +171,20 @@ class Qwen3TTSAdapter:
         if reference is None and given is None:
             raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning")
         ref_text = (reference.text or "").strip() if reference is not None else ""
-        has_clip = reference is not None and (np.asarray(reference.samples).size > 0 or _ARTIFACT_CODES in (reference.artifacts or {}))
-        icl = not xvector_only and has_clip
+        artifacts = reference.artifacts or {} if reference is not None else {}
+        has_audio = reference is not None and np.asarray(reference.samples).size > 0
+        icl = not xvector_only and (has_audio or ARTIFACT_CODES in artifacts)
         if icl and not ref_text:
             raise InvalidField("ref_text", "REF_TEXT_REQUIRED",
                                "Base task requires non-empty 'ref_text' (the transcript of ref_audio) for in-context cloning; "
                                "or set x_vector_only_mode to clone from the speaker embedding alone")
-        stored_xvector, codes = self._reference_artifacts(reference, need_codes=icl) if reference is not None else (None, None)
-        xvector = torch.tensor(given, dtype=torch.float32) if given is not None else stored_xvector
-        if xvector is None:
-            raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "the stored voice has neither audio nor a speaker embedding")
-        if xvector.numel() != dim:
-            raise InvalidField("voice", "INVALID_VALUE", f"the voice's speaker embedding has {xvector.numel()} dimensions; expected {dim}")
-        return xvector.reshape(-1), codes if icl else None, ref_text if icl else None
-
-    def _reference_artifacts(self, reference: ReferenceAudio, need_codes: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """The x-vector and reference codes of a clip: its precomputed artifacts, else computed (and kept, LRU)."""
-        artifacts = reference.artifacts or {}
-        xvector = artifacts.get(_ARTIFACT_XVECTOR)
-        codes = artifacts.get(_ARTIFACT_CODES)
-        samples = np.asarray(reference.samples, dtype=np.float32)
-        if (xvector is None or (need_codes and codes is None)) and samples.size == 0:
-            raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "the voice has no audio to clone from")
-        key = hashlib.sha1(samples.tobytes() + str(reference.sample_rate).encode()).hexdigest()
-        cached = self._references.get(key)
-        if cached is not None:
-            self._references.move_to_end(key)
-        if xvector is None:
-            xvector = cached[0] if cached and cached[0] is not None else voice_artifacts(self.modules, samples, reference.sample_rate)[0]
-        if need_codes and codes is None:
-            if self.modules.encoder is None:
+        if reference is not None:
+            stored = artifacts.get(ARTIFACT_XVECTOR)
+            if given is None and stored is None and not has_audio:
+                raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "the stored voice has neither audio nor a speaker embedding")
+            if given is None and stored is not None and np.asarray(stored).size != dim:
+                raise InvalidField("voice", "INVALID_VALUE", f"the voice's speaker embedding has {np.asarray(stored).size} dimensions; expected {dim}")
+            if icl and ARTIFACT_CODES not in artifacts and self.modules.encoder is None:
                 raise InvalidField("ref_audio", "NO_ENCODER", "this checkpoint's speech tokenizer has no encoder for reference codes")
-            codes = cached[1] if cached and cached[1] is not None else voice_artifacts(self.modules, samples, reference.sample_rate, xvector=False)[1]
-        xvector = torch.as_tensor(np.asarray(xvector), dtype=torch.float32)
-        codes = torch.as_tensor(np.asarray(codes), dtype=torch.long) if codes is not None else None
-        self._references[key] = (xvector, codes)
-        while len(self._references) > 64:
-            self._references.popitem(last=False)
-        return xvector, codes
-
-
-def to_24k(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
-    if rate == target:
-        return samples.astype(np.float32)
-    import soxr
-
-    return soxr.resample(samples.astype(np.float32), rate, target, quality="HQ").astype(np.float32)
-
-
-@torch.inference_mode()
-def voice_artifacts(modules: Qwen3TTSModules, samples: np.ndarray, rate: int, xvector: bool = True,
-                    codes: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """A clip's x-vector [H] (speaker encoder) and reference codes [T, G] (Mimi encoder), computed once."""
-    vector = None
-    if xvector and modules.speaker_encoder is not None:
-        audio = torch.from_numpy(to_24k(samples, rate, modules.config.speaker_encoder.sample_rate))
-        device = next(modules.speaker_encoder.parameters()).device
-        vector = modules.speaker_encoder(log_mel(audio.to(device))[None])[0].float().cpu().numpy()
-    ref_codes = None
-    if codes and modules.encoder is not None:
-        audio = torch.from_numpy(to_24k(samples, rate, modules.config.speech_tokenizer.input_sample_rate))
-        device = next(modules.encoder.parameters()).device
-        ref_codes = modules.encoder(audio.to(device)[None])[0].cpu().numpy()
-    return vector, ref_codes
-
-
-def _number(extra: dict[str, Any], key: str, default: float) -> float:
-    if key not in extra:
-        return float(default)
-    value = extra[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidField(f"extra_params.{key}", "INVALID_VALUE", f"extra_params.{key} must be a number")
-    return float(value)
-
-
-def _flag(extra: dict[str, Any], key: str, default: bool) -> bool:
-    if key not in extra:
-        return default
-    if not isinstance(extra[key], bool):
-        raise InvalidField(f"extra_params.{key}", "INVALID_VALUE", f"extra_params.{key} must be true or false")
-    return extra[key]
+        embedding = torch.tensor(given, dtype=torch.float32) if given is not None else None
+        return CloneSpec(reference, embedding, icl), ref_text if icl else None

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from vocalis.stages.models.qwen3_tts.adapter import voice_artifacts
+from vocalis.stages.models.qwen3_tts.voices import voice_artifacts
 from vocalis.stages.models.qwen3_tts.weights import load_modules
 
 

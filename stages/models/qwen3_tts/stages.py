@@ -9,9 +9,12 @@ from dataclasses import dataclass
 import torch
 
 from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, build_prompt
+from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
@@ -25,6 +28,8 @@ class Qwen3TTSInput:
     """Stage-0 input of a session, made by the adapter."""
 
     conditioning: Conditioning
+    """Language, speaker, instructions; a cloned voice's x-vector and codes are filled in on a stage thread
+    from `clone` (or given here already, by tests)."""
     sampling: SamplingParams
     """Codebook 0 (the talker)."""
     subtalker: SamplingParams
@@ -32,8 +37,8 @@ class Qwen3TTSInput:
     max_new_tokens_set: bool = False
     """Whether the caller capped the frames; otherwise the cap also shrinks to fit the KV cache."""
     initial_codec_chunk_frames: int | None = None
-    codec_context_frames: torch.Tensor | None = None
-    """[R, G] reference codes of an ICL clone: decoded before the first frames as context, never emitted."""
+    clone: CloneSpec | None = None
+    """The voice to clone (Base), encoded by `VoiceCloner` off the event loop."""
 
 
 @dataclass
@@ -46,11 +51,14 @@ class SequenceState:
     step: int = 0
 
 
-class TalkerStageModel:
+class TalkerStageModel(AutoregressiveModel):
     """The AutoregressiveModel of stage 0: prompt from text and conditioning, then one frame per step."""
 
-    def __init__(self, modules: Qwen3TTSModules, max_len: int) -> None:
+    emits_eos_frame = False
+
+    def __init__(self, modules: Qwen3TTSModules, max_len: int, cloner: VoiceCloner | None = None) -> None:
         self.modules = modules
+        self.cloner = cloner or VoiceCloner(modules)
         self.talker = modules.talker
         c = modules.config.talker
         self.config = c
@@ -59,26 +67,24 @@ class TalkerStageModel:
         never[c.vocab_size - c.num_control_ids :] = True  # control ids are inputs, never outputs ...
         never[c.codec_eos_token_id] = False  # ... except EOS
         self._never = never
-        self._pending: tuple[int, TalkerPrompt] | None = None
 
     @property
     def device(self) -> torch.device:
         return self.talker.codec_head.weight.device
 
-    def prompt(self, request: SynthesisRequest) -> TalkerPrompt:
-        inputs: Qwen3TTSInput = request.stage_input
+    def prompt(self, request: SynthesisRequest[Qwen3TTSInput]) -> TalkerPrompt:
         m = self.modules
-        return build_prompt(self.talker, m.config, m.tokenizer, request.text, inputs.conditioning)
+        return build_prompt(self.talker, m.config, m.tokenizer, request.text, self.cloner.conditioning(request))
 
-    def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
+    def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> SequenceStart:
+        inputs = request.stage_input
         prompt = self.prompt(request)
-        self._pending = (id(request), prompt)
-        return prompt.embeds
+        return SequenceStart(prompt.embeds, self.sampling(inputs, len(prompt.embeds)),
+                             SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1)))
 
-    def sampling(self, request: SynthesisRequest) -> SamplingParams:
-        inputs: Qwen3TTSInput = request.stage_input
+    def sampling(self, inputs: Qwen3TTSInput, prompt_len: int) -> SamplingParams:
+        """Codebook-0 sampling, its max_new_tokens shrunk to the KV room left by the prompt unless the caller set it."""
         params = inputs.sampling
-        prompt_len = len(self._pending[1].embeds) if self._pending and self._pending[0] == id(request) else 0
         room = self.cache_shape.max_len - prompt_len
         if params.max_new_tokens > room:
             if inputs.max_new_tokens_set or room < 1:
@@ -86,14 +92,6 @@ class TalkerStageModel:
                                  f"exceed the talker's max_len ({self.cache_shape.max_len})")
             params = dataclasses.replace(params, max_new_tokens=room)
         return params
-
-    def new_state(self, request: SynthesisRequest) -> SequenceState:
-        inputs: Qwen3TTSInput = request.stage_input
-        if self._pending is None or self._pending[0] != id(request):
-            self._pending = (id(request), self.prompt(request))
-        prompt = self._pending[1]
-        self._pending = None
-        return SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1))
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.talker(embeds, batch, cache)
@@ -131,15 +129,22 @@ class TalkerStageModel:
         return embeds + torch.stack(text).to(embeds.dtype)
 
 
-class CodecDecoderModel:
+class CodecDecoderModel(ChunkDecoder):
     """The ChunkDecoder of stage 1: frames [B, T, G] to samples [B, T * 1920] at 24 kHz."""
 
     causal = True
 
-    def __init__(self, decoder: SpeechDecoder) -> None:
+    def __init__(self, decoder: SpeechDecoder, cloner: VoiceCloner) -> None:
         self.decoder = decoder
+        self.cloner = cloner
         self.samples_per_frame = decoder.config.samples_per_frame
 
-    def decode(self, frames: torch.Tensor) -> torch.Tensor:
+    def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> DecodeStream:
+        inputs = request.stage_input
+        # An ICL clone's reference codes are decoded before the first frames as context, never emitted.
+        context = self.cloner.conditioning(request).ref_codes
+        return DecodeStream(first_chunk_frames=inputs.initial_codec_chunk_frames, context_frames=context)
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         device = next(self.decoder.parameters()).device
         return self.decoder(frames.to(device).transpose(1, 2).clamp(min=0))

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.voices import VoiceClip
@@ -26,16 +27,18 @@ from vocalis.stages.request import ReferenceAudio, RequestParams
 
 VOICE = "default"
 CLONE_MODES = ("reference", "continuation", "ref_continuation")
-EXTRA_PARAMS = {
-    "cfg_value": "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice more closely.",
-    "inference_timesteps": "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
-    "min_len": "Patches before the stop head may end the utterance, 0 to 4096 (default 2).",
-    "clone_mode": "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
-    "Default: continuation when the transcript is known, else reference.",
-}
 MAX_NEW_TOKENS = 4096
 DEFAULT_MIN_LEN = 2
 """Patches before the stop head may end an utterance (the reference's min_len: it stops after more than this)."""
+EXTRA_PARAMS = ExtraParams("VoxCPM2", [
+    ExtraParam("cfg_value", float, "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice "
+               "more closely.", minimum=0, maximum=10),
+    ExtraParam("inference_timesteps", int, "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
+               minimum=1, maximum=100),
+    ExtraParam("min_len", int, "Patches before the stop head may end the utterance, 0 to 4096 (default 2).", minimum=0, maximum=MAX_NEW_TOKENS),
+    ExtraParam("clone_mode", str, "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
+               "Default: continuation when the transcript is known, else reference.", choices=CLONE_MODES),
+])
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,7 +81,7 @@ class VoxCPM2Adapter:
             accepted_fields=frozenset(
                 {"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text", "initial_codec_chunk_frames"}
             ),
-            extra_params=dict(EXTRA_PARAMS),
+            extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             voice_cloning=True,
         )
@@ -90,18 +93,9 @@ class VoxCPM2Adapter:
 
     def stage_input(self, params: RequestParams) -> VoxCPM2Input:
         fields = params.fields
-        extra = dict(fields.get("extra_params") or {})
-        unknown = sorted(set(extra) - set(EXTRA_PARAMS))
-        if unknown:
-            raise InvalidField(
-                "extra_params", "FIELD_NOT_SUPPORTED",
-                f"extra_params {', '.join(unknown)} not supported by VoxCPM2; it accepts: {', '.join(EXTRA_PARAMS)}",
-            )
-        settings: dict[str, Any] = {
-            "cfg_value": _number(extra, "cfg_value", 2.0, 0.0, 10.0),
-            "inference_timesteps": int(_number(extra, "inference_timesteps", 10, 1, 100, integer=True)),
-            "min_len": int(_number(extra, "min_len", DEFAULT_MIN_LEN, 0, MAX_NEW_TOKENS, integer=True)),
-        }
+        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
+        mode = extra.pop("clone_mode", None)
+        settings: dict[str, Any] = dict(extra)
         if "seed" in fields:
             settings["seed"] = int(fields["seed"])
         if "max_new_tokens" in fields:
@@ -114,9 +108,6 @@ class VoxCPM2Adapter:
             if value < 1:
                 raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be at least 1")
             settings["initial_codec_chunk_frames"] = int(value)
-        mode = extra.get("clone_mode")
-        if mode is not None and mode not in CLONE_MODES:
-            raise InvalidField("extra_params.clone_mode", "INVALID_VALUE", f"extra_params.clone_mode must be one of {', '.join(CLONE_MODES)}")
         reference = params.reference
         if reference is None:
             if "ref_text" in fields:
@@ -158,16 +149,3 @@ class VoxCPM2Adapter:
         if latents.dim() != 3 or tuple(latents.shape[1:]) != shape or len(latents) == 0:
             raise InvalidField(field, "INVALID_VOICE_ARTIFACT", f"{artifact} must be [N, {shape[0]}, {shape[1]}] latents, got {tuple(latents.shape)}")
         return latents
-
-
-def _number(extra: dict[str, Any], key: str, default: float, low: float, high: float, integer: bool = False) -> float:
-    if key not in extra:
-        return default
-    value = extra[key]
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
-    if ok and integer:
-        ok = float(value).is_integer()
-    if not ok:
-        kind = "an integer" if integer else "a number"
-        raise InvalidField(f"extra_params.{key}", "INVALID_VALUE", f"extra_params.{key} must be {kind} from {low:g} to {high:g}")
-    return float(value)

@@ -8,16 +8,21 @@ context (decoded, never emitted), as the reference decodes them before cutting t
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
+from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.vae import AudioVAE, receptive_field_frames
 from vocalis.stages.models.voxcpm2.voices import PROMPT_DECODE_CONTEXT, VoiceEncoder
 from vocalis.stages.request import SynthesisRequest
 
+if TYPE_CHECKING:
+    from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
 
-class PatchDecoder:
+
+class PatchDecoder(ChunkDecoder):
     """The ChunkDecoder of the `audio_vae` stage: frames are patches [patch_size, feat_dim]."""
 
     causal = True
@@ -39,13 +44,17 @@ class PatchDecoder:
         """Patches of left context a chunk needs to match a whole-utterance decode exactly."""
         return math.ceil(receptive_field_frames(self.config.audio_vae) / self.config.patch_size)
 
-    def decode(self, frames: torch.Tensor) -> torch.Tensor:
+    def start(self, request: SynthesisRequest[VoxCPM2Input]) -> DecodeStream:
+        return DecodeStream(first_chunk_frames=request.stage_input.initial_codec_chunk_frames, context_frames=self.context_frames(request))
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         """[B, T, P, D] patches -> [B, T * samples_per_frame] samples."""
         b, t, p, d = frames.shape
         latents = frames.to(self.device, self.dtype).reshape(b, t * p, d).transpose(1, 2)
         return self.vae.decode(latents)
 
-    def context_frames(self, request: SynthesisRequest) -> torch.Tensor | None:
+    def context_frames(self, request: SynthesisRequest[VoxCPM2Input]) -> torch.Tensor | None:
+        """The last patches of a continuation prompt, decoded before the request's own as context."""
         prompt = request.stage_input.prompt
         if prompt is None:
             return None

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.voxcpm2.modules import VoxCPM2
 from vocalis.stages.models.voxcpm2.prompt import PromptLayout, build_prompt
@@ -27,6 +29,9 @@ from vocalis.stages.models.voxcpm2.tokenizer import TextTokenizer
 from vocalis.stages.models.voxcpm2.voices import VoiceEncoder
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams
+
+if TYPE_CHECKING:
+    from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
 
 MAX_PATCHES_PER_TOKEN = 6.0
 """Default length cap: patches per target-text token, plus MIN_DEFAULT_PATCHES (the reference's bad-case bound)."""
@@ -47,7 +52,7 @@ class PatchState:
     step: int = 0
 
 
-class LatentGenerator:
+class LatentGenerator(AutoregressiveModel):
     """The AutoregressiveModel of the `latent_generator` stage."""
 
     emits_eos_frame = True
@@ -68,11 +73,10 @@ class LatentGenerator:
         self._stop: torch.Tensor | None = None
         self.last_stop_logits: torch.Tensor | None = None
         """[B, 2] stop logits of the last sample_frames call (parity tests read them)."""
-        self._pending: tuple[int, PromptLayout, int] | None = None
 
     # -- prompt ----------------------------------------------------------------------------------
 
-    def layout(self, request: SynthesisRequest) -> tuple[PromptLayout, int]:
+    def layout(self, request: SynthesisRequest[VoxCPM2Input]) -> tuple[PromptLayout, int]:
         """The request's prompt layout and its number of target-text tokens."""
         stage_input = request.stage_input
         text = re.sub(r"\s+", " ", request.text.replace("\n", " "))
@@ -82,8 +86,13 @@ class LatentGenerator:
         prompt = self.voices.latents(stage_input.prompt, "left") if stage_input.prompt is not None else None
         return build_prompt(ids, reference, prompt, self.config.patch_size, self.config.feat_dim), len(target)
 
-    def prompt_embeds(self, request: SynthesisRequest) -> torch.Tensor:
+    def start(self, request: SynthesisRequest[VoxCPM2Input]) -> SequenceStart:
         layout, target_len = self.layout(request)
+        return SequenceStart(self.prompt_embeds(layout), self.sampling(request.stage_input, layout, target_len),
+                             self.new_state(request.stage_input, layout))
+
+    def prompt_embeds(self, layout: PromptLayout) -> torch.Tensor:
+        """The packed rows [P, 2H + 1] of a prompt layout."""
         with torch.inference_mode():
             ids = layout.ids.to(self.device)
             is_audio = layout.is_audio.to(self.device)
@@ -92,18 +101,9 @@ class LatentGenerator:
             if bool(is_audio.any()):
                 patch_embeds[is_audio] = self.model.embed_patches(layout.feats[layout.is_audio].to(self.device, self.dtype))
             inputs = torch.where(is_audio[:, None], patch_embeds, text)
-            packed = torch.cat([inputs, patch_embeds, is_audio[:, None].to(self.dtype)], dim=-1)
-        self._pending = (id(request), layout, target_len)  # read by sampling() and new_state(), called next by the stage
-        return packed
+            return torch.cat([inputs, patch_embeds, is_audio[:, None].to(self.dtype)], dim=-1)
 
-    def _layout_of(self, request: SynthesisRequest) -> tuple[PromptLayout, int]:
-        if self._pending is not None and self._pending[0] == id(request):
-            return self._pending[1], self._pending[2]
-        return self.layout(request)
-
-    def sampling(self, request: SynthesisRequest) -> SamplingParams:
-        stage_input = request.stage_input
-        layout, target_len = self._layout_of(request)
+    def sampling(self, stage_input: VoxCPM2Input, layout: PromptLayout, target_len: int) -> SamplingParams:
         room = self.cache_shape.max_len - len(layout)
         if room < 1:
             raise ValueError(f"the prompt ({len(layout)} positions) leaves no room under max_len {self.cache_shape.max_len}")
@@ -113,10 +113,7 @@ class LatentGenerator:
             raise ValueError(f"max_new_tokens {wanted} plus the prompt ({len(layout)}) exceeds max_len {self.cache_shape.max_len}")
         return SamplingParams(seed=stage_input.seed, max_new_tokens=wanted)
 
-    def new_state(self, request: SynthesisRequest) -> PatchState:
-        stage_input = request.stage_input
-        layout, _ = self._layout_of(request)
-        self._pending = None
+    def new_state(self, stage_input: VoxCPM2Input, layout: PromptLayout) -> PatchState:
         return PatchState(
             previous=layout.feats[-1].to(self.device, self.dtype),
             cfg_value=stage_input.cfg_value,

@@ -8,9 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.family import ModelFamily
 from vocalis.stages.model import LoadedModel
-from vocalis.stages.models.voxcpm2.config import ARCHITECTURE
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
@@ -33,5 +31,3 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     stages = [autoregressive_stage(generator, generator_deploy, vae_deploy), chunk_stage(decoder, vae_deploy, decoder.context_patches)]
     return LoadedModel(name=path.name, family="voxcpm2", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
 
-
-FAMILY = ModelFamily(name="voxcpm2", model_types=(ARCHITECTURE,), deploy_defaults=DEPLOY_DEFAULTS, load=load)

@@ -1,23 +1,22 @@
 """Voices to clone, as VAE latents: a reference clip (isolated between ref markers) or a continuation prompt.
 
 A clip is encoded once, on the first request that needs it (on the generator's thread, never the
-server's event loop), and kept as long as the session's stage input holds the clip. The generator reads
+server's event loop), and kept by its content (a shared ReferenceCache), so a session's utterances and
+a voice used again share one encoding. The generator reads
 the latents for the prompt; the VAE decoder reads the prompt's last patches as left context.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
-import soxr
 import torch
 import torch.nn.functional as F
 
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.vae import AudioVAE
+from vocalis.stages.reference import ReferenceCache, content_key, resample
 
 PROMPT_DECODE_CONTEXT = 3
 """Patches of a continuation prompt decoded before the generated ones (and cut), as the reference does."""
@@ -40,23 +39,18 @@ class VoiceEncoder:
     def __init__(self, vae: AudioVAE, config: VoxCPM2Config) -> None:
         self.vae = vae
         self.config = config
-        self._cache: weakref.WeakKeyDictionary[VoiceClip, dict[str, torch.Tensor]] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        self.cache: ReferenceCache[torch.Tensor] = ReferenceCache()
 
     def latents(self, clip: VoiceClip, pad: str) -> torch.Tensor:
         if clip.latents is not None:
             return clip.latents
-        with self._lock:
-            cached = self._cache.setdefault(clip, {})
-            if pad not in cached:
-                cached[pad] = self._encode(clip, pad)
-            return cached[pad]
+        key = content_key(np.asarray(clip.samples, dtype=np.float32).reshape(-1), clip.sample_rate, pad)
+        return self.cache.get_or_make(key, lambda: self._encode(clip, pad))
 
     def _encode(self, clip: VoiceClip, pad: str) -> torch.Tensor:
         vae_config = self.config.audio_vae
         samples = np.asarray(clip.samples, dtype=np.float32).reshape(-1)
-        if clip.sample_rate != vae_config.sample_rate:
-            samples = soxr.resample(samples, clip.sample_rate, vae_config.sample_rate, quality="HQ").astype(np.float32)
+        samples = resample(samples, clip.sample_rate, vae_config.sample_rate)
         patch = self.config.patch_size
         audio = torch.from_numpy(np.ascontiguousarray(samples))[None]
         missing = -audio.shape[1] % (patch * vae_config.encoder_hop)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from vocalis.tts.v1 import audio_pb2 as vocalis_dot_tts_dot_v1_dot_audio__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bvocalis/tts/v1/models.proto\x12\x0evocalis.tts.v1\x1a\x1avocalis/tts/v1/audio.proto\"L\n\x0bModelLimits\x12\x17\n\x0fmax_input_chars\x18\x01 \x01(\x05\x12\x11\n\tmin_speed\x18\x02 \x01(\x02\x12\x11\n\tmax_speed\x18\x03 \x01(\x02\"\xe4\x02\n\x11ModelCapabilities\x12\x13\n\x0bsample_rate\x18\x01 \x01(\x05\x12\x30\n\tencodings\x18\x02 \x03(\x0e\x32\x1d.vocalis.tts.v1.AudioEncoding\x12\x0e\n\x06voices\x18\x03 \x03(\t\x12\x15\n\rdefault_voice\x18\x04 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pted_fields\x18\x05 \x03(\t\x12\x17\n\x0frequired_fields\x18\x06 \x03(\t\x12\x17\n\x0frejected_fields\x18\x07 \x03(\t\x12\x14\n\x0c\x65xtra_params\x18\x08 \x03(\t\x12\x11\n\tstreaming\x18\t \x01(\x08\x12\x15\n\rvoice_cloning\x18\n \x01(\x08\x12\x11\n\tlanguages\x18\x0b \x03(\t\x12+\n\x06limits\x18\x0c \x01(\x0b\x32\x1b.vocalis.tts.v1.ModelLimits\x12\x16\n\x0eignored_fields\x18\x14 \x03(\t\"\x83\x01\n\x05Model\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x12\n\nis_default\x18\x03 \x01(\x08\x12\x37\n\x0c\x63\x61pabilities\x18\x04 \x01(\x0b\x32!.vocalis.tts.v1.ModelCapabilities\x12\x0f\n\x07\x61liases\x18\x05 \x03(\t\"\x13\n\x11ListModelsRequest\";\n\x12ListModelsResponse\x12%\n\x06models\x18\x01 \x03(\x0b\x32\x15.vocalis.tts.v1.Model\"\x1f\n\x0fGetModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"8\n\x10GetModelResponse\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.vocalis.tts.v1.Model2\xac\x01\n\x06Models\x12S\n\nListModels\x12!.vocalis.tts.v1.ListModelsRequest\x1a\".vocalis.tts.v1.ListModelsResponse\x12M\n\x08GetModel\x12\x1f.vocalis.tts.v1.GetModelRequest\x1a .vocalis.tts.v1.GetModelResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bvocalis/tts/v1/models.proto\x12\x0evocalis.tts.v1\x1a\x1avocalis/tts/v1/audio.proto\"L\n\x0bModelLimits\x12\x17\n\x0fmax_input_chars\x18\x01 \x01(\x05\x12\x11\n\tmin_speed\x18\x02 \x01(\x02\x12\x11\n\tmax_speed\x18\x03 \x01(\x02\"\x9b\x03\n\x11ModelCapabilities\x12\x13\n\x0bsample_rate\x18\x01 \x01(\x05\x12\x30\n\tencodings\x18\x02 \x03(\x0e\x32\x1d.vocalis.tts.v1.AudioEncoding\x12\x0e\n\x06voices\x18\x03 \x03(\t\x12\x15\n\rdefault_voice\x18\x04 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pted_fields\x18\x05 \x03(\t\x12\x17\n\x0frequired_fields\x18\x06 \x03(\t\x12\x17\n\x0frejected_fields\x18\x07 \x03(\t\x12\x14\n\x0c\x65xtra_params\x18\x08 \x03(\t\x12\x11\n\tstreaming\x18\t \x01(\x08\x12\x15\n\rvoice_cloning\x18\n \x01(\x08\x12\x11\n\tlanguages\x18\x0b \x03(\t\x12+\n\x06limits\x18\x0c \x01(\x0b\x32\x1b.vocalis.tts.v1.ModelLimits\x12\x16\n\x0eignored_fields\x18\x14 \x03(\t\x12\x35\n\x11\x65xtra_param_specs\x18\r \x03(\x0b\x32\x1a.vocalis.tts.v1.ExtraParam\"\xad\x01\n\nExtraParam\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x14\n\x07minimum\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x11\x65xclusive_minimum\x18\x05 \x01(\x08\x12\x14\n\x07maximum\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12\x0f\n\x07\x63hoices\x18\x07 \x03(\tB\n\n\x08_minimumB\n\n\x08_maximum\"\x83\x01\n\x05Model\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x12\n\nis_default\x18\x03 \x01(\x08\x12\x37\n\x0c\x63\x61pabilities\x18\x04 \x01(\x0b\x32!.vocalis.tts.v1.ModelCapabilities\x12\x0f\n\x07\x61liases\x18\x05 \x03(\t\"\x13\n\x11ListModelsRequest\";\n\x12ListModelsResponse\x12%\n\x06models\x18\x01 \x03(\x0b\x32\x15.vocalis.tts.v1.Model\"\x1f\n\x0fGetModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"8\n\x10GetModelResponse\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.vocalis.tts.v1.Model2\xac\x01\n\x06Models\x12S\n\nListModels\x12!.vocalis.tts.v1.ListModelsRequest\x1a\".vocalis.tts.v1.ListModelsResponse\x12M\n\x08GetModel\x12\x1f.vocalis.tts.v1.GetModelRequest\x1a .vocalis.tts.v1.GetModelResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,17 +35,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODELLIMITS']._serialized_start=75
   _globals['_MODELLIMITS']._serialized_end=151
   _globals['_MODELCAPABILITIES']._serialized_start=154
-  _globals['_MODELCAPABILITIES']._serialized_end=510
-  _globals['_MODEL']._serialized_start=513
-  _globals['_MODEL']._serialized_end=644
-  _globals['_LISTMODELSREQUEST']._serialized_start=646
-  _globals['_LISTMODELSREQUEST']._serialized_end=665
-  _globals['_LISTMODELSRESPONSE']._serialized_start=667
-  _globals['_LISTMODELSRESPONSE']._serialized_end=726
-  _globals['_GETMODELREQUEST']._serialized_start=728
-  _globals['_GETMODELREQUEST']._serialized_end=759
-  _globals['_GETMODELRESPONSE']._serialized_start=761
-  _globals['_GETMODELRESPONSE']._serialized_end=817
-  _globals['_MODELS']._serialized_start=820
-  _globals['_MODELS']._serialized_end=992
+  _globals['_MODELCAPABILITIES']._serialized_end=565
+  _globals['_EXTRAPARAM']._serialized_start=568
+  _globals['_EXTRAPARAM']._serialized_end=741
+  _globals['_MODEL']._serialized_start=744
+  _globals['_MODEL']._serialized_end=875
+  _globals['_LISTMODELSREQUEST']._serialized_start=877
+  _globals['_LISTMODELSREQUEST']._serialized_end=896
+  _globals['_LISTMODELSRESPONSE']._serialized_start=898
+  _globals['_LISTMODELSRESPONSE']._serialized_end=957
+  _globals['_GETMODELREQUEST']._serialized_start=959
+  _globals['_GETMODELREQUEST']._serialized_end=990
+  _globals['_GETMODELRESPONSE']._serialized_start=992
+  _globals['_GETMODELRESPONSE']._serialized_end=1048
+  _globals['_MODELS']._serialized_start=1051
+  _globals['_MODELS']._serialized_end=1223
 # @@protoc_insertion_point(module_scope)

@@ -18,7 +18,7 @@ class ModelLimits(_message.Message):
     def __init__(self, max_input_chars: _Optional[int] = ..., min_speed: _Optional[float] = ..., max_speed: _Optional[float] = ...) -> None: ...
 
 class ModelCapabilities(_message.Message):
-    __slots__ = ("sample_rate", "encodings", "voices", "default_voice", "accepted_fields", "required_fields", "rejected_fields", "extra_params", "streaming", "voice_cloning", "languages", "limits", "ignored_fields")
+    __slots__ = ("sample_rate", "encodings", "voices", "default_voice", "accepted_fields", "required_fields", "rejected_fields", "extra_params", "streaming", "voice_cloning", "languages", "limits", "ignored_fields", "extra_param_specs")
     SAMPLE_RATE_FIELD_NUMBER: _ClassVar[int]
     ENCODINGS_FIELD_NUMBER: _ClassVar[int]
     VOICES_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class ModelCapabilities(_message.Message):
     LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     IGNORED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_PARAM_SPECS_FIELD_NUMBER: _ClassVar[int]
     sample_rate: int
     encodings: _containers.RepeatedScalarFieldContainer[_audio_pb2.AudioEncoding]
     voices: _containers.RepeatedScalarFieldContainer[str]
@@ -45,7 +46,26 @@ class ModelCapabilities(_message.Message):
     languages: _containers.RepeatedScalarFieldContainer[str]
     limits: ModelLimits
     ignored_fields: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, sample_rate: _Optional[int] = ..., encodings: _Optional[_Iterable[_Union[_audio_pb2.AudioEncoding, str]]] = ..., voices: _Optional[_Iterable[str]] = ..., default_voice: _Optional[str] = ..., accepted_fields: _Optional[_Iterable[str]] = ..., required_fields: _Optional[_Iterable[str]] = ..., rejected_fields: _Optional[_Iterable[str]] = ..., extra_params: _Optional[_Iterable[str]] = ..., streaming: _Optional[bool] = ..., voice_cloning: _Optional[bool] = ..., languages: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., ignored_fields: _Optional[_Iterable[str]] = ...) -> None: ...
+    extra_param_specs: _containers.RepeatedCompositeFieldContainer[ExtraParam]
+    def __init__(self, sample_rate: _Optional[int] = ..., encodings: _Optional[_Iterable[_Union[_audio_pb2.AudioEncoding, str]]] = ..., voices: _Optional[_Iterable[str]] = ..., default_voice: _Optional[str] = ..., accepted_fields: _Optional[_Iterable[str]] = ..., required_fields: _Optional[_Iterable[str]] = ..., rejected_fields: _Optional[_Iterable[str]] = ..., extra_params: _Optional[_Iterable[str]] = ..., streaming: _Optional[bool] = ..., voice_cloning: _Optional[bool] = ..., languages: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., ignored_fields: _Optional[_Iterable[str]] = ..., extra_param_specs: _Optional[_Iterable[_Union[ExtraParam, _Mapping]]] = ...) -> None: ...
+
+class ExtraParam(_message.Message):
+    __slots__ = ("name", "description", "type", "minimum", "exclusive_minimum", "maximum", "choices")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MINIMUM_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_MINIMUM_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    type: str
+    minimum: float
+    exclusive_minimum: bool
+    maximum: float
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., type: _Optional[str] = ..., minimum: _Optional[float] = ..., exclusive_minimum: _Optional[bool] = ..., maximum: _Optional[float] = ..., choices: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Model(_message.Message):
     __slots__ = ("name", "family", "is_default", "capabilities", "aliases")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import golden, modules
 from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter, voice_artifacts
+from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
+from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.tokenizer import MISTRAL_PATTERN, QWEN2_PATTERN, split_pattern
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.models.qwen3_tts.voices import VoiceCloner, voice_artifacts
+from vocalis.stages.output import AudioOutput
+from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
 
 
 def adapter(variant: str) -> Qwen3TTSAdapter:
@@ -19,6 +24,15 @@ def adapter(variant: str) -> Qwen3TTSAdapter:
 
 def params(voice: str = "", reference: ReferenceAudio | None = None, **fields) -> RequestParams:
     return RequestParams(model="m", voice=voice, fields=fields, reference=reference)
+
+
+def cloned(variant: str, inputs) -> Conditioning:
+    """The conditioning the talker sees: the clone encoded on the stage thread, as VoiceCloner does it."""
+    loop = asyncio.new_event_loop()
+    try:
+        return VoiceCloner(modules(variant)).conditioning(SynthesisRequest("text", inputs, AudioOutput(loop)))
+    finally:
+        loop.close()
 
 
 def clip(text: str | None = "She sells sea shells.") -> ReferenceAudio:
@@ -60,10 +74,10 @@ def test_custom_voice_presets_and_languages():
 
 
 def test_task_type_is_checked_against_the_checkpoint():
-    fails(lambda: adapter("cv-1b7").stage_input(params("ryan", task_type=3)), "task_type", "TASK_NOT_SUPPORTED")
-    err = fails(lambda: adapter("base-1b7").stage_input(params(task_type=2, reference=clip())), "task_type")
+    fails(lambda: adapter("cv-1b7").stage_input(params("ryan", task_type="base")), "task_type", "TASK_NOT_SUPPORTED")
+    err = fails(lambda: adapter("base-1b7").stage_input(params(task_type="voice_design", reference=clip())), "task_type")
     assert "Base checkpoint does not support task_type=VoiceDesign" in err.message
-    assert adapter("vd-1b7").stage_input(params(task_type=2, instructions="deep")).conditioning.instructions == "deep"
+    assert adapter("vd-1b7").stage_input(params(task_type="voice_design", instructions="deep")).conditioning.instructions == "deep"
 
 
 def test_voice_design_needs_instructions():
@@ -80,7 +94,8 @@ def test_sampling_defaults_and_greedy():
     assert greedy.sampling.greedy and greedy.subtalker.greedy and greedy.sampling.max_new_tokens == 40 and greedy.max_new_tokens_set
     assert greedy.sampling.seed == 3 and not greedy.conditioning.non_streaming
     fails(lambda: a.stage_input(params("ryan", extra_params={"noise_scale": 1})), "extra_params", "FIELD_NOT_SUPPORTED")
-    fails(lambda: a.stage_input(params("ryan", extra_params={"top_p": 0})), "extra_params", "INVALID_VALUE")
+    fails(lambda: a.stage_input(params("ryan", extra_params={"top_p": 0})), "extra_params.top_p", "OUT_OF_RANGE")
+    fails(lambda: a.stage_input(params("ryan", extra_params={"top_k": 2.5})), "extra_params.top_k", "INVALID_VALUE")
     fails(lambda: a.stage_input(params("ryan", extra_params={"temperature": "hot"})), "extra_params.temperature")
     fails(lambda: a.stage_input(params("ryan", max_new_tokens=5000)), "max_new_tokens")
     fails(lambda: a.stage_input(params("ryan", initial_codec_chunk_frames=0)), "initial_codec_chunk_frames")
@@ -92,17 +107,19 @@ def test_base_icl_needs_ref_text_and_makes_codes_and_xvector():
     fails(lambda: a.stage_input(params(reference=clip(None))), "ref_text", "REF_TEXT_REQUIRED")
     g = golden("base-1b7.base_icl")
     inputs = a.stage_input(params(reference=clip()))
-    assert torch.equal(inputs.conditioning.ref_codes, g["ref_codes"]) and torch.equal(inputs.codec_context_frames, g["ref_codes"])
-    torch.testing.assert_close(inputs.conditioning.xvector, g["speaker_embedding"], atol=1e-4, rtol=0)
-    assert inputs.conditioning.ref_text == "She sells sea shells." and not inputs.conditioning.non_streaming
+    assert inputs.conditioning.xvector is None and inputs.conditioning.ref_codes is None  # the adapter encodes nothing
+    conditioning = cloned("base-1b7", inputs)
+    assert torch.equal(conditioning.ref_codes, g["ref_codes"])
+    torch.testing.assert_close(conditioning.xvector, g["speaker_embedding"], atol=1e-4, rtol=0)
+    assert conditioning.ref_text == "She sells sea shells." and not conditioning.non_streaming
 
 
 def test_base_x_vector_only_and_given_embedding():
     a = adapter("base-1b7")
-    xvec = a.stage_input(params(reference=clip(None), x_vector_only_mode=True))
-    assert xvec.conditioning.ref_codes is None and xvec.codec_context_frames is None and xvec.conditioning.xvector is not None
-    given = a.stage_input(params(speaker_embedding=[0.5] * 32))
-    assert torch.equal(given.conditioning.xvector, torch.full((32,), 0.5))
+    xvec = cloned("base-1b7", a.stage_input(params(reference=clip(None), x_vector_only_mode=True)))
+    assert xvec.ref_codes is None and xvec.xvector is not None
+    given = cloned("base-1b7", a.stage_input(params(speaker_embedding=[0.5] * 32)))
+    assert torch.equal(given.xvector, torch.full((32,), 0.5))
     err = fails(lambda: a.stage_input(params(speaker_embedding=[0.1] * 7)), "speaker_embedding")
     assert "expected 32" in err.message
 
@@ -111,11 +128,13 @@ def test_stored_voice_artifacts_are_used_and_resampled_clips_work():
     a = adapter("base-1b7")
     stored = ReferenceAudio(np.zeros(0, np.float32), 24000, text=None, name="narrator",
                             artifacts={"speaker_embedding": np.full(32, 0.25, np.float32)})
-    inputs = a.stage_input(params(reference=stored))  # no audio: x-vector only, from the artifact
-    assert inputs.conditioning.ref_codes is None and float(inputs.conditioning.xvector[0]) == 0.25
+    inputs = cloned("base-1b7", a.stage_input(params(reference=stored)))  # no audio: x-vector only, from the artifact
+    assert inputs.ref_codes is None and float(inputs.xvector[0]) == 0.25
     audio = golden("base-1b7.base_icl")["ref_audio"].numpy()
-    at_16k = ReferenceAudio(audio[::3].copy(), 8000, text="hi")  # any rate: resampled to 24 kHz
-    assert a.stage_input(params(reference=at_16k)).conditioning.ref_codes.shape[1] == 4
+    at_8k = ReferenceAudio(audio[::3].copy(), 8000, text="hi")  # any rate: resampled to 24 kHz
+    assert cloned("base-1b7", a.stage_input(params(reference=at_8k))).ref_codes.shape[1] == 4
+    wrong = ReferenceAudio(np.zeros(0, np.float32), 24000, name="x", artifacts={"speaker_embedding": np.ones(5, np.float32)})
+    fails(lambda: a.stage_input(params(reference=wrong)), "voice", "INVALID_VALUE")  # checked before any stage runs
 
 
 def test_cloning_fields_are_refused_on_other_kinds():
@@ -160,5 +179,5 @@ def test_precompute_writes_a_loadable_voice(tmp_path):
     assert np.array_equal(np.load(tmp_path / "voices" / entry["ref_codes"]), g["ref_codes"].numpy())
     stored = ReferenceAudio(np.zeros(0, np.float32), 24000, text=entry["ref_text"], name="narrator",
                             artifacts={"speaker_embedding": vector, "ref_codes": np.load(tmp_path / "voices" / entry["ref_codes"])})
-    inputs = adapter("base-1b7").stage_input(params(reference=stored))  # ICL from artifacts alone, no audio needed
-    assert torch.equal(inputs.codec_context_frames, g["ref_codes"])
+    inputs = cloned("base-1b7", adapter("base-1b7").stage_input(params(reference=stored)))  # ICL from artifacts alone
+    assert torch.equal(inputs.ref_codes, g["ref_codes"])

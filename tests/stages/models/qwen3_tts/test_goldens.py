@@ -21,6 +21,7 @@ from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.qwen3_tts.prompt import build_prompt
 from vocalis.stages.models.qwen3_tts.speaker import log_mel
 from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, Qwen3TTSInput, TalkerStageModel
+from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.output import AudioOutput
 from vocalis.stages.pipeline import Pipeline
 from vocalis.stages.request import SynthesisRequest
@@ -110,15 +111,16 @@ def run_pipeline(name: str, policy: ChunkPolicy, max_new_tokens: int) -> tuple[t
     chunk_sizes: list[int] = []
 
     class Recording(CodecDecoderModel):
-        def decode(self, frames):
-            return super().decode(frames)
+        def decode(self, frames, streams):
+            return super().decode(frames, streams)
 
-    talker = TalkerStageModel(mods, 512)
-    decoder = Recording(mods.decoder)
+    cloner = VoiceCloner(mods)
+    talker = TalkerStageModel(mods, 512, cloner)
+    decoder = Recording(mods.decoder, cloner)
     pipeline = Pipeline([AutoregressiveStage("talker", talker, max_num_seqs=4, max_num_batched_tokens=256),
                          ChunkStage("code2wav", decoder, policy, max_num_seqs=4)])
     inputs = Qwen3TTSInput(cond, SamplingParams(temperature=0.0, repetition_penalty=1.05, max_new_tokens=max_new_tokens),
-                           SamplingParams(temperature=0.0), codec_context_frames=cond.ref_codes)
+                           SamplingParams(temperature=0.0))
 
     async def go():
         request = SynthesisRequest(text=meta["text"], stage_input=inputs, output=AudioOutput())

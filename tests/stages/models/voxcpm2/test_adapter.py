@@ -36,7 +36,7 @@ def test_capabilities(adapter):
     caps = adapter.capabilities
     assert caps.sample_rate == 48000 and caps.voices == ("default",) and caps.voice_cloning and caps.streaming
     assert caps.accepted_fields == {"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text", "initial_codec_chunk_frames"}
-    assert set(caps.extra_params) == {"cfg_value", "inference_timesteps", "min_len", "clone_mode"}
+    assert {p.name for p in caps.extra_params} == {"cfg_value", "inference_timesteps", "min_len", "clone_mode"}
     assert adapter.resolve_voice("") == adapter.resolve_voice("DEFAULT") == "default"
     with pytest.raises(UnknownVoice):
         adapter.resolve_voice("alice")
@@ -69,11 +69,11 @@ def test_settings(adapter):
     ("request_fields", "field", "reason"),
     [
         ({"extra_params": {"temperature": 0.7}}, "extra_params", "FIELD_NOT_SUPPORTED"),
-        ({"extra_params": {"cfg_value": 11}}, "extra_params.cfg_value", "INVALID_VALUE"),
+        ({"extra_params": {"cfg_value": 11}}, "extra_params.cfg_value", "OUT_OF_RANGE"),
         ({"extra_params": {"cfg_value": "high"}}, "extra_params.cfg_value", "INVALID_VALUE"),
         ({"extra_params": {"inference_timesteps": 2.5}}, "extra_params.inference_timesteps", "INVALID_VALUE"),
-        ({"extra_params": {"inference_timesteps": 0}}, "extra_params.inference_timesteps", "INVALID_VALUE"),
-        ({"extra_params": {"min_len": -1}}, "extra_params.min_len", "INVALID_VALUE"),
+        ({"extra_params": {"inference_timesteps": 0}}, "extra_params.inference_timesteps", "OUT_OF_RANGE"),
+        ({"extra_params": {"min_len": -1}}, "extra_params.min_len", "OUT_OF_RANGE"),
         ({"extra_params": {"clone_mode": "mimic"}}, "extra_params.clone_mode", "INVALID_VALUE"),
         ({"extra_params": {"clone_mode": "reference"}}, "extra_params.clone_mode", "REF_AUDIO_REQUIRED"),
         ({"max_new_tokens": 501}, "max_new_tokens", "OUT_OF_RANGE"),

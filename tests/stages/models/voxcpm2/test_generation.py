@@ -46,7 +46,7 @@ def whole_decode(family, request, patches: torch.Tensor) -> np.ndarray:
     context = family.decoder.context_frames(request)
     frames = patches if context is None else torch.cat([context, patches])
     with torch.inference_mode():
-        audio = family.decoder.decode(frames[None])[0].numpy()
+        audio = family.decoder.decode(frames[None], [family.decoder.start(request)])[0].numpy()
     return audio[(len(frames) - len(patches)) * family.decoder.samples_per_frame :]
 
 
@@ -129,9 +129,8 @@ def test_noise_is_drawn_per_request_whatever_the_batch(tiny):
 def test_default_length_follows_the_text_and_the_stop_head_ends_early(tiny):
     text = "hello world"
     r = request(text, VoxCPM2Input(seed=1))
-    tiny.generator.prompt_embeds(r)
     expected = int(len(tiny.modules.tokenizer.encode(text)) * MAX_PATCHES_PER_TOKEN + MIN_DEFAULT_PATCHES)
-    assert tiny.generator.sampling(r).max_new_tokens == expected
+    assert tiny.generator.start(r).sampling.max_new_tokens == expected
     patches = generate(generator_stage(tiny), [request(text, VoxCPM2Input(seed=1))])
     (produced,) = patches.values()
     assert 3 <= len(produced) < expected  # min_len 2: at least 3 patches; random stop head fires long before the cap

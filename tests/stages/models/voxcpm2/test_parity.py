@@ -29,7 +29,7 @@ from tests.goldens.voxcpm2.cases import (
     summary,
     tensor,
 )
-from vocalis.stages.chunk_stage import ChunkStage
+from vocalis.stages.chunk_stage import ChunkStage, DecodeStream
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.kv_cache import PagedKVCache
 from vocalis.stages.models.voxcpm2.generator import LatentGenerator
@@ -109,7 +109,7 @@ def test_base_lm_over_the_prompt(families, config, name):
     family = families[config]
     generator = family.generator
     request = case_request(config, name)
-    packed = generator.prompt_embeds(request)
+    packed = generator.start(request).prompt_embeds
     cache = PagedKVCache(generator.cache_shape, num_blocks=-(-len(packed) // 16), block_size=16)
     batch = cache.batch([list(range(cache.num_blocks))], [0], [len(packed)])
     with torch.inference_mode():
@@ -138,7 +138,7 @@ def test_vae_decode_of_the_reference_latents(families, config, name):
     latents = tensor(config, name, "vae_decode_input")  # [D, (context + steps) * P]
     patches = latents.T.reshape(-1, family.modules.config.patch_size, latents.shape[0])
     with torch.inference_mode():
-        audio = family.decoder.decode(patches[None])[0]
+        audio = family.decoder.decode(patches[None], [DecodeStream()])[0]
     context = len(patches) - case(config, name)["steps"]
     torch.testing.assert_close(audio[context * family.decoder.samples_per_frame :], tensor(config, name, "waveform"), atol=WAVE_ATOL, rtol=0)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import grpc
 
 from vocalis.server import session_config
-from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
+from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, invalid_argument
@@ -94,7 +94,7 @@ class Session:
         self.limits = limits
         self.resolved = resolved
         self.request_id = request_id
-        self.encoder = resolved.encoder
+        self.encoder = resolved.settings.new_encoder()
         self.file_per_utterance = delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
         """Each utterance is encoded as a file of its own, not fed to the session's encoder."""
         self.samples_written = 0
@@ -346,11 +346,7 @@ class Session:
         index: int | None = None
         chunk_index = 0
         first_offset = self.encoder.samples_out
-        own_file = (
-            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False)
-            if self.file_per_utterance
-            else None
-        )
+        own_file = self.resolved.settings.new_encoder(stream=False) if self.file_per_utterance else None
         held = bytearray()
         """The utterance's own file so far (PCM gives bytes at once; other encodings at finish)."""
         async with contextlib.aclosing(job.audio()) as audio:

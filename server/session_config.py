@@ -12,12 +12,13 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from vocalis.server.audio_encoding import Encoding, StreamEncoder
+from vocalis.server.audio_encoding import Encoding, StreamEncoder, encodable_rate
 from vocalis.server.config import Limits
 from vocalis.server.errors import from_request_error, invalid_argument
+from vocalis.server.voice_resolver import ResolvedVoice
 from vocalis.stages.errors import RequestError
 from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.request import RequestParams
 from vocalis.stages.sentence_splitter import DEFAULT_IDLE_FLUSH_S, DEFAULT_MAX_UNIT_CHARS, Granularity, SentenceSplitter
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 
@@ -71,15 +72,46 @@ def text_splitter(config: synthesizer_pb2.SessionConfig) -> SentenceSplitter:
 
 
 @dataclass(frozen=True)
-class ResolvedSession:
-    """A session's settings after validation against its model."""
+class SessionSettings:
+    """A session's config after validation against its model, before its voice is known."""
 
     model: LoadedModel
-    voice: str
     encoding: Encoding
-    encoder: StreamEncoder
-    """The session's encoder; its `rate` is the output rate, after the codec's rules (Opus rates)."""
+    requested_rate: int | None
+    """The sample_rate the caller asked for (None: the model's); it is known to be encodable."""
+    stream: bool
+    """Whether the audio may stream (any delivery but AUDIO_DELIVERY_FILE)."""
+    params: dict[str, Any]
+    """The model's own fields, by proto name, as plain values."""
+
+    @property
+    def sample_rate(self) -> int:
+        """The output rate, after the codec's rules (Opus rates)."""
+        return encodable_rate(self.encoding, self.model.capabilities.sample_rate, self.requested_rate)
+
+    def new_encoder(self, *, stream: bool | None = None) -> StreamEncoder:
+        """A fresh encoder for this session's audio (`stream=False`: one whole file)."""
+        return StreamEncoder(
+            self.encoding, self.model.capabilities.sample_rate, self.requested_rate, stream=self.stream if stream is None else stream
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedSession:
+    """A session's settings, its voice, and the model's input for each of its units."""
+
+    settings: SessionSettings
+    voice: str
+    """The voice SessionStarted reports."""
     stage_input: Any
+
+    @property
+    def model(self) -> LoadedModel:
+        return self.settings.model
+
+    @property
+    def encoding(self) -> Encoding:
+        return self.settings.encoding
 
 
 def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
@@ -95,14 +127,8 @@ def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
     return values
 
 
-def resolve(
-    config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits, reference: ReferenceAudio | None = None
-) -> ResolvedSession:
-    """Validate `config` for `model`; raises StatusError naming the field at fault.
-
-    `reference` is the voice to clone (from ref_audio or a stored voice), already resolved
-    by the ReferenceResolver; with it, `voice` names that stored voice, not a preset.
-    """
+def validate(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits) -> SessionSettings:
+    """Check `config` against `model` and `limits`, touching nothing; raises StatusError naming the field at fault."""
     fields = set_fields(config)
     caps = model.capabilities
     unsupported = sorted(set(fields) - UNIVERSAL_FIELDS - caps.accepted_fields)
@@ -133,23 +159,24 @@ def resolve(
             f"sample_rate must be from {limits.min_sample_rate} to {limits.max_sample_rate} Hz, got {requested}",
         )
     try:
-        encoder = StreamEncoder(
-            encoding, caps.sample_rate, requested, stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE
-        )
+        encodable_rate(encoding, caps.sample_rate, requested)
     except ValueError as error:
         raise invalid_argument("sample_rate", "UNSUPPORTED_SAMPLE_RATE", f"sample_rate: {error}") from error
+    return SessionSettings(
+        model=model,
+        encoding=encoding,
+        requested_rate=requested,
+        stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE,
+        params={k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS and k != "ref_audio"},
+    )
+
+
+def resolve(settings: SessionSettings, voice: ResolvedVoice) -> ResolvedSession:
+    """The session for validated `settings` spoken with `voice`: the model's adapter builds its input."""
+    model = settings.model
+    params = RequestParams(model=model.name, voice=voice.preset, fields=settings.params, reference=voice.reference)
     try:
-        cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
-        preset = "" if cloned else model.adapter.resolve_voice(config.voice)
-        params = {k: v for k, v in fields.items() if k not in UNIVERSAL_FIELDS and k != "ref_audio"}
-        stage_input = model.adapter.stage_input(RequestParams(model=model.name, voice=preset, fields=params, reference=reference))
+        stage_input = model.adapter.stage_input(params)
     except RequestError as error:
         raise from_request_error(error) from error
-    voice = reference.name if cloned and reference and reference.name else preset
-    return ResolvedSession(
-        model=model,
-        voice=voice,
-        encoding=encoding,
-        encoder=encoder,
-        stage_input=stage_input,
-    )
+    return ResolvedSession(settings=settings, voice=voice.name, stage_input=stage_input)

@@ -18,6 +18,7 @@ from vocalis.server.errors import StatusError, abort
 from vocalis.server.log_format import REQUEST_ID
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.session import Session
+from vocalis.server.voice_resolver import VoiceResolver
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 from vocalis.tts.v1 import synthesizer_pb2_grpc
@@ -29,8 +30,7 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
     def __init__(self, engine: Engine, limits: Limits, references: ReferenceResolver | None = None) -> None:
         self.engine = engine
         self.limits = limits
-        self.references = references
-        """Resolves ref_audio and stored voices into the voice to clone (None: presets only)."""
+        self.voices = VoiceResolver(references)
 
     async def Synthesize(
         self, request_iterator: AsyncIterator[pb.SynthesizeRequest], context: grpc.aio.ServicerContext
@@ -84,12 +84,10 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
             )
         config = first.config
         splitter = session_config.text_splitter(config)
-        model_config = pb.SessionConfig()
-        model_config.CopyFrom(config)
-        model_config.ClearField("text_splitting")  # the server's business, not the model's: every model takes it
         model = self.engine.model(config.model)
-        reference = await self.references.resolve(model_config, model) if self.references else None
-        resolved = session_config.resolve(model_config, model, self.limits, reference)
+        settings = session_config.validate(config, model, self.limits)  # before any voice is fetched or decoded
+        voice = await self.voices.resolve(config, model)
+        resolved = session_config.resolve(settings, voice)
         request_id = config.request_id or f"tts-{uuid.uuid4().hex}"
         REQUEST_ID.set(request_id)
         return Session(self.engine, self.limits, resolved, splitter, request_id, config.delivery)

@@ -44,7 +44,14 @@ router = APIRouter(tags=["speech"])
 @router.websocket(PATH)
 async def speech_stream(websocket: WebSocket) -> None:
     limits = getattr(websocket.app.state, "stream_limits", None) or StreamLimits()
-    await StreamSession(websocket, upstream(websocket), limits).run()
+    try:
+        client = upstream(websocket)
+    except VocalisError as error:  # credentials gRPC cannot carry
+        await websocket.accept()
+        await websocket.send_text(json.dumps(upstream_error_frame(error)))
+        await websocket.close(close_code(error), error.reason)
+        return
+    await StreamSession(websocket, client, limits).run()
 
 
 class _Stop:

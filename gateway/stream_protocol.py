@@ -124,6 +124,8 @@ def upstream_error_frame(error: VocalisError) -> dict[str, Any]:
 
 
 def close_code(error: VocalisError) -> int:
+    if http_status(error) == 413:
+        return TOO_BIG
     if error.code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
         return TRY_AGAIN_LATER
     return POLICY if http_status(error) < 500 else INTERNAL

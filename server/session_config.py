@@ -7,10 +7,11 @@ Model-specific checks belong to the model's adapter.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import json_format
+from google.protobuf import struct_pb2
 
 from vocalis.server.audio_encoding import Encoding, StreamEncoder, encodable_rate
 from vocalis.server.config import Limits
@@ -43,6 +44,8 @@ GRANULARITIES = {
     synthesizer_pb2.SPLIT_GRANULARITY_CLAUSE: Granularity.CLAUSE,
     synthesizer_pb2.SPLIT_GRANULARITY_NONE: Granularity.NONE,
 }
+MAX_PARAMS_DEPTH = 8
+"""Deepest nesting of objects and lists in extra_params (no model needs more than 2)."""
 MIN_UNIT_CHARS = 20
 MAX_IDLE_FLUSH_MS = 600_000
 
@@ -115,16 +118,40 @@ class ResolvedSession:
 
 
 def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
-    """The fields the caller set, by proto name, as plain Python values."""
+    """The fields the caller set, by proto name, as plain Python values; INVALID_ARGUMENT for extra_params that JSON cannot hold."""
     values: dict[str, Any] = {}
     for descriptor, value in config.ListFields():
         if descriptor.name == "extra_params":
-            values[descriptor.name] = json_format.MessageToDict(value)
+            values[descriptor.name] = plain_struct(value, "extra_params", 1)
         elif descriptor.is_repeated:
             values[descriptor.name] = list(value)
         else:
             values[descriptor.name] = value
     return values
+
+
+def plain_struct(struct: struct_pb2.Struct, path: str, depth: int) -> dict[str, Any]:
+    """`struct` as a dict of plain values, refusing what JSON cannot say (NaN, infinities) and nesting past MAX_PARAMS_DEPTH."""
+    return {key: _plain_value(value, f"{path}.{key}", depth) for key, value in struct.fields.items()}
+
+
+def _plain_value(value: struct_pb2.Value, path: str, depth: int) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        if not math.isfinite(value.number_value):
+            raise invalid_argument(path, "INVALID_VALUE", f"{path} must be a finite number, got {value.number_value}")
+        return value.number_value
+    if kind in ("struct_value", "list_value"):
+        if depth >= MAX_PARAMS_DEPTH:
+            raise invalid_argument(path, "TOO_DEEP", f"{path}: extra_params may nest at most {MAX_PARAMS_DEPTH} levels")
+        if kind == "struct_value":
+            return plain_struct(value.struct_value, path, depth + 1)
+        return [_plain_value(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value.list_value.values)]
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None
 
 
 def validate(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits) -> SessionSettings:

@@ -198,3 +198,63 @@ async def test_file_per_utterance_sends_each_unit_as_a_whole_wav():
     files = [r.audio.audio for r in responses if r.HasField("audio")]
     assert len(files) == 2 and all(f.startswith(b"RIFF") for f in files)
     assert [r.audio.num_samples for r in responses if r.HasField("audio")] == [200, 100]
+
+
+async def refused(session: Session, caller: Caller) -> StatusError:
+    with pytest.raises(StatusError) as caught:
+        [r async for r in session.run(caller.requests())]
+    return caught.value
+
+
+async def test_a_flush_id_over_the_limit_is_refused_by_name():
+    caller = Caller()
+    session = open_session(FakeEngine(auto=True), Limits(max_flush_id_chars=8))
+    caller.text("Hello there.")
+    caller.flush("f" * 9)
+    caller.end()
+    error = await refused(session, caller)
+    assert (error.code, error.field, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "flush.flush_id", "FLUSH_ID_TOO_LONG")
+
+
+async def test_flushes_and_clears_a_client_never_reads_are_bounded():
+    engine, caller = FakeEngine(), Caller()  # the engine never finishes: nothing is answered
+    session = open_session(engine, Limits(max_pending_marks=5))
+    caller.text("Stuck here.")
+    for i in range(6):
+        caller.flush(str(i)) if i % 2 else caller.clear()
+    caller.end()
+    error = await refused(session, caller)
+    assert (error.field, error.reason) == ("flush", "TOO_MANY_PENDING")  # the sixth, a flush
+    assert all(job.released for job in engine.jobs)
+
+
+async def test_the_plan_is_bounded_even_for_tiny_units():
+    engine, caller = FakeEngine(), Caller()  # admits, never finishes
+    session = open_session(engine, Limits(max_plan_entries=10, max_units_in_flight=1))
+    caller.text("Here is one more sentence. " * 20)
+    caller.end()
+    error = await refused(session, caller)
+    assert (error.field, error.reason) == ("text", "PLAN_FULL")
+    assert all(job.released for job in engine.jobs)
+
+
+async def test_a_session_with_a_config_and_no_text_times_out():
+    caller = Caller()
+    session = open_session(FakeEngine(auto=True), Limits(session_idle_timeout_s=0.2))
+    caller.flush("no text yet")  # not text: it does not keep the session open
+    started = asyncio.get_running_loop().time()
+    error = await refused(session, caller)
+    assert (error.code, error.reason) == (grpc.StatusCode.DEADLINE_EXCEEDED, "IDLE_TIMEOUT")
+    assert asyncio.get_running_loop().time() - started < 5
+
+
+async def test_text_in_time_keeps_the_session_past_the_idle_timeout():
+    caller = Caller()
+    session = open_session(FakeEngine(auto=True), Limits(session_idle_timeout_s=0.2))
+    caller.text("In time.")
+    caller.flush("now")
+    responses = session.run(caller.requests())
+    assert (await anext(responses)).HasField("audio")
+    await asyncio.sleep(0.4)
+    caller.end()
+    assert kinds([r async for r in responses]) == ["utterance_done", "flush_done", "session_done"]

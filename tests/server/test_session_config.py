@@ -110,3 +110,18 @@ def test_resolve_turns_a_model_refusal_into_invalid_argument():
     error = refusal(session_config.resolve, settings, ResolvedVoice("alice", "alice", None))
     assert (error.code, error.field, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "seed", "INVALID_SEED")
 
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "reason"),
+    [
+        ({"noise_scale": float("nan")}, "extra_params.noise_scale", "INVALID_VALUE"),
+        ({"a": {"b": [1.0, float("-inf")]}}, "extra_params.a.b[1]", "INVALID_VALUE"),
+        ({"a": {"a": {"a": {"a": {"a": {"a": {"a": {"a": {"a": 1}}}}}}}}}, "extra_params.a.a.a.a.a.a.a.a", "TOO_DEEP"),
+    ],
+)
+def test_extra_params_json_cannot_hold_are_refused_by_path(extra, field, reason):
+    config = pb.SessionConfig()
+    config.extra_params.update(extra)
+    error = refusal(session_config.validate, config, fake_model(accepted=frozenset({"extra_params"})), LIMITS)
+    assert (error.code, error.field, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, field, reason)

@@ -22,6 +22,7 @@ from vocalis.clients.aio import AsyncClient, AsyncTextSession
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.config import StreamLimits
 from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.inbox import Inbox, Oversize, frame_size
 from vocalis.gateway.stream_protocol import (
     INVALID_PAYLOAD,
     NORMAL,
@@ -79,7 +80,8 @@ class StreamSession:
         self.ws = websocket
         self.upstream = upstream
         self.limits = limits
-        self.inbox: asyncio.Queue[dict[str, Any] | _Stop] = asyncio.Queue()
+        self.inbox = Inbox(limits.max_inbox_bytes)
+        """Frames read and not yet handled (dicts, Oversize notes, _STOP)."""
         self.last_activity = time.monotonic()
         self._send_lock = asyncio.Lock()
         self.closed = False
@@ -121,7 +123,11 @@ class StreamSession:
         try:
             while True:
                 message = await self.ws.receive()
-                self.inbox.put_nowait(message)
+                size = frame_size(message)
+                if size > self.limits.max_config_chars:  # no message may be this large: keep only its size
+                    await self.inbox.put(Oversize(size))
+                    continue
+                await self.inbox.put(message, size)  # waits while the inbox is full: the socket is not read
                 if message["type"] == "websocket.disconnect":
                     return
         except (WebSocketDisconnect, RuntimeError):
@@ -148,7 +154,7 @@ class StreamSession:
                     await self._fail(error_frame(f"idle timeout: no message for {wait:g} s", 408, "IDLE_TIMEOUT"), POLICY)
                     return
                 continue  # audio went out meanwhile
-            if isinstance(item, _Stop) or item["type"] == "websocket.disconnect":
+            if isinstance(item, _Stop) or (isinstance(item, dict) and item["type"] == "websocket.disconnect"):
                 return
             self.last_activity = time.monotonic()
             if self.closing:
@@ -156,8 +162,12 @@ class StreamSession:
             if not await self._handle(item):
                 return
 
-    async def _handle(self, frame: dict[str, Any]) -> bool:
+    async def _handle(self, frame: dict[str, Any] | Oversize) -> bool:
         """Act on one frame; False when the socket was closed."""
+        if isinstance(frame, Oversize):
+            return await self._refuse(
+                f"message too large: over {self.limits.max_config_chars} characters", "MESSAGE_TOO_LARGE", TOO_BIG, 413
+            )
         if frame.get("bytes") is not None:
             return await self._refuse("binary frames are not accepted: send JSON text messages", "BINARY_FRAME", UNSUPPORTED_DATA)
         text = frame.get("text") or ""

@@ -211,3 +211,25 @@ def test_a_server_side_limit_is_an_error_frame_and_a_close(ws_url):
         error = frames[-1]
         assert (error["code"], error["reason"], error["param"]) == (400, "INPUT_TOO_LONG", "text")
         assert_closed(ws, 1008)
+
+
+def test_frames_larger_than_any_message_are_dropped_unread_and_the_session_goes_on(ws_url):
+    with connect(ws_url, max_size=None) as ws:
+        send(ws, **PCM_STREAM)
+        for _ in range(3):  # 4.5 MB each: over every message limit, under the socket's frame limit
+            ws.send(json.dumps({"type": "input.text", "text": "x" * 4_500_000}))
+            (error,) = receive_until(ws, "error")
+            assert (error["code"], error["reason"]) == (413, "MESSAGE_TOO_LARGE"), error
+        send(ws, "input.text", text="Still here.")
+        send(ws, "input.done")
+        assert [t for t, _ in sentences(receive_until(ws, "session.done"))] == ["Still here."]
+
+
+def test_a_frame_over_the_socket_limit_closes_with_1009(ws_url):
+    with connect(ws_url, max_size=None) as ws:
+        send(ws, **PCM_STREAM)
+        ws.send("x" * 6 * 1024 * 1024)
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.recv(timeout=30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009

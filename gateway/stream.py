@@ -36,6 +36,7 @@ from vocalis.gateway.stream_protocol import (
     error_frame,
     parse_config,
     upstream_error_frame,
+    valid_unicode,
 )
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -177,7 +178,7 @@ class StreamSession:
             )
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             return await self._refuse("invalid JSON message", "INVALID_JSON", INVALID_PAYLOAD)
         if not isinstance(message, dict):
             return await self._refuse("messages must be JSON objects", "INVALID_MESSAGE", INVALID_PAYLOAD)
@@ -240,8 +241,8 @@ class StreamSession:
 
     async def _on_text(self, message: dict[str, Any]) -> bool:
         text = message.get("text", "")
-        if not isinstance(text, str):
-            return await self._refuse("input.text requires a string text", "INVALID_FIELD", POLICY, param="text")
+        if not isinstance(text, str) or not valid_unicode(text):
+            return await self._refuse("input.text requires a string of valid Unicode text", "INVALID_FIELD", POLICY, param="text")
         if not text:
             return True
         limit = self.started.limits.max_buffered_chars if self.started else 0
@@ -256,8 +257,8 @@ class StreamSession:
 
     async def _on_flush(self, message: dict[str, Any]) -> bool:
         flush_id = message.get("flush_id", "")
-        if not isinstance(flush_id, str):
-            return await self._refuse("flush_id must be a string", "INVALID_FIELD", POLICY, param="flush_id")
+        if not isinstance(flush_id, str) or not valid_unicode(flush_id):
+            return await self._refuse("flush_id must be a string of valid Unicode text", "INVALID_FIELD", POLICY, param="flush_id")
         await self._flush("flush", flush_id)
         return True
 

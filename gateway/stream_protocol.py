@@ -114,6 +114,15 @@ def _validation_message(error: ValidationError) -> tuple[str, str | None]:
     return (f"{param}: {first['msg']}" if param else first["msg"]), param
 
 
+def valid_unicode(text: str) -> bool:
+    """False for text with a lone surrogate (JSON escapes allow one; gRPC's UTF-8 cannot carry it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def error_frame(message: str, code: int, reason: str, param: str | None = None) -> dict[str, Any]:
     return {"type": "error", "message": message, "code": code, "reason": reason, "param": param}
 

@@ -192,6 +192,8 @@ def test_errors_after_a_config_leave_the_session_usable(ws_url):
             (b"\x00binary", "BINARY_FRAME"),
             (json.dumps({"type": "input.text", "text": "x" * (129 * 1024)}), "MESSAGE_TOO_LARGE"),
             (json.dumps({"type": "input.text", "text": 42}), "INVALID_FIELD"),
+            ('{"type": "input.text", "text": "a\\udc00b."}', "INVALID_FIELD"),
+            ('{"type": "input.flush", "flush_id": "\\ud800"}', "INVALID_FIELD"),
             (json.dumps({"type": "input.magic"}), "UNKNOWN_MESSAGE_TYPE"),
         ]:
             ws.send(frame)

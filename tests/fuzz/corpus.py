@@ -50,3 +50,12 @@ GRPC_STREAMS: list[list[bytes]] = [
     [_CONFIG, _TEXT, pb.SynthesizeRequest(flush=pb.Flush(flush_id="f" * 1_000_000)).SerializeToString()],
 ]
 """Raw Synthesize streams: INVALID_ARGUMENT (or another client status), never INTERNAL or UNKNOWN."""
+
+WS_FRAMES: list[str] = [
+    '{"type": "input.text", "text": "a\\udc00b."}',
+    '{"type": "input.flush", "flush_id": "\\ud800"}',
+    '{"type": "input.flush", "flush_id": {"deep": [[[[[]]]]]}}',
+    '{"type": "input.text", "text": ' + "[" * 5000 + "]" * 5000 + "}",
+    "x" * 4_500_000,
+]
+"""WebSocket frames after a session.config: each an `error` frame, and the session goes on."""

@@ -92,3 +92,18 @@ async def test_attack_texts_fail_alone_on_every_face(victim, text):
     assert victim.alive(), f"the server died on {text[:20]!r}: {victim.log_path.read_text()[-2000:]}"
     response = httpx.post(f"{victim.http_url}/v1/audio/speech", json={"input": "Still here."}, timeout=60)
     assert response.status_code == 200
+
+
+async def test_websocket_frames(server):
+    since = server.log_path.stat().st_size
+    async with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream", max_size=None) as ws:
+        await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        for frame in corpus.WS_FRAMES:
+            await ws.send(frame)
+            reply = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            assert reply["type"] == "error" and reply["code"] < 500, (frame[:60], reply)
+        await ws.send(json.dumps({"type": "input.text", "text": "Still here."}))
+        await ws.send(json.dumps({"type": "session.close"}))
+        frames = [frame async for frame in ws]
+    assert any(isinstance(frame, bytes) for frame in frames)
+    assert "Traceback" not in new_log(server, since)

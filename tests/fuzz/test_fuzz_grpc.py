@@ -78,11 +78,13 @@ def channel(server):
 @fuzzed(max_examples=120)
 def test_synthesize_never_faults(channel, server, messages):
     stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
+    since = server.log_path.stat().st_size
     try:
         list(stub.Synthesize(iter(messages), timeout=60))
     except grpc.RpcError as error:
         assert error.code() not in SERVER_FAULTS, (error.code(), error.details(), messages)
     assert server.alive()
+    assert "Traceback" not in server.log_path.read_text(errors="replace")[since:], messages
 
 
 @given(
@@ -92,7 +94,8 @@ def test_synthesize_never_faults(channel, server, messages):
     embedding=st.lists(floats, max_size=20),
 )
 @fuzzed(max_examples=80)
-def test_voice_rpcs_never_fault(channel, name, audio, consent, embedding):
+def test_voice_rpcs_never_fault(channel, server, name, audio, consent, embedding):
+    since = server.log_path.stat().st_size
     voices = voices_pb2_grpc.VoicesStub(channel)
     models = models_pb2_grpc.ModelsStub(channel)
     calls = [
@@ -108,3 +111,4 @@ def test_voice_rpcs_never_fault(channel, name, audio, consent, embedding):
             call()
         except grpc.RpcError as error:
             assert error.code() not in SERVER_FAULTS, (error.code(), error.details())
+    assert "Traceback" not in server.log_path.read_text(errors="replace")[since:]

@@ -81,6 +81,7 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     http = None
+    serving: asyncio.Task | None = None
     try:
         await warm_up(engine)
         await grpc_server.ready()
@@ -101,7 +102,8 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
     finally:
         if http is not None:
             http.should_exit = True
-            await asyncio.sleep(0.1)
+            if serving is not None:  # let uvicorn finish its lifespan, or its cancellation is logged as an error
+                await asyncio.wait([serving], timeout=10)
         await grpc_server.server.stop(grace=1)
         engine.close()
 

@@ -7,6 +7,12 @@ exactly the expected length (else it counts as corrupted); errors are counted by
 kind; the server's RSS is sampled every second and the median of the last fifth of
 the run is compared with the median of the first fifth. Prints a table, writes JSON.
 
+Mixed in (`--attacks`, default all) are the inputs of the attack corpus (tests/fuzz/corpus.py):
+texts that crashed espeak-ng (`crash`), units with nowhere to split (`long`), flush ids of 1 MB
+that a client never reads the answers of (`flush`), and bodies a client gets a 4xx for (`body`).
+Each must end in its own request only: any clean status is fine, but a dead server, a broken
+connection or a 5xx for a client's fault counts as unexpected.
+
     python bench/soak.py --duration 600 --concurrency 16
 """
 
@@ -29,6 +35,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.fuzz import corpus  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc  # noqa: E402
 from vocalis.tts.v1 import synthesizer_pb2 as pb  # noqa: E402
@@ -41,6 +48,9 @@ PROMPTS = [
 ]
 NOISELESS = {"noise_scale": 0, "noise_w_scale": 0}
 ACTIONS = [("complete", 0.65), ("cancel", 0.10), ("disconnect", 0.05), ("slow_reader", 0.12), ("oversize", 0.08)]
+ATTACKS = {"crash": 0.02, "long": 0.01, "flush": 0.03, "body": 0.03}
+"""Weights of the attack inputs mixed in (see the module docstring)."""
+SMALL_BODIES = [(body, status) for body, status in corpus.HTTP_BODIES if len(body) < 1_000_000]
 
 
 def config() -> pb.SessionConfig:
@@ -84,13 +94,51 @@ async def http_pcm(http: httpx.AsyncClient, text: str, action: str, rng: random.
         return bytes(audio)
 
 
-async def client(index: int, server, expected: dict[str, int], until: float, tally: Counter, seed: int) -> None:
+async def attack(kind: str, protocol: str, stub, http: httpx.AsyncClient, rng: random.Random) -> str:
+    """One attack input; the outcome's name, ending in ":unexpected" when a healthy server would not answer so."""
+    if kind == "body":
+        body, status = rng.choice(SMALL_BODIES)
+        response = await http.post("/v1/audio/speech", content=body, headers={"content-type": "application/json"})
+        return f"attack:body:{response.status_code}" + ("" if response.status_code == status else ":unexpected")
+    if kind == "flush":
+        messages = [*requests("A sentence that is never read."), pb.SynthesizeRequest(flush=pb.Flush(flush_id="f" * 1_000_000))]
+        try:
+            async for _ in stub.Synthesize(iter(messages), timeout=120):
+                pass
+        except grpc.aio.AioRpcError as error:
+            return f"attack:flush:{error.code().name}" + ("" if error.code() == grpc.StatusCode.INVALID_ARGUMENT else ":unexpected")
+        return "attack:flush:accepted:unexpected"
+    text = rng.choice(corpus.CRASH_TEXTS if kind == "crash" else corpus.LONG_UNITS)
+    if protocol == "grpc":
+        try:
+            await grpc_pcm(stub, text, "complete", rng)
+        except grpc.aio.AioRpcError as error:
+            clean = error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            return f"attack:{kind}:{error.code().name}" + ("" if clean else ":unexpected")
+        return f"attack:{kind}:ok"
+    try:
+        await http_pcm(http, text, "complete", rng)
+    except httpx.HTTPStatusError as error:
+        return f"attack:{kind}:{error.response.status_code}" + ("" if error.response.status_code in (400, 429, 500) else ":unexpected")
+    return f"attack:{kind}:ok"
+
+
+async def client(
+    index: int, server, expected: dict[str, int], until: float, tally: Counter, seed: int, attacks: dict[str, float]
+) -> None:
     rng = random.Random(seed * 1000 + index)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel, httpx.AsyncClient(base_url=server.http_url, timeout=120) as http:
         stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
+        actions = ACTIONS + [(f"attack:{kind}", weight) for kind, weight in attacks.items()]
         while time.monotonic() < until:
-            action = rng.choices([a for a, _ in ACTIONS], [w for _, w in ACTIONS])[0]
+            action = rng.choices([a for a, _ in actions], [w for _, w in actions])[0]
             protocol = rng.choice(["grpc", "http"])
+            if action.startswith("attack:"):
+                try:
+                    tally[await attack(action.split(":")[1], protocol, stub, http, rng)] += 1
+                except (grpc.aio.AioRpcError, httpx.HTTPError) as error:
+                    tally[f"{action}:{type(error).__name__}:unexpected"] += 1
+                continue
             text = "x" * 6000 if action == "oversize" else rng.choice(PROMPTS)
             try:
                 audio = await (grpc_pcm(stub, text, action, rng) if protocol == "grpc" else http_pcm(http, text, action, rng))
@@ -120,7 +168,7 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-async def soak(server, duration: float, concurrency: int, seed: int) -> dict:
+async def soak(server, duration: float, concurrency: int, seed: int, attacks: dict[str, float] | None = None) -> dict:
     expected = {}
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
@@ -136,7 +184,7 @@ async def soak(server, duration: float, concurrency: int, seed: int) -> dict:
             samples.append((time.monotonic() - start, rss_bytes(server.process.pid)))
             await asyncio.sleep(1.0)
 
-    await asyncio.gather(sample_memory(), *(client(i, server, expected, until, tally, seed) for i in range(concurrency)))
+    await asyncio.gather(sample_memory(), *(client(i, server, expected, until, tally, seed, attacks or {}) for i in range(concurrency)))
     fifth = max(1, len(samples) // 5)
     first = statistics.median(r for _, r in samples[:fifth])
     last = statistics.median(r for _, r in samples[-fifth:])
@@ -151,6 +199,8 @@ async def soak(server, duration: float, concurrency: int, seed: int) -> dict:
         "rss_last_mb": last / 2**20,
         "rss_growth": last / first - 1,
         "server_alive": server.alive(),
+        "restarts": 0 if server.alive() else 1,
+        "attacks": sorted(attacks or {}),
     }
 
 
@@ -159,11 +209,13 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=600)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"attack inputs to mix in, of {','.join(ATTACKS)} ('' for none)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     args = parser.parse_args()
+    attacks = {kind: ATTACKS[kind] for kind in filter(None, args.attacks.split(","))}
     server = start_server(Path(tempfile.mkdtemp()))
     try:
-        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed))
+        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks))
     finally:
         server.stop()
     print(f"soak: {args.concurrency} clients for {args.duration:.0f} s")
@@ -172,6 +224,7 @@ def main() -> None:
         print(f"| {key} | {value} |")
     print(f"completed {result['completed']}, corrupted {result['corrupted']}, unexpected errors {result['unexpected_errors']}")
     print(f"server RSS {result['rss_first_mb']:.0f} MB -> {result['rss_last_mb']:.0f} MB ({result['rss_growth'] * 100:+.1f} %)")
+    print(f"server alive at the end: {result['server_alive']} (restarts: {result['restarts']}); attacks mixed in: {', '.join(result['attacks']) or 'none'}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")

@@ -17,6 +17,8 @@ class StreamLimits:
     """Largest session.config message, in characters (it may carry reference audio)."""
     max_message_chars: int = 128 * 1024
     """Largest other message, in characters."""
+    max_inbox_bytes: int = 8 * 1024 * 1024
+    """Frames read and not yet handled, in bytes; when full, the socket is not read until they are (backpressure)."""
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ WS_FIELDS = {
 
 
 def http_status(error: VocalisError) -> int:
+    if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and not error.reason:
+        return 413  # gRPC's own message-size limit (the server's refusals for load always carry a reason)
     return HTTP_STATUS.get(error.code, 500)
 
 

@@ -7,6 +7,7 @@ answers them with a warning, or a 400 under --strict-fields (server/field_policy
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -19,24 +20,62 @@ request says, as OpenAI's speech endpoint does."""
 STREAMED_FILE_FORMATS = ("wav",)
 """Files whose header must say "unknown length" to leave as they are made: asked for without a stream, they are
 still streamed (AUDIO_DELIVERY_STREAM), since WAV is the default format that SDK users get without asking."""
+MAX_PARAMS_DEPTH = 8
+"""Deepest nesting in extra_params, as the server allows."""
 
 
-class VoiceRef(BaseModel):
-    """A voice given as an object, as newer OpenAI clients send it."""
+def _check_text(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+    return value
+
+
+def _check_json(value: Any, path: str, depth: int) -> None:
+    """Refuse what a protobuf Struct cannot carry faithfully: NaN, infinities, lone surrogates, deep nesting."""
+    if isinstance(value, str):
+        try:
+            _check_text(value)
+        except ValueError as error:
+            raise ValueError(f"{path} {error}") from None
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path} must be a finite number")
+    elif isinstance(value, dict | list):
+        if depth >= MAX_PARAMS_DEPTH:
+            raise ValueError(f"{path}: extra_params may nest at most {MAX_PARAMS_DEPTH} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str):
+                _check_json(key, f"{path} key {key!r}", depth)
+            _check_json(item, f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]", depth + 1)
+
+
+class _Body(BaseModel):
+    """Unknown fields refused; every string valid Unicode (a lone surrogate cannot go on as UTF-8)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_unicode(cls, value: Any) -> Any:
+        return _check_text(value) if isinstance(value, str) else value
+
+
+class VoiceRef(_Body):
+    """A voice given as an object, as newer OpenAI clients send it."""
+
     id: str = Field(description="Voice name.")
 
 
-class Reference(BaseModel):
+class Reference(_Body):
     """One reference clip in the `references` alias."""
 
-    model_config = ConfigDict(extra="forbid")
     audio_path: str = Field(min_length=1, description="Reference audio: base64, data: URL, or allowed URL.")
     text: str | None = Field(default=None, description="Transcript of the clip.")
 
 
-class SpeechRequest(BaseModel):
+class SpeechRequest(_Body):
     """Body of POST /v1/audio/speech."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
@@ -64,14 +103,11 @@ class SpeechRequest(BaseModel):
     word_timestamps: bool = Field(default=False, description="Ask for word timings.")
     references: list[Reference] | None = Field(default=None, description="Alias of ref_audio/ref_text (one element).")
 
-    @field_validator("*", mode="after")
+    @field_validator("extra_params")
     @classmethod
-    def _valid_unicode(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+    def _plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            _check_json(value, "extra_params", 0)
         return value
 
     @field_validator("speaker_embedding")

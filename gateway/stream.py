@@ -23,6 +23,7 @@ from vocalis.clients.errors import VocalisError
 from vocalis.gateway.config import StreamLimits
 from vocalis.gateway.dependencies import upstream
 from vocalis.gateway.errors import ws_field
+from vocalis.gateway.inbox import Inbox, Oversize, frame_size
 from vocalis.gateway.stream_protocol import (
     INVALID_PAYLOAD,
     NORMAL,
@@ -36,6 +37,7 @@ from vocalis.gateway.stream_protocol import (
     error_frame,
     parse_config,
     upstream_error_frame,
+    valid_unicode,
 )
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -45,7 +47,14 @@ router = APIRouter(tags=["speech"])
 @router.websocket(PATH)
 async def speech_stream(websocket: WebSocket) -> None:
     limits = getattr(websocket.app.state, "stream_limits", None) or StreamLimits()
-    await StreamSession(websocket, upstream(websocket), limits).run()
+    try:
+        client = upstream(websocket)
+    except VocalisError as error:  # credentials gRPC cannot carry
+        await websocket.accept()
+        await websocket.send_text(json.dumps(upstream_error_frame(error)))
+        await websocket.close(close_code(error), error.reason)
+        return
+    await StreamSession(websocket, client, limits).run()
 
 
 class _Stop:
@@ -73,7 +82,8 @@ class StreamSession:
         self.ws = websocket
         self.upstream = upstream
         self.limits = limits
-        self.inbox: asyncio.Queue[dict[str, Any] | _Stop] = asyncio.Queue()
+        self.inbox = Inbox(limits.max_inbox_bytes)
+        """Frames read and not yet handled (dicts, Oversize notes, _STOP)."""
         self.last_activity = time.monotonic()
         self._send_lock = asyncio.Lock()
         self.closed = False
@@ -117,7 +127,11 @@ class StreamSession:
         try:
             while True:
                 message = await self.ws.receive()
-                self.inbox.put_nowait(message)
+                size = frame_size(message)
+                if size > self.limits.max_config_chars:  # no message may be this large: keep only its size
+                    await self.inbox.put(Oversize(size))
+                    continue
+                await self.inbox.put(message, size)  # waits while the inbox is full: the socket is not read
                 if message["type"] == "websocket.disconnect":
                     return
         except (WebSocketDisconnect, RuntimeError):
@@ -144,7 +158,7 @@ class StreamSession:
                     await self._fail(error_frame(f"idle timeout: no message for {wait:g} s", 408, "IDLE_TIMEOUT"), POLICY)
                     return
                 continue  # audio went out meanwhile
-            if isinstance(item, _Stop) or item["type"] == "websocket.disconnect":
+            if isinstance(item, _Stop) or (isinstance(item, dict) and item["type"] == "websocket.disconnect"):
                 return
             self.last_activity = time.monotonic()
             if self.closing:
@@ -152,8 +166,12 @@ class StreamSession:
             if not await self._handle(item):
                 return
 
-    async def _handle(self, frame: dict[str, Any]) -> bool:
+    async def _handle(self, frame: dict[str, Any] | Oversize) -> bool:
         """Act on one frame; False when the socket was closed."""
+        if isinstance(frame, Oversize):
+            return await self._refuse(
+                f"message too large: over {self.limits.max_config_chars} characters", "MESSAGE_TOO_LARGE", TOO_BIG, 413
+            )
         if frame.get("bytes") is not None:
             return await self._refuse("binary frames are not accepted: send JSON text messages", "BINARY_FRAME", UNSUPPORTED_DATA)
         text = frame.get("text") or ""
@@ -163,7 +181,7 @@ class StreamSession:
             )
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             return await self._refuse("invalid JSON message", "INVALID_JSON", INVALID_PAYLOAD)
         if not isinstance(message, dict):
             return await self._refuse("messages must be JSON objects", "INVALID_MESSAGE", INVALID_PAYLOAD)
@@ -236,8 +254,8 @@ class StreamSession:
 
     async def _on_text(self, message: dict[str, Any]) -> bool:
         text = message.get("text", "")
-        if not isinstance(text, str):
-            return await self._refuse("input.text requires a string text", "INVALID_FIELD", POLICY, param="text")
+        if not isinstance(text, str) or not valid_unicode(text):
+            return await self._refuse("input.text requires a string of valid Unicode text", "INVALID_FIELD", POLICY, param="text")
         if not text:
             return True
         limit = self.started.limits.max_buffered_chars if self.started else 0
@@ -252,8 +270,8 @@ class StreamSession:
 
     async def _on_flush(self, message: dict[str, Any]) -> bool:
         flush_id = message.get("flush_id", "")
-        if not isinstance(flush_id, str):
-            return await self._refuse("flush_id must be a string", "INVALID_FIELD", POLICY, param="flush_id")
+        if not isinstance(flush_id, str) or not valid_unicode(flush_id):
+            return await self._refuse("flush_id must be a string of valid Unicode text", "INVALID_FIELD", POLICY, param="flush_id")
         await self._flush("flush", flush_id)
         return True
 

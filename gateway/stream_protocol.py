@@ -120,6 +120,15 @@ def _validation_message(error: ValidationError) -> tuple[str, str | None]:
     return (f"{param}: {first['msg']}" if param else first["msg"]), param
 
 
+def valid_unicode(text: str) -> bool:
+    """False for text with a lone surrogate (JSON escapes allow one; gRPC's UTF-8 cannot carry it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def error_frame(message: str, code: int, reason: str, param: str | None = None) -> dict[str, Any]:
     return {"type": "error", "message": message, "code": code, "reason": reason, "param": param}
 
@@ -130,6 +139,8 @@ def upstream_error_frame(error: VocalisError) -> dict[str, Any]:
 
 
 def close_code(error: VocalisError) -> int:
+    if http_status(error) == 413:
+        return TOO_BIG
     if error.code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
         return TRY_AGAIN_LATER
     return POLICY if http_status(error) < 500 else INTERNAL

@@ -26,6 +26,7 @@ __all__ = [
     "MEDIA_TYPES",
     "OPUS_RATES",
     "StreamEncoder",
+    "encodable_rate",
     "encode_file",
     "output_rate",
 ]
@@ -67,6 +68,14 @@ def output_rate(encoding: Encoding, source_rate: int, requested_rate: int | None
         raise ValueError(f"sample rate must be positive, got {rate}")
     if encoding is Encoding.OPUS and rate not in OPUS_RATES:
         return 48000
+    return rate
+
+
+def encodable_rate(encoding: Encoding, source_rate: int, requested_rate: int | None) -> int:
+    """`output_rate`, checked against what the codec can encode; ValueError saying why not."""
+    rate = output_rate(encoding, source_rate, requested_rate)
+    if rate not in _CODEC_RATES.get(encoding, (rate,)):
+        raise ValueError(f"{encoding.value} cannot be encoded at {rate} Hz")
     return rate
 
 
@@ -208,9 +217,7 @@ class StreamEncoder:
     ) -> None:
         self.encoding = Encoding(encoding)
         self.source_rate = source_rate
-        self.rate = output_rate(self.encoding, source_rate, requested_rate)
-        if self.rate not in _CODEC_RATES.get(self.encoding, (self.rate,)):
-            raise ValueError(f"{self.encoding.value} cannot be encoded at {self.rate} Hz")
+        self.rate = encodable_rate(self.encoding, source_rate, requested_rate)
         self.stream = stream
         self.speed = speed
         self.samples_out = 0

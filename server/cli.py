@@ -65,6 +65,8 @@ def main() -> None:
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="PEM certificate: TLS on gRPC and HTTP.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None, help="PEM private key for --tls-cert.")
 @click.option("--max-sessions-per-key", default=0, show_default=True, type=int, help="Open sessions one key may hold (0: no limit).")
+@click.option("--session-idle-timeout", default=60.0, show_default=True, type=float,
+              help="Seconds a Synthesize session may wait between its config and its first text.")
 @click.option("--drain-grace", default=30.0, show_default=True, type=float, help="Seconds running sessions get to finish on SIGTERM.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
@@ -92,6 +94,7 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     max_sessions_per_key: int,
+    session_idle_timeout: float,
     drain_grace: float,
     log_level: str,
 ) -> None:
@@ -110,6 +113,7 @@ def serve(
         max_buffered_chars=max_input_chars,
         max_queued_requests=max_queued_requests,
         max_sessions_per_key=max_sessions_per_key,
+        session_idle_timeout_s=session_idle_timeout,
     )
     security = SecurityConfig(
         api_keys=load_keys(api_key, api_key_file),

@@ -26,6 +26,14 @@ class Limits:
     """Largest gRPC message accepted (requests carry reference audio)."""
     max_sessions_per_key: int = 0
     """Synthesize sessions one API key may hold at once; 0: no limit."""
+    session_idle_timeout_s: float = 60.0
+    """How long a session may stay open with its config and no text yet; past it, DEADLINE_EXCEEDED (IDLE_TIMEOUT)."""
+    max_flush_id_chars: int = 256
+    """Longest Flush.flush_id."""
+    max_pending_marks: int = 256
+    """Flushes and clears of one session not yet answered (a client that sends them and reads nothing is refused)."""
+    max_plan_entries: int = 2048
+    """Units and marks of one session waiting to be spoken, beyond what max_buffered_chars already bounds."""
 
 
 def default_voice_dir() -> Path:

@@ -11,6 +11,7 @@ from vocalis.server.catalog_services import ModelsService
 from vocalis.server.config import ServerConfig
 from vocalis.server.engine import Engine
 from vocalis.server.lifecycle import Lifecycle, LifecycleInterceptor, State
+from vocalis.server.malformed_messages import MalformedMessageInterceptor
 from vocalis.server.metrics import MetricsInterceptor, MetricsService, ServerMetrics
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.synthesizer_service import SynthesizerService
@@ -83,6 +84,7 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
             open_reflection=security.reflection == "open",
         ),
         LifecycleInterceptor(lifecycle),
+        MalformedMessageInterceptor(),  # innermost: it replaces the deserializers the others pass on
     ]
     server = grpc.aio.server(
         interceptors=interceptors,

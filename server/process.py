@@ -18,8 +18,14 @@ from collections.abc import Callable, Iterator
 import uvicorn
 
 from vocalis.server.config import SecurityConfig, ServerConfig
+from vocalis.server.http_protocol import TimedH11Protocol
 
 log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 1024
+"""Connections and requests the HTTP gateway holds at once; beyond it, 503."""
+WS_MAX_FRAME_BYTES = 5 * 1024 * 1024
+"""Largest WebSocket frame read at all; a larger one closes the socket with 1009."""
 
 AppFactory = Callable[..., object]
 """Builds the HTTP gateway app for a gRPC upstream address (vocalis.gateway.app.create_app)."""
@@ -44,6 +50,15 @@ def _uvicorn(app: object, host: str, port: int, log_level: str, security: Securi
         ssl_certfile=str(security.tls_cert) if security.tls else None,
         ssl_keyfile=str(security.tls_key) if security.tls else None,
         timeout_graceful_shutdown=5,
+        # Slow and greedy clients: every request head and body must arrive within a deadline (TimedH11Protocol),
+        # idle keep-alive connections close after 5 s, and past MAX_CONNECTIONS new requests get 503.
+        http=TimedH11Protocol,
+        timeout_keep_alive=5,
+        limit_concurrency=MAX_CONNECTIONS,
+        # WebSocket frames: none larger than a session.config may be (StreamLimits.max_config_chars), and only a
+        # few queued before the gateway's own byte-bounded inbox takes them.
+        ws_max_size=WS_MAX_FRAME_BYTES,
+        ws_max_queue=4,
     )
     return _Uvicorn(config) if own_signals else uvicorn.Server(config)
 

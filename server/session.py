@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import grpc
 
 from vocalis.server import session_config
-from vocalis.server.audio_encoding import MEDIA_TYPES, StreamEncoder
+from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, invalid_argument
@@ -94,7 +94,7 @@ class Session:
         self.limits = limits
         self.resolved = resolved
         self.request_id = request_id
-        self.encoder = resolved.encoder
+        self.encoder = resolved.settings.new_encoder()
         self.file_per_utterance = delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
         """Each utterance is encoded as a file of its own, not fed to the session's encoder."""
         self.samples_written = 0
@@ -140,7 +140,7 @@ class Session:
 
     async def _read(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> None:
         try:
-            async for request in requests:
+            async for request in self._until_idle(requests):
                 kind = request.WhichOneof("request")
                 if kind == "text":
                     self._append(request.text.text)
@@ -165,6 +165,25 @@ class Session:
             self._fail(StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {self.request_id}", "INTERNAL"))
         finally:
             self._stop_idle_timer()
+
+    async def _until_idle(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> AsyncIterator[pb.SynthesizeRequest]:
+        """`requests`; DEADLINE_EXCEEDED if no text comes within session_idle_timeout_s of the config."""
+        timeout = self.limits.session_idle_timeout_s
+        deadline = time.monotonic() + timeout
+        messages = aiter(requests)
+        while True:
+            try:
+                if self.input_chars:
+                    request = await anext(messages)
+                else:
+                    request = await asyncio.wait_for(anext(messages), max(deadline - time.monotonic(), 0.0))
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise StatusError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, f"no text within {timeout:g} s of the config", "IDLE_TIMEOUT"
+                ) from None
+            yield request
 
     def _append(self, text: str) -> None:
         self.input_chars += len(text)
@@ -191,6 +210,12 @@ class Session:
 
     def _flush(self, flush_id: str | None) -> None:
         """Plan all buffered text now; with a flush id (a Flush message), answer it with FlushDone after its audio."""
+        if flush_id is not None:
+            if len(flush_id) > self.limits.max_flush_id_chars:
+                raise invalid_argument(
+                    "flush.flush_id", "FLUSH_ID_TOO_LONG", f"flush_id is longer than {self.limits.max_flush_id_chars} characters"
+                )
+            self._check_marks("flush")
         self._stop_idle_timer()
         self._take_units(self.splitter.flush(), flush_id or "", final=True)
         if flush_id is not None:
@@ -198,6 +223,7 @@ class Session:
 
     def _clear(self) -> None:
         """Drop buffered text and every unit not yet spoken; keep the marks, so every Flush still gets its FlushDone."""
+        self._check_marks("clear")
         self._stop_idle_timer()
         self.splitter.clear()
         marks = [entry for entry in self.plan if not isinstance(entry, Utterance)]
@@ -206,6 +232,22 @@ class Session:
         self.plan.extend(marks)
         self.guess = None
         self._push(_CLEARED)
+
+    def _check_marks(self, field: str) -> None:
+        """Refuse one more Flush or Clear while too many wait to be answered: the client is not reading."""
+        marks = sum(1 for entry in self.plan if isinstance(entry, _FlushMark | _ClearMark))
+        if marks >= self.limits.max_pending_marks:
+            raise invalid_argument(
+                field,
+                "TOO_MANY_PENDING",
+                f"{marks} flushes and clears are still unanswered; read the responses before sending more",
+            )
+
+    def _check_plan(self) -> None:
+        if len(self.plan) >= self.limits.max_plan_entries:
+            raise invalid_argument(
+                "text", "PLAN_FULL", f"{len(self.plan)} units and marks wait to be spoken; read the responses before sending more"
+            )
 
     def _fail(self, error: StatusError) -> None:
         self._abort_units()
@@ -224,6 +266,7 @@ class Session:
             elif units or final or self.splitter.tentative() != guess.unit:
                 self._drop_guess()
         for unit in units:
+            self._check_plan()
             self.plan.append(Utterance(unit, flush_id))
         if self.guess is None and not final and (unit := self.splitter.tentative()) is not None:
             self.guess = Utterance(unit, tentative=True)
@@ -278,7 +321,10 @@ class Session:
         self._idle_timer = None
         units = self.splitter.poll(time.monotonic())
         if units:
-            self._take_units(units, "", final=True)
+            try:
+                self._take_units(units, "", final=True)
+            except StatusError as error:
+                self._fail(error)
         else:
             self._arm_idle_timer()  # woken a little early, or new text moved the deadline
 
@@ -346,11 +392,7 @@ class Session:
         index: int | None = None
         chunk_index = 0
         first_offset = self.encoder.samples_out
-        own_file = (
-            StreamEncoder(self.encoder.encoding, self.encoder.source_rate, self.encoder.rate, stream=False, speed=self.encoder.speed)
-            if self.file_per_utterance
-            else None
-        )
+        own_file = self.resolved.settings.new_encoder(stream=False) if self.file_per_utterance else None
         held = bytearray()
         """The utterance's own file so far (PCM gives bytes at once; other encodings at finish)."""
         async with contextlib.aclosing(job.audio()) as audio:

@@ -7,17 +7,19 @@ Model-specific checks belong to the model's adapter.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import json_format
+from google.protobuf import struct_pb2
 
-from vocalis.server.audio_encoding import Encoding, StreamEncoder
+from vocalis.server.audio_encoding import Encoding, StreamEncoder, encodable_rate
 from vocalis.server.config import Limits
 from vocalis.server.errors import from_request_error, invalid_argument
+from vocalis.server.voice_resolver import ResolvedVoice
 from vocalis.stages.errors import RequestError
 from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.request import RequestParams
 from vocalis.stages.sentence_splitter import DEFAULT_IDLE_FLUSH_S, DEFAULT_MAX_UNIT_CHARS, Granularity, SentenceSplitter
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 
@@ -43,6 +45,8 @@ GRANULARITIES = {
     synthesizer_pb2.SPLIT_GRANULARITY_CLAUSE: Granularity.CLAUSE,
     synthesizer_pb2.SPLIT_GRANULARITY_NONE: Granularity.NONE,
 }
+MAX_PARAMS_DEPTH = 8
+"""Deepest nesting of objects and lists in extra_params (no model needs more than 2)."""
 MIN_UNIT_CHARS = 20
 MAX_IDLE_FLUSH_MS = 600_000
 
@@ -72,25 +76,61 @@ def text_splitter(config: synthesizer_pb2.SessionConfig) -> SentenceSplitter:
 
 
 @dataclass(frozen=True)
-class ResolvedSession:
-    """A session's settings after validation against its model."""
+class SessionSettings:
+    """A session's config after validation against its model, before its voice is known."""
 
     model: LoadedModel
-    voice: str
     encoding: Encoding
-    encoder: StreamEncoder
-    """The session's encoder; its `rate` is the output rate, after the codec's rules (Opus rates)."""
+    requested_rate: int | None
+    """The sample_rate the caller asked for (None: the model's); it is known to be encodable."""
+    stream: bool
+    """Whether the audio may stream (any delivery but AUDIO_DELIVERY_FILE)."""
+    params: dict[str, Any]
+    """The model's own fields, by proto name, as plain values."""
+    speed: float = 1.0
+    """The encoder's time-stretch: the requested speed for a model without its own speed, else 1."""
+    streamed: bool = True
+    """Whether the caller hears units as they come (no file delivery): a model may level each unit alone."""
+
+    @property
+    def sample_rate(self) -> int:
+        """The output rate, after the codec's rules (Opus rates)."""
+        return encodable_rate(self.encoding, self.model.capabilities.sample_rate, self.requested_rate)
+
+    def new_encoder(self, *, stream: bool | None = None) -> StreamEncoder:
+        """A fresh encoder for this session's audio (`stream=False`: one whole file)."""
+        return StreamEncoder(
+            self.encoding, self.model.capabilities.sample_rate, self.requested_rate, stream=self.stream if stream is None else stream,
+            speed=self.speed,
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedSession:
+    """A session's settings, its voice, and the model's input for each of its units."""
+
+    settings: SessionSettings
+    voice: str
+    """The voice SessionStarted reports."""
     stage_input: Any
     warnings: tuple[synthesizer_pb2.Warning, ...] = ()
     """What the field policy accepted but the caller should hear of (server/field_policy.py)."""
 
+    @property
+    def model(self) -> LoadedModel:
+        return self.settings.model
+
+    @property
+    def encoding(self) -> Encoding:
+        return self.settings.encoding
+
 
 def set_fields(config: synthesizer_pb2.SessionConfig) -> dict[str, Any]:
-    """The fields the caller set, by proto name, as plain Python values."""
+    """The fields the caller set, by proto name, as plain Python values; INVALID_ARGUMENT for extra_params that JSON cannot hold."""
     values: dict[str, Any] = {}
     for descriptor, value in config.ListFields():
         if descriptor.name == "extra_params":
-            values[descriptor.name] = json_format.MessageToDict(value)
+            values[descriptor.name] = plain_struct(value, "extra_params", 1)
         elif descriptor.is_repeated:
             values[descriptor.name] = list(value)
         else:
@@ -124,14 +164,32 @@ def adapter_fields(config: synthesizer_pb2.SessionConfig, fields: dict[str, Any]
     return params
 
 
-def resolve(
-    config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits, reference: ReferenceAudio | None = None
-) -> ResolvedSession:
-    """Validate `config` for `model`; raises StatusError naming the field at fault.
+def plain_struct(struct: struct_pb2.Struct, path: str, depth: int) -> dict[str, Any]:
+    """`struct` as a dict of plain values, refusing what JSON cannot say (NaN, infinities) and nesting past MAX_PARAMS_DEPTH."""
+    return {key: _plain_value(value, f"{path}.{key}", depth) for key, value in struct.fields.items()}
 
-    `reference` is the voice to clone (from ref_audio or a stored voice), already resolved
-    by the ReferenceResolver; with it, `voice` names that stored voice, not a preset.
-    """
+
+def _plain_value(value: struct_pb2.Value, path: str, depth: int) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        if not math.isfinite(value.number_value):
+            raise invalid_argument(path, "INVALID_VALUE", f"{path} must be a finite number, got {value.number_value}")
+        return value.number_value
+    if kind in ("struct_value", "list_value"):
+        if depth >= MAX_PARAMS_DEPTH:
+            raise invalid_argument(path, "TOO_DEEP", f"{path}: extra_params may nest at most {MAX_PARAMS_DEPTH} levels")
+        if kind == "struct_value":
+            return plain_struct(value.struct_value, path, depth + 1)
+        return [_plain_value(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value.list_value.values)]
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
+def validate(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: Limits) -> SessionSettings:
+    """Check `config` against `model` and `limits`, touching nothing; raises StatusError naming the field at fault."""
     fields = set_fields(config)
     caps = model.capabilities
     unsupported = sorted(set(fields) - UNIVERSAL_FIELDS - caps.accepted_fields)
@@ -164,26 +222,26 @@ def resolve(
     native_speed = "speed" in caps.accepted_fields
     stretch = config.speed if "speed" in fields and not native_speed else 1.0
     try:
-        encoder = StreamEncoder(
-            encoding, caps.sample_rate, requested, stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE, speed=stretch
-        )
+        encodable_rate(encoding, caps.sample_rate, requested)
     except ValueError as error:
         raise invalid_argument("sample_rate", "UNSUPPORTED_SAMPLE_RATE", f"sample_rate: {error}") from error
+    return SessionSettings(
+        model=model,
+        encoding=encoding,
+        requested_rate=requested,
+        stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE,
+        params=adapter_fields(config, fields, native_speed),
+        speed=stretch,
+        streamed=config.delivery not in (synthesizer_pb2.AUDIO_DELIVERY_FILE, synthesizer_pb2.AUDIO_DELIVERY_FILE_PER_UTTERANCE),
+    )
+
+
+def resolve(settings: SessionSettings, voice: ResolvedVoice) -> ResolvedSession:
+    """The session for validated `settings` spoken with `voice`: the model's adapter builds its input."""
+    model = settings.model
+    params = RequestParams(model=model.name, voice=voice.preset, fields=settings.params, reference=voice.reference, streamed=settings.streamed)
     try:
-        cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
-        preset = "" if cloned else model.adapter.resolve_voice(config.voice)
-        params = adapter_fields(config, fields, native_speed)
-        streamed = config.delivery not in (synthesizer_pb2.AUDIO_DELIVERY_FILE, synthesizer_pb2.AUDIO_DELIVERY_FILE_PER_UTTERANCE)
-        stage_input = model.adapter.stage_input(
-            RequestParams(model=model.name, voice=preset, fields=params, reference=reference, streamed=streamed)
-        )
+        stage_input = model.adapter.stage_input(params)
     except RequestError as error:
         raise from_request_error(error) from error
-    voice = reference.name if cloned and reference and reference.name else preset
-    return ResolvedSession(
-        model=model,
-        voice=voice,
-        encoding=encoding,
-        encoder=encoder,
-        stage_input=stage_input,
-    )
+    return ResolvedSession(settings=settings, voice=voice.name, stage_input=stage_input)

@@ -19,8 +19,8 @@ from vocalis.server.errors import StatusError, abort
 from vocalis.server.log_format import REQUEST_ID
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.session import Session
+from vocalis.server.voice_resolver import VoiceResolver
 from vocalis.stages.errors import SynthesisFailed
-from vocalis.stages.model import LoadedModel
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 from vocalis.tts.v1 import synthesizer_pb2_grpc
 
@@ -35,8 +35,7 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
         self.strict_fields = strict_fields
         """Refuse what the field policy would accept with a warning (`vocalis serve --strict-fields`)."""
         self.limits = limits
-        self.references = references
-        """Resolves ref_audio and stored voices into the voice to clone (None: presets only)."""
+        self.voices = VoiceResolver(references)
 
     async def Synthesize(
         self, request_iterator: AsyncIterator[pb.SynthesizeRequest], context: grpc.aio.ServicerContext
@@ -71,10 +70,6 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
                 StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {session.request_id}", "INTERNAL"),
             )
 
-    async def _resolve(self, config: pb.SessionConfig, model: LoadedModel) -> session_config.ResolvedSession:
-        reference = await self.references.resolve(config, model) if self.references else None
-        return session_config.resolve(config, model, self.limits, reference)
-
     async def _open(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> Session:
         try:
             first = await asyncio.wait_for(anext(requests), self.limits.first_message_timeout_s)
@@ -96,20 +91,20 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
             )
         config = first.config
         splitter = session_config.text_splitter(config)
+        model = self.engine.model(config.model)
         model_config = pb.SessionConfig()
         model_config.CopyFrom(config)
-        model_config.ClearField("text_splitting")  # the server's business, not the model's: every model takes it
-        model = self.engine.model(config.model)
-        warnings = field_policy.apply(model_config, model, self.strict_fields)
+        warnings = field_policy.apply(model_config, model, self.strict_fields)  # drops what it accepts and reports
+        settings = session_config.validate(model_config, model, self.limits)  # before any voice is fetched or decoded
         try:
-            resolved = await self._resolve(model_config, model)
+            voice = await self.voices.resolve(model_config, model)
         except StatusError as error:
             ignored = field_policy.ignore_unknown_voice(model_config, model, error, self.strict_fields)
             if ignored is None:
                 raise
             warnings.append(ignored)
-            resolved = await self._resolve(model_config, model)
-        resolved = dataclasses.replace(resolved, warnings=tuple(warnings))
+            voice = await self.voices.resolve(model_config, model)
+        resolved = dataclasses.replace(session_config.resolve(settings, voice), warnings=tuple(warnings))
         request_id = config.request_id or f"tts-{uuid.uuid4().hex}"
         REQUEST_ID.set(request_id)
         return Session(self.engine, self.limits, resolved, splitter, request_id, config.delivery)

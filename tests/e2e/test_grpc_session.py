@@ -246,3 +246,85 @@ async def test_a_guessed_sentence_end_that_the_next_text_contradicts_is_never_sp
         responses = await recorder.finish()
     text = "Visit example.com today. Then"
     assert [text[a:b] for (a, b), _ in utterances(responses)] == ["Visit example.com today.", "Then"]
+
+
+
+def _varint_len(payload: bytes) -> bytes:
+    n, out = len(payload), bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out) + payload
+
+
+def nested_request(depth: int) -> bytes:
+    """A SynthesizeRequest whose config's extra_params nests `depth` objects ({"a": {"a": ...}}), written by hand:
+    protobuf refuses to build one deeper than its parser allows."""
+    struct = b""
+    for _ in range(depth):
+        value = b"\x2a" + _varint_len(struct)  # Value.struct_value = 5
+        entry = b"\x0a\x01a" + b"\x12" + _varint_len(value)  # map entry: key = 1, value = 2
+        struct = b"\x0a" + _varint_len(entry)  # Struct.fields = 1
+    config = b"\x82\x01" + _varint_len(struct)  # SessionConfig.extra_params = 16
+    return b"\x0a" + _varint_len(config)  # SynthesizeRequest.config = 1
+
+
+def raw_synthesize(server, messages: list[bytes]) -> grpc.RpcError:
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        call = channel.stream_stream("/vocalis.tts.v1.Synthesizer/Synthesize", request_serializer=bytes, response_deserializer=bytes)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(call(iter(messages), timeout=30))
+    return caught.value
+
+
+TEXT = pb.SynthesizeRequest(text=pb.TextInput(text="Hi.")).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [b"\xff\xff\xff\xff"],  # not a message at all
+        [pb.SynthesizeRequest(config=pb.SessionConfig()).SerializeToString(), b"\x12\x05\x0a\x03\xed\xa0\x80"],  # a lone surrogate in UTF-8
+        [nested_request(200), TEXT],  # deeper than protobuf parses
+    ],
+    ids=["garbage", "bad-utf8-text", "too-deep"],
+)
+def test_messages_that_do_not_parse_are_invalid_argument(server, messages):
+    log_before = server.log_path.stat().st_size
+    error = raw_synthesize(server, messages)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
+    assert "does not parse" in error.details()
+    assert "Traceback" not in server.log_path.read_text()[log_before:]
+    assert server.alive()
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [({"noise_scale": float("nan")}, "extra_params.noise_scale"), ({"noise_scale": float("inf")}, "extra_params.noise_scale")],
+)
+async def test_extra_params_json_cannot_hold_are_invalid_argument(client, server, extra, field):
+    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM)
+    message.extra_params.update(extra)
+    log_before = server.log_path.stat().st_size
+    with pytest.raises(VocalisError) as caught:
+        [r async for r in client.synthesize(message, "Hi.")]
+    assert (caught.value.code, caught.value.field) == (grpc.StatusCode.INVALID_ARGUMENT, field)
+    assert "Traceback" not in server.log_path.read_text()[log_before:]
+
+
+def test_nesting_past_the_limit_is_invalid_argument(server):
+    error = raw_synthesize(server, [nested_request(20), TEXT])
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "nest at most" in error.details()
+
+
+async def test_a_flush_id_over_the_limit_is_refused(client):
+    session = await client.session(config())
+    await session.send("Hello.")
+    await session.flush("f" * 257)
+    with pytest.raises(VocalisError) as caught:
+        async for _ in session:
+            pass
+    assert (caught.value.code, caught.value.field, caught.value.reason) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "flush.flush_id", "FLUSH_ID_TOO_LONG",
+    )  # fmt: skip

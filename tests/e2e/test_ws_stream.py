@@ -196,6 +196,8 @@ def test_errors_after_a_config_leave_the_session_usable(ws_url):
             (b"\x00binary", "BINARY_FRAME"),
             (json.dumps({"type": "input.text", "text": "x" * (129 * 1024)}), "MESSAGE_TOO_LARGE"),
             (json.dumps({"type": "input.text", "text": 42}), "INVALID_FIELD"),
+            ('{"type": "input.text", "text": "a\\udc00b."}', "INVALID_FIELD"),
+            ('{"type": "input.flush", "flush_id": "\\ud800"}', "INVALID_FIELD"),
             (json.dumps({"type": "input.magic"}), "UNKNOWN_MESSAGE_TYPE"),
         ]:
             ws.send(frame)
@@ -234,3 +236,25 @@ def test_sglang_additions_configured_commit_and_the_socket_stays_open(ws_url):
         send(ws, "input.text", text="Still open after input.done.")  # vLLM-Omni's rule: the socket lives on
         send(ws, "input.done")
         assert len(sentences(receive_until(ws, "session.done"))) == 1
+
+
+def test_frames_larger_than_any_message_are_dropped_unread_and_the_session_goes_on(ws_url):
+    with connect(ws_url, max_size=None) as ws:
+        send(ws, **PCM_STREAM)
+        for _ in range(3):  # 4.5 MB each: over every message limit, under the socket's frame limit
+            ws.send(json.dumps({"type": "input.text", "text": "x" * 4_500_000}))
+            (error,) = receive_until(ws, "error")
+            assert (error["code"], error["reason"]) == (413, "MESSAGE_TOO_LARGE"), error
+        send(ws, "input.text", text="Still here.")
+        send(ws, "input.done")
+        assert [t for t, _ in sentences(receive_until(ws, "session.done"))] == ["Still here."]
+
+
+def test_a_frame_over_the_socket_limit_closes_with_1009(ws_url):
+    with connect(ws_url, max_size=None) as ws:
+        send(ws, **PCM_STREAM)
+        ws.send("x" * 6 * 1024 * 1024)
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.recv(timeout=30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009

@@ -1,12 +1,13 @@
-"""Hypothesis over the gRPC contract: random messages, in any order, never an INTERNAL, a hang or a crash."""
+"""Hypothesis over the gRPC contract: random messages, in any order, never an INTERNAL, a hang or a crash (seed: seeding.py)."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzz.seeding import fuzzed
 from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2_grpc, voices_pb2, voices_pb2_grpc
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -57,7 +58,7 @@ def sessions(draw) -> list[pb.SynthesizeRequest]:
         if kind == "text":
             messages.append(pb.SynthesizeRequest(text=pb.TextInput(text=draw(texts))))
         elif kind == "flush":
-            messages.append(pb.SynthesizeRequest(flush=pb.Flush(flush_id=draw(st.text(max_size=10)))))
+            messages.append(pb.SynthesizeRequest(flush=pb.Flush(flush_id=draw(st.text(max_size=10) | st.just("f" * 300)))))
         elif kind == "clear":
             messages.append(pb.SynthesizeRequest(clear=pb.Clear()))
         elif kind == "config":
@@ -74,14 +75,16 @@ def channel(server):
 
 
 @given(messages=sessions())
-@settings(derandomize=True, max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@fuzzed(max_examples=120)
 def test_synthesize_never_faults(channel, server, messages):
     stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
+    since = server.log_path.stat().st_size
     try:
         list(stub.Synthesize(iter(messages), timeout=60))
     except grpc.RpcError as error:
         assert error.code() not in SERVER_FAULTS, (error.code(), error.details(), messages)
     assert server.alive()
+    assert "Traceback" not in server.log_path.read_text(errors="replace")[since:], messages
 
 
 @given(
@@ -90,8 +93,9 @@ def test_synthesize_never_faults(channel, server, messages):
     consent=st.text(max_size=10),
     embedding=st.lists(floats, max_size=20),
 )
-@settings(derandomize=True, max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-def test_voice_rpcs_never_fault(channel, name, audio, consent, embedding):
+@fuzzed(max_examples=80)
+def test_voice_rpcs_never_fault(channel, server, name, audio, consent, embedding):
+    since = server.log_path.stat().st_size
     voices = voices_pb2_grpc.VoicesStub(channel)
     models = models_pb2_grpc.ModelsStub(channel)
     calls = [
@@ -107,3 +111,4 @@ def test_voice_rpcs_never_fault(channel, name, audio, consent, embedding):
             call()
         except grpc.RpcError as error:
             assert error.code() not in SERVER_FAULTS, (error.code(), error.details())
+    assert "Traceback" not in server.log_path.read_text(errors="replace")[since:]

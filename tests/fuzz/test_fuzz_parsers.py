@@ -6,15 +6,16 @@ import io
 
 import numpy as np
 import soundfile as sf
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzz.seeding import fuzzed
 from vocalis.server.audio_decoding import UndecodableAudio, decode_audio
 from vocalis.stages.sentence_splitter import SentenceSplitter
 
 
 @given(pieces=st.lists(st.text(max_size=60), max_size=12))
-@settings(derandomize=True, max_examples=300, deadline=None)
+@fuzzed(max_examples=300)
 def test_splitter_keeps_every_word(pieces):
     splitter = SentenceSplitter()
     units = []
@@ -35,7 +36,7 @@ def wav_header() -> bytes:
 
 
 @given(data=st.binary(max_size=2048), keep_header=st.booleans())
-@settings(derandomize=True, max_examples=300, deadline=None)
+@fuzzed(max_examples=300)
 def test_decoders_refuse_garbage_cleanly(data, keep_header):
     blob = (wav_header() + data) if keep_header else data
     try:

@@ -192,3 +192,42 @@ def test_config_maps_field_for_field():
     default = parse_config({"type": "session.config"})
     assert default.session.encoding == audio_pb2.AUDIO_ENCODING_WAV and default.session.delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
     assert not default.session.text_splitting.HasField("max_unit_chars")
+
+
+class FloodingSocket:
+    """A client that sends `size`-character text frames as fast as the gateway reads them."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.reads = 0
+
+    async def receive(self) -> dict:
+        self.reads += 1
+        return {"type": "websocket.receive", "text": "x" * self.size}
+
+
+async def test_a_full_inbox_stops_reading_the_socket_until_it_drains():
+    from vocalis.gateway.stream import StreamSession
+
+    socket = FloodingSocket(2**20)
+    session = StreamSession(socket, FakeUpstream([STARTED]), StreamLimits(max_inbox_bytes=4 * 2**20))  # type: ignore[arg-type]
+    receiving = asyncio.create_task(session._receive())
+    await asyncio.sleep(0.2)
+    assert socket.reads <= 5 and session.inbox.bytes <= 4 * 2**20  # 3 frames queued, the 4th read and waiting
+    await session.inbox.get()
+    await asyncio.sleep(0.05)
+    assert socket.reads == 5  # one frame out, one more read in
+    receiving.cancel()
+
+
+async def test_oversize_frames_are_queued_as_their_size_only():
+    from vocalis.gateway.inbox import Oversize
+    from vocalis.gateway.stream import StreamSession
+
+    socket = FloodingSocket(3 * 2**20)
+    session = StreamSession(socket, FakeUpstream([STARTED]), StreamLimits(max_config_chars=2**20, max_inbox_bytes=2**20))  # type: ignore[arg-type]
+    receiving = asyncio.create_task(session._receive())
+    await asyncio.sleep(0.2)
+    receiving.cancel()
+    assert isinstance(await session.inbox.get(), Oversize)
+    assert session.inbox.bytes < 2**20 and socket.reads < 2**20 // 1024 + 2  # bounded by the per-entry cost

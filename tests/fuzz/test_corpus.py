@@ -10,6 +10,7 @@ import grpc
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosedError
 
 from tests.fuzz import corpus
 from tests.serving import start_server
@@ -80,8 +81,14 @@ async def _ws(port: int, text: str) -> None:
         await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
         await ws.send(json.dumps({"type": "input.text", "text": text}))
         await ws.send(json.dumps({"type": "session.close"}))
-        async for _ in ws:
-            pass
+        frames = []
+        try:
+            async for frame in ws:
+                frames.append(frame)
+        except ConnectionClosedError as closed:  # a failed synthesis: an error frame, then 1011
+            assert closed.rcvd is not None and closed.rcvd.code == 1011, closed
+            errors = [json.loads(f) for f in frames if isinstance(f, str) and json.loads(f)["type"] == "error"]
+            assert errors and errors[-1]["code"] == 500, frames[-3:]
 
 
 @pytest.mark.parametrize("text", corpus.CRASH_TEXTS + corpus.LONG_UNITS, ids=lambda t: t[:12])
@@ -98,6 +105,8 @@ async def test_websocket_frames(server):
     since = server.log_path.stat().st_size
     async with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream", max_size=None) as ws:
         await ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True}))
+        configured = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        assert configured["type"] == "session.configured", configured
         for frame in corpus.WS_FRAMES:
             await ws.send(frame)
             reply = json.loads(await asyncio.wait_for(ws.recv(), 30))

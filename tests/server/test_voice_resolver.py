@@ -65,10 +65,10 @@ async def test_a_refused_field_is_refused_before_the_voice_is_resolved():
     engine.model = lambda name: model  # type: ignore[attr-defined]
     service = SynthesizerService(engine, Limits(), references)  # type: ignore[arg-type]
     context = AbortingContext()
-    config = pb.SessionConfig(voice="stored", instructions="whisper")  # the fake model takes no instructions
+    config = pb.SessionConfig(voice="stored", speed=9.0)  # out of every model's range: refused, not a warning
     with pytest.raises(grpc.aio.AbortError):
         async for _ in service.Synthesize(messages(pb.SynthesizeRequest(config=config)), context):  # type: ignore[arg-type]
             pass
     assert context.status is not None and context.status.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "instructions" in context.status.details
+    assert "speed" in context.status.details
     assert references.calls == []  # nothing was fetched or decoded for a session that cannot run

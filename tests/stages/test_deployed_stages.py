@@ -13,7 +13,7 @@ from vocalis.stages.kv_cache import CacheShape
 
 
 def test_autoregressive_stage_takes_name_bounds_dtype_and_device():
-    model = SimpleNamespace(cache_shape=CacheShape(num_layers=2, num_kv_heads=1, head_dim=4, max_len=64))
+    model = SimpleNamespace(cache_shape=CacheShape(num_layers=2, num_kv_heads=1, head_dim=4, max_len=64), emits_eos_frame=False)
     deploy = StageDeploy(name="talker", max_num_seqs=3, max_num_batched_tokens=96, dtype="bfloat16", kv_block_size=8)
     stage = autoregressive_stage(model, deploy)
     assert stage.name == "talker"

@@ -8,6 +8,7 @@ from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
 from vocalis.clients.aio import AsyncClient
+from vocalis.gateway.config import GatewayConfig
 
 
 def caller_credentials(connection: HTTPConnection) -> tuple[tuple[str, str], ...]:
@@ -43,3 +44,12 @@ def upstream(connection: HTTPConnection) -> AsyncClient:
 
 
 Upstream = Annotated[AsyncClient, Depends(upstream)]
+
+
+def gateway_config(connection: HTTPConnection) -> GatewayConfig:
+    """The knobs this gateway was built with (create_app's `config`)."""
+    config: GatewayConfig = connection.app.state.config
+    return config
+
+
+Config = Annotated[GatewayConfig, Depends(gateway_config)]

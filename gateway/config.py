@@ -46,6 +46,16 @@ class GatewayConfig:
     """Largest HTTP request body the gateway reads (413 past it); a 10 MiB upload, base64 or multipart, fits."""
     max_upload_bytes: int = 16 * 1024 * 1024
     """Most of a voice upload's audio_sample the gateway reads (413 past it); the server's own limit is checked there."""
+    max_connections: int = 1024
+    """Connections and requests the HTTP listener holds at once; beyond it, 503."""
+    keep_alive_timeout_s: int = 5
+    """How long an idle keep-alive connection stays open."""
+    head_timeout_s: float = 10.0
+    """Deadline of a request head, from the connection (or the previous response); past it the connection closes."""
+    body_timeout_s: float = 60.0
+    """Deadline of a request body, from its head; past it the connection closes."""
+    ws_max_frame_bytes: int = 5 * 1024 * 1024
+    """Largest WebSocket frame read at all (a session.config with reference audio fits); larger closes the socket, 1009."""
     stream: StreamLimits = field(default_factory=StreamLimits)
     """Limits of the WebSocket stream."""
     batch: BatchLimits = field(default_factory=BatchLimits)

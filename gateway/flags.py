@@ -47,6 +47,7 @@ class Flag:
 FLAGS = (
     Flag("--request-timeout", ("request_timeout_s",), "Seconds an HTTP speech request may take before a 504 (X-Request-Timeout overrides it)."),
     Flag("--max-body-bytes", ("max_body_bytes",), "Largest HTTP request body the gateway reads; larger: 413."),
+    Flag("--max-connections", ("max_connections",), "Connections and requests the HTTP listener holds at once; beyond it, 503."),
     Flag("--max-upload-bytes", ("max_upload_bytes",), "Most of a voice upload's audio_sample the gateway reads; larger: 413."),
     Flag("--ws-config-timeout", ("stream", "first_config_timeout_s"), "Seconds a new WebSocket may take to send session.config."),
     Flag("--ws-idle-timeout", ("stream", "idle_timeout_s"), "Seconds a WebSocket may stay silent both ways before it is closed."),

@@ -154,7 +154,7 @@ def serve(
     from vocalis.server.process import run_server
 
     try:
-        asyncio.run(run_server(config, functools.partial(create_app, config=gateway_config), log_level))
+        asyncio.run(run_server(config, functools.partial(create_app, config=gateway_config), log_level, gateway_config))
     except ValueError as error:  # a model or deploy config that cannot be loaded
         raise click.ClickException(str(error)) from None
 
@@ -171,7 +171,7 @@ def gateway(upstream: str, host: str, port: int, log_level: str, gateway_config:
     from vocalis.server.process import run_gateway
 
     _configure_logging(log_level)
-    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), upstream, host, port, log_level))
+    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), gateway_config, upstream, host, port, log_level))
 
 
 main.add_command(say)

@@ -82,8 +82,9 @@ def test_config_from_keeps_what_is_not_given():
 def test_the_gateway_command_builds_its_app_with_the_flags(monkeypatch):
     built = []
 
-    async def fake_run_gateway(create_gateway, upstream, host, port, log_level):
+    async def fake_run_gateway(create_gateway, listener, upstream, host, port, log_level):
         built.append(create_gateway(upstream))
+        assert listener == built[0].state.config
 
     monkeypatch.setattr("vocalis.server.process.run_gateway", fake_run_gateway)
     result = CliRunner().invoke(cli.main, ["gateway", "--upstream", "127.0.0.1:1", "--request-timeout", "7", "--batch-max-items", "4"])

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException
+import grpc
+from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from vocalis.clients.aio import AsyncClient
+from vocalis.clients.errors import Unauthenticated
 from vocalis.gateway.config import GatewayConfig
 
 
@@ -24,7 +26,9 @@ def caller_credentials(connection: HTTPConnection) -> tuple[tuple[str, str], ...
         if _metadata_safe(header):
             return (("authorization", header),)
         if not websocket:
-            raise HTTPException(401, "the Authorization header must be printable ASCII: 'Bearer KEY'")
+            raise Unauthenticated(
+                grpc.StatusCode.UNAUTHENTICATED, "the Authorization header must be printable ASCII: 'Bearer KEY'", "INVALID_AUTHORIZATION"
+            )
         return ()
     token = (connection.query_params.get("api_key") or connection.query_params.get("token")) if websocket else None
     if token and _metadata_safe(token):

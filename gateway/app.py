@@ -10,17 +10,17 @@ from fastapi import FastAPI
 from vocalis import __version__
 from vocalis.clients.aio import AsyncClient
 from vocalis.gateway import batch, catalog, demo, errors, speech, stream, voices
-from vocalis.gateway.config import BatchLimits, StreamLimits
+from vocalis.gateway.config import GatewayConfig
 from vocalis.gateway.middleware import RequestLimits, TrailingSlash
 
 
-def create_app(
-    upstream: str, stream_limits: StreamLimits | None = None, *, tls_root: bytes | None = None, request_timeout_s: float = 600.0
-) -> FastAPI:
-    """A gateway that translates HTTP and WebSocket into gRPC calls to the server at `upstream` (HOST:PORT).
+def create_app(upstream: str, config: GatewayConfig | None = None, *, tls_root: bytes | None = None) -> FastAPI:
+    """A gateway that translates HTTP and WebSocket into gRPC calls to the server at `upstream` (HOST:PORT),
+    with the knobs of `config` (default: GatewayConfig()).
 
     With `tls_root` (PEM), the upstream is dialed over TLS, trusting that certificate.
     """
+    config = config or GatewayConfig()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -31,12 +31,9 @@ def create_app(
             await app.state.upstream.close()
 
     app = FastAPI(title="Vocalis", version=__version__, lifespan=lifespan)
-    app.state.stream_limits = stream_limits or StreamLimits()
-    app.state.batch_limits = BatchLimits()
-    app.state.request_timeout_s = request_timeout_s
-    """Deadline of a speech request (504 past it) unless the caller's X-Request-Timeout says otherwise."""
+    app.state.config = config  # read by routes only through dependencies.Config
     errors.install(app)
-    app.add_middleware(RequestLimits)
+    app.add_middleware(RequestLimits, max_body_bytes=config.max_body_bytes)
     app.add_middleware(TrailingSlash)
     app.include_router(speech.router)
     app.include_router(batch.router)

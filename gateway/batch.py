@@ -16,14 +16,13 @@ import base64
 import functools
 import uuid
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from vocalis.clients.aio import AsyncClient
 from vocalis.clients.errors import ResourceExhausted, VocalisError
-from vocalis.gateway.config import BatchLimits
-from vocalis.gateway.dependencies import Upstream
+from vocalis.gateway.dependencies import Config, Upstream
 from vocalis.gateway.errors import error_body, validation_message
 from vocalis.gateway.schemas import BatchItemResult, BatchSpeechRequest, BatchSpeechResponse, SpeechRequest
 from vocalis.gateway.translate import session_config
@@ -32,15 +31,15 @@ router = APIRouter(tags=["speech"])
 
 
 @router.post("/v1/audio/speech/batch", response_model=BatchSpeechResponse)
-async def create_speech_batch(body: BatchSpeechRequest, client: Upstream, request: Request) -> BatchSpeechResponse | JSONResponse:
-    limits: BatchLimits = request.app.state.batch_limits
+async def create_speech_batch(body: BatchSpeechRequest, client: Upstream, config: Config) -> BatchSpeechResponse | JSONResponse:
+    limits = config.batch
     if len(body.items) > limits.max_items:
         message = f"items: a batch holds at most {limits.max_items} items, got {len(body.items)}; split it"
         return JSONResponse(error_body(400, message, "items", "TOO_MANY_ITEMS"), 400)
     if body.model:
         await client.get_model(body.model)  # an unknown model fails the batch as a whole: 404
     batch_id = f"speech-batch-{uuid.uuid4().hex}"
-    timeout = request.app.state.request_timeout_s
+    timeout = config.request_timeout_s
     slots = asyncio.Semaphore(limits.max_concurrency)
     progress = asyncio.Condition()
     running = finished = 0

@@ -9,7 +9,8 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from vocalis.clients.aio import AsyncClient
-from vocalis.clients.errors import VocalisError
+from vocalis.clients.errors import Unauthenticated
+from vocalis.gateway.config import GatewayConfig
 
 
 def caller_credentials(connection: HTTPConnection) -> tuple[tuple[str, str], ...]:
@@ -25,7 +26,7 @@ def caller_credentials(connection: HTTPConnection) -> tuple[tuple[str, str], ...
         if _metadata_safe(header):
             return (("authorization", header),)
         if not websocket:
-            raise VocalisError(
+            raise Unauthenticated(
                 grpc.StatusCode.UNAUTHENTICATED, "the Authorization header must be printable ASCII: 'Bearer KEY'", "INVALID_AUTHORIZATION"
             )
         return ()
@@ -47,3 +48,12 @@ def upstream(connection: HTTPConnection) -> AsyncClient:
 
 
 Upstream = Annotated[AsyncClient, Depends(upstream)]
+
+
+def gateway_config(connection: HTTPConnection) -> GatewayConfig:
+    """The knobs this gateway was built with (create_app's `config`)."""
+    config: GatewayConfig = connection.app.state.config
+    return config
+
+
+Config = Annotated[GatewayConfig, Depends(gateway_config)]

@@ -8,14 +8,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vocalis.gateway.errors import error_body
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
-"""Largest HTTP request body the gateway reads (a 10 MiB upload, base64 or multipart, fits)."""
-
 
 class RequestLimits:
-    """Adds X-Request-Id (the caller's, or a new one) to every response; refuses bodies over the bound with 413."""
+    """Adds X-Request-Id (the caller's, or a new one) to every response; refuses bodies over
+    `max_body_bytes` (GatewayConfig.max_body_bytes) with 413."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
 

@@ -23,6 +23,11 @@ still streamed (AUDIO_DELIVERY_STREAM), since WAV is the default format that SDK
 MAX_PARAMS_DEPTH = 8
 """Deepest nesting in extra_params, as the server allows."""
 
+# Ranges that depend on the model are the server's to check (a 400 naming the field), from the model's own
+# capabilities, so that HTTP and gRPC answer alike; the descriptions say where a caller can read them.
+SPEED = "Playback speed; the model's range is capabilities.limits min_speed to max_speed in GET /v1/models (0.25 to 4.0 for most)."
+SPEAKER_EMBEDDING = "Precomputed speaker embedding, as many numbers as the model's embedding size."
+
 
 def _check_text(value: str) -> str:
     try:
@@ -87,7 +92,7 @@ class SpeechRequest(_Body):
     instructions: str | None = Field(default=None, description="Style or voice description, for models that take one.")
     response_format: ResponseFormat = Field(default="wav", description="Audio format of the response.")
     sample_rate: int | None = Field(default=None, gt=0, le=2**31 - 1, description="Output sample rate in Hz; omitted: the model's own.")
-    speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Playback speed, 0.25 to 4.0.")
+    speed: float | None = Field(default=None, description=SPEED)
     stream: bool = Field(default=False, description="Stream as server-sent events (unless stream_format says otherwise).")
     stream_format: Literal["sse", "audio"] | None = Field(default=None, description="sse: SSE events; audio: raw bytes.")
     task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = Field(default=None, description="Qwen3-TTS task.")
@@ -95,7 +100,7 @@ class SpeechRequest(_Body):
     ref_audio: str | None = Field(default=None, description="Reference clip for cloning: base64, data: URL, or URL.")
     ref_text: str | None = Field(default=None, description="Transcript of ref_audio.")
     x_vector_only_mode: bool | None = Field(default=None, description="Clone from the speaker embedding only.")
-    speaker_embedding: list[float] | None = Field(default=None, max_length=8192, description="Precomputed speaker embedding.")
+    speaker_embedding: list[float] | None = Field(default=None, description=SPEAKER_EMBEDDING)
     max_new_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Cap on generated tokens.")
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, description="Seed: same seed, same audio.")
     initial_codec_chunk_frames: int | None = Field(default=None, ge=0, le=2**31 - 1, description="First streamed chunk, in codec frames.")
@@ -171,7 +176,7 @@ class _BatchFields(BaseModel):
 
     voice: str | None = Field(default=None, description="Voice name.")
     instructions: str | None = Field(default=None, description="Style or voice description.")
-    speed: float | None = Field(default=None, ge=0.25, le=4.0, description="Playback speed, 0.25 to 4.0.")
+    speed: float | None = Field(default=None, description=SPEED)
     task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = Field(default=None, description="Qwen3-TTS task.")
     language: str | None = Field(default=None, description="Language of the text.")
     ref_audio: str | None = Field(default=None, description="Reference clip for cloning.")

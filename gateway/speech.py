@@ -14,7 +14,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from vocalis.clients.errors import VocalisError
-from vocalis.gateway.dependencies import Upstream
+from vocalis.gateway.dependencies import Config, Upstream
 from vocalis.gateway.errors import error_body, http_field, http_status
 from vocalis.gateway.schemas import SpeechRequest
 from vocalis.gateway.translate import session_config
@@ -34,11 +34,12 @@ AUDIO_RESPONSES = {
 async def create_speech(
     body: SpeechRequest,
     client: Upstream,
+    config: Config,
     request: Request,
     x_request_timeout: Annotated[float | None, Header(gt=0, le=3600, description="Deadline in seconds; past it: 504.")] = None,
 ) -> Response:
     request_id = getattr(request.state, "request_id", None) or f"speech-{uuid.uuid4().hex}"
-    timeout = x_request_timeout or request.app.state.request_timeout_s
+    timeout = x_request_timeout or config.request_timeout_s
     responses = client.synthesize(session_config(body, request_id), body.input, timeout=timeout)
     try:
         return await _unless_disconnected(request, _answer(body, responses))

@@ -21,7 +21,7 @@ from starlette.websockets import WebSocketDisconnect
 from vocalis.clients.aio import AsyncClient, AsyncTextSession
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.config import StreamLimits
-from vocalis.gateway.dependencies import upstream
+from vocalis.gateway.dependencies import Config, upstream
 from vocalis.gateway.errors import ws_field
 from vocalis.gateway.inbox import Inbox, Oversize, frame_size
 from vocalis.gateway.stream_protocol import (
@@ -45,8 +45,7 @@ router = APIRouter(tags=["speech"])
 
 
 @router.websocket(PATH)
-async def speech_stream(websocket: WebSocket) -> None:
-    limits = getattr(websocket.app.state, "stream_limits", None) or StreamLimits()
+async def speech_stream(websocket: WebSocket, config: Config) -> None:
     try:
         client = upstream(websocket)
     except VocalisError as error:  # credentials gRPC cannot carry
@@ -54,7 +53,7 @@ async def speech_stream(websocket: WebSocket) -> None:
         await websocket.send_text(json.dumps(upstream_error_frame(error)))
         await websocket.close(close_code(error), error.reason)
         return
-    await StreamSession(websocket, client, limits).run()
+    await StreamSession(websocket, client, config.stream).run()
 
 
 class _Stop:

@@ -10,13 +10,10 @@ from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from google.protobuf import json_format
 
 from vocalis.clients.errors import FieldViolation, VocalisError
-from vocalis.gateway.dependencies import Upstream
+from vocalis.gateway.dependencies import Config, Upstream
 from vocalis.tts.v1 import voices_pb2
 
 router = APIRouter(tags=["voices"])
-
-MAX_UPLOAD_READ = 16 * 1024 * 1024
-"""The gateway reads at most this much of an upload (the server's own limit, 10 MiB, is checked there)."""
 
 
 def voice_json(voice: voices_pb2.Voice) -> dict:
@@ -51,6 +48,7 @@ async def list_voices(
 @router.post("/v1/audio/voices")
 async def create_voice(
     client: Upstream,
+    config: Config,
     name: Annotated[str, Form(description="Voice name: 1 to 64 of A-Z a-z 0-9 _ -.")],
     consent: Annotated[str, Form(description="Id of the speaker's recorded consent.")],
     audio_sample: Annotated[UploadFile | None, File(description="A 1 to 30 s clip of the speaker (at most 10 MiB).")] = None,
@@ -64,9 +62,10 @@ async def create_voice(
     if (audio_sample is None) == (speaker_embedding is None):
         raise HTTPException(400, "give exactly one of audio_sample (a file) and speaker_embedding (a JSON array)")
     if audio_sample is not None:
-        data = await audio_sample.read(MAX_UPLOAD_READ + 1)
-        if len(data) > MAX_UPLOAD_READ:
-            raise HTTPException(413, f"audio_sample is larger than {MAX_UPLOAD_READ // 2**20} MiB")
+        limit = config.max_upload_bytes
+        data = await audio_sample.read(limit + 1)
+        if len(data) > limit:
+            raise HTTPException(413, f"audio_sample is larger than {limit // 2**20} MiB")
         request.audio = data
         request.mime_type = audio_sample.content_type or ""
     else:

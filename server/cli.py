@@ -7,6 +7,7 @@ gateway and the client commands together, to start them in one process.
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import click
@@ -15,6 +16,8 @@ from vocalis.clients.bench_cli import bench
 from vocalis.clients.cli import say
 from vocalis.clients.text_stream import stream
 from vocalis.clients.voices_cli import voices
+from vocalis.gateway.config import GatewayConfig
+from vocalis.gateway.flags import gateway_options
 from vocalis.server.auth import load_keys
 from vocalis.server.config import SecurityConfig, ServerConfig, VoiceConfig
 
@@ -69,6 +72,7 @@ def main() -> None:
               help="Seconds a Synthesize session may wait between its config and its first text.")
 @click.option("--drain-grace", default=30.0, show_default=True, type=float, help="Seconds running sessions get to finish on SIGTERM.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@gateway_options
 def serve(
     model: str | None,
     served_model_name: tuple[str, ...],
@@ -97,6 +101,7 @@ def serve(
     session_idle_timeout: float,
     drain_grace: float,
     log_level: str,
+    gateway_config: GatewayConfig,
 ) -> None:
     """Serve MODEL over gRPC and HTTP (default: the embedded Piper voice en_US-joe-medium).
 
@@ -149,7 +154,7 @@ def serve(
     from vocalis.server.process import run_server
 
     try:
-        asyncio.run(run_server(config, create_app, log_level))
+        asyncio.run(run_server(config, functools.partial(create_app, config=gateway_config), log_level, gateway_config))
     except ValueError as error:  # a model or deploy config that cannot be loaded
         raise click.ClickException(str(error)) from None
 
@@ -159,13 +164,14 @@ def serve(
 @click.option("--host", default="0.0.0.0", show_default=True, help="Listen host.")
 @click.option("--port", default=8091, show_default=True, type=int, help="Listen port.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
-def gateway(upstream: str, host: str, port: int, log_level: str) -> None:
+@gateway_options
+def gateway(upstream: str, host: str, port: int, log_level: str, gateway_config: GatewayConfig) -> None:
     """Run the HTTP/WebSocket gateway alone, in front of a server at --upstream."""
     from vocalis.gateway.app import create_app
     from vocalis.server.process import run_gateway
 
     _configure_logging(log_level)
-    asyncio.run(run_gateway(create_app, upstream, host, port, log_level))
+    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), gateway_config, upstream, host, port, log_level))
 
 
 main.add_command(say)

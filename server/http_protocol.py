@@ -4,7 +4,8 @@ uvicorn (0.55) times out only idle keep-alive connections, and its keep-alive ti
 byte of the next request: a client that trickles a request head or body a byte at a time ("slowloris")
 would hold its connection, and a slot of `limit_concurrency`, for as long as it likes. Here every
 request must arrive whole within a deadline: its head within `head_timeout_s` of the connection (or of
-the previous response), its body within `body_timeout_s` of the head. Past it the connection is closed;
+the previous response), its body within `body_timeout_s` of the head (both set by `timed_h11`, from the
+gateway's config). Past it the connection is closed;
 an application waiting for the body sees a disconnect. WebSocket upgrades leave this protocol, and the
 deadlines with it.
 """
@@ -18,13 +19,10 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-HEAD_TIMEOUT_S = 10.0
-BODY_TIMEOUT_S = 60.0
-
 
 class TimedH11Protocol(H11Protocol):
-    head_timeout_s = HEAD_TIMEOUT_S
-    body_timeout_s = BODY_TIMEOUT_S
+    head_timeout_s: float
+    body_timeout_s: float
 
     def __init__(self, config: Config, server_state: ServerState, app_state: dict, _loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
@@ -73,3 +71,8 @@ class TimedH11Protocol(H11Protocol):
         self._read_deadline = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def timed_h11(head_timeout_s: float, body_timeout_s: float) -> type[TimedH11Protocol]:
+    """The protocol class for uvicorn's `http=`, with these deadlines."""
+    return type("TimedH11", (TimedH11Protocol,), {"head_timeout_s": head_timeout_s, "body_timeout_s": body_timeout_s})

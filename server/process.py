@@ -14,21 +14,32 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import uvicorn
 
 from vocalis.server.config import SecurityConfig, ServerConfig
-from vocalis.server.http_protocol import TimedH11Protocol
+from vocalis.server.http_protocol import timed_h11
 
 log = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 1024
-"""Connections and requests the HTTP gateway holds at once; beyond it, 503."""
-WS_MAX_FRAME_BYTES = 5 * 1024 * 1024
-"""Largest WebSocket frame read at all; a larger one closes the socket with 1009."""
-
 AppFactory = Callable[..., object]
 """Builds the HTTP gateway app for a gRPC upstream address (vocalis.gateway.app.create_app)."""
+
+
+class Listener(Protocol):
+    """The HTTP listener's knobs: vocalis.gateway.config.GatewayConfig has them (and is where their defaults live)."""
+
+    @property
+    def max_connections(self) -> int: ...
+    @property
+    def keep_alive_timeout_s(self) -> int: ...
+    @property
+    def head_timeout_s(self) -> float: ...
+    @property
+    def body_timeout_s(self) -> float: ...
+    @property
+    def ws_max_frame_bytes(self) -> int: ...
 
 
 class _Uvicorn(uvicorn.Server):
@@ -39,7 +50,9 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
-def _uvicorn(app: object, host: str, port: int, log_level: str, security: SecurityConfig, own_signals: bool) -> uvicorn.Server:
+def _uvicorn(
+    app: object, host: str, port: int, log_level: str, security: SecurityConfig, listener: Listener, own_signals: bool
+) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         host=host,
@@ -51,20 +64,24 @@ def _uvicorn(app: object, host: str, port: int, log_level: str, security: Securi
         ssl_keyfile=str(security.tls_key) if security.tls else None,
         timeout_graceful_shutdown=5,
         # Slow and greedy clients: every request head and body must arrive within a deadline (TimedH11Protocol),
-        # idle keep-alive connections close after 5 s, and past MAX_CONNECTIONS new requests get 503.
-        http=TimedH11Protocol,
-        timeout_keep_alive=5,
-        limit_concurrency=MAX_CONNECTIONS,
-        # WebSocket frames: none larger than a session.config may be (StreamLimits.max_config_chars), and only a
-        # few queued before the gateway's own byte-bounded inbox takes them.
-        ws_max_size=WS_MAX_FRAME_BYTES,
+        # idle keep-alive connections close, and past max_connections new requests get 503.
+        http=timed_h11(listener.head_timeout_s, listener.body_timeout_s),
+        timeout_keep_alive=listener.keep_alive_timeout_s,
+        limit_concurrency=listener.max_connections,
+        # WebSocket frames: none much larger than a session.config may be (StreamLimits.max_config_chars), and only
+        # a few queued before the gateway's own byte-bounded inbox takes them.
+        ws_max_size=listener.ws_max_frame_bytes,
         ws_max_queue=4,
     )
     return _Uvicorn(config) if own_signals else uvicorn.Server(config)
 
 
-async def run_server(config: ServerConfig, create_gateway: AppFactory | None, log_level: str = "warning") -> None:
-    """Load the model, serve gRPC (and the gateway beside it) until SIGINT/SIGTERM, then drain."""
+async def run_server(
+    config: ServerConfig, create_gateway: AppFactory | None, log_level: str = "warning", listener: Listener | None = None
+) -> None:
+    """Load the model, serve gRPC (and the gateway beside it, on `listener`'s terms) until SIGINT/SIGTERM, then drain."""
+    if create_gateway is not None and listener is None:
+        raise ValueError("a gateway needs its listener settings (GatewayConfig)")
     # Imported here so that a gateway-only process never loads torch or the engine.
     from vocalis.server.engine import Engine
     from vocalis.server.grpc_server import start_grpc_server
@@ -88,10 +105,10 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
         await warm_up(engine)
         await grpc_server.ready()
         print(f"vocalis: model {model.name} on gRPC port {grpc_server.port}", file=sys.stderr, flush=True)
-        if config.http_port and create_gateway is not None:
+        if config.http_port and create_gateway is not None and listener is not None:
             tls_root = config.security.tls_cert.read_bytes() if config.security.tls else None  # type: ignore[union-attr]
             app = create_gateway(f"localhost:{grpc_server.port}", tls_root=tls_root)
-            http = _uvicorn(app, config.http_host, config.http_port, log_level, config.security, own_signals=True)
+            http = _uvicorn(app, config.http_host, config.http_port, log_level, config.security, listener, own_signals=True)
             serving = asyncio.create_task(http.serve())
             scheme = "https" if config.security.tls else "http"
             print(f"vocalis: HTTP gateway on {scheme}://{config.http_host}:{config.http_port}", file=sys.stderr, flush=True)
@@ -111,6 +128,12 @@ async def run_server(config: ServerConfig, create_gateway: AppFactory | None, lo
 
 
 async def run_gateway(
-    create_gateway: AppFactory, upstream: str, host: str, port: int, log_level: str = "warning", security: SecurityConfig | None = None
+    create_gateway: AppFactory,
+    listener: Listener,
+    upstream: str,
+    host: str,
+    port: int,
+    log_level: str = "warning",
+    security: SecurityConfig | None = None,
 ) -> None:
-    await _uvicorn(create_gateway(upstream), host, port, log_level, security or SecurityConfig(), own_signals=False).serve()
+    await _uvicorn(create_gateway(upstream), host, port, log_level, security or SecurityConfig(), listener, own_signals=False).serve()

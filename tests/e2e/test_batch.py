@@ -49,6 +49,8 @@ def test_bad_items_fail_alone_and_the_whole_batch_fails_only_for_the_batch(serve
     assert batch(server, {"items": []}).status_code == 400
     too_many = batch(server, {"items": [{"input": "x"}] * 33})
     assert too_many.status_code == 400 and too_many.json()["error"]["param"] == "items"
+    too_fast = batch(server, {"items": [{"input": "Too fast.", "speed": 9}]}).json()["results"][0]
+    assert too_fast["status"] == "error" and "speed must be from 0.25 to 4" in too_fast["error"]  # the server's rule
     missing = batch(server, {"model": "tts-99", "items": [{"input": "x"}]})
     assert missing.status_code == 404 and missing.json()["error"]["param"] == "model"
     empty_body = httpx.post(f"{server.http_url}/v1/audio/speech/batch", timeout=30)

@@ -19,7 +19,10 @@ def gateway(server, tmp_path_factory):
     port = free_port()
     log = (tmp_path_factory.mktemp("gateway") / "gateway.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "vocalis.server", "gateway", "--upstream", server.grpc_target, "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable, "-m", "vocalis.server", "gateway", "--upstream", server.grpc_target, "--host", "127.0.0.1", "--port", str(port),
+            "--max-body-bytes", str(2**20), "--batch-max-items", "2",  # below the defaults (32 MiB, 32), to show the flags work
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -41,6 +44,14 @@ def test_standalone_gateway_speaks(gateway):
     assert response.status_code == 200
     samples, rate = sf.read(io.BytesIO(response.content))
     assert rate == 22050 and len(samples) > 11025
+
+
+def test_gateway_flags_set_its_limits(gateway):
+    big = httpx.post(f"{gateway}/v1/audio/speech", json={"input": "x" * (2**20 + 10)}, timeout=60)
+    assert big.status_code == 413 and "1 MiB" in big.json()["error"]["message"], big.text
+    items = [{"input": "One."}, {"input": "Two."}, {"input": "Three."}]
+    batch = httpx.post(f"{gateway}/v1/audio/speech/batch", json={"items": items}, timeout=60)
+    assert batch.status_code == 400 and "at most 2 items" in batch.json()["error"]["message"], batch.text
 
 
 def test_standalone_gateway_reports_upstream_down():

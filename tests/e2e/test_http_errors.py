@@ -142,7 +142,7 @@ def test_an_abandoned_non_streaming_request_frees_its_slots_at_once(tight):
     long_text = "This sentence is one of very many in a long text that nobody will wait for. " * 60
     with httpx.Client(base_url=tight.http_url, timeout=httpx.Timeout(60, read=1.5)) as impatient:
         with pytest.raises(httpx.ReadTimeout):
-            # FLAC is the one format sent whole (not progressively) when no stream is asked for
+            # FLAC: a whole file, sent when done (WAV would stream as it is made, and the client would not time out)
             impatient.post("/v1/audio/speech", json={"input": long_text, "response_format": "flac"}, headers=AUTH)
     with httpx.Client(base_url=tight.http_url, timeout=60) as client:
         deadline = time.monotonic() + 5  # the long text alone takes many times this to synthesize

@@ -188,6 +188,14 @@ def test_errors_before_a_config_close_the_socket(ws_url, server, frame, reason, 
     assert httpx.get(f"{server.http_url}/health").status_code == 200
 
 
+def test_a_speed_outside_the_models_range_is_the_servers_400_naming_speed(ws_url):
+    """The gateway keeps no speed range of its own: the server's, from the model's capabilities, answers."""
+    with connect(ws_url) as ws:
+        send(ws, **PCM_STREAM, speed=9)
+        (error,) = receive_until(ws, "error")
+        assert (error["code"], error["param"]) == (400, "speed") and "0.25 to 4" in error["message"], error
+
+
 def test_errors_after_a_config_leave_the_session_usable(ws_url):
     with connect(ws_url) as ws:
         send(ws, **PCM_STREAM)

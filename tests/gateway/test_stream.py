@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.app import create_app
-from vocalis.gateway.config import StreamLimits
+from vocalis.gateway.config import GatewayConfig, StreamLimits
 from vocalis.gateway.stream_protocol import PATH, parse_config
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -73,7 +73,7 @@ class FakeUpstream:
 @pytest.fixture
 def gateway():
     def make(upstream: FakeUpstream, **limits) -> TestClient:
-        app = create_app("127.0.0.1:1", StreamLimits(**limits))
+        app = create_app("127.0.0.1:1", GatewayConfig(stream=StreamLimits(**limits)))
         client = TestClient(app)
         client.__enter__()
         app.state.upstream = upstream

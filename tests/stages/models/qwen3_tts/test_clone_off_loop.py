@@ -79,5 +79,6 @@ async def test_another_stream_keeps_its_chunks_while_a_clip_is_encoded(monkeypat
     during = [t for t in arrivals if start <= t <= end]
     gaps = np.diff([start, *during, end])
     # Encoded on the event loop, no chunk would arrive in the window; on the talker's thread, the other
-    # stream would stop generating for the whole window.
-    assert len(during) >= 5 and gaps.max() < ENCODING_SECONDS / 3, gaps.round(3).tolist()
+    # stream would stop generating for the whole window. Off both, chunks keep coming through it (on a loaded
+    # 2-core machine the encoder and the talker share the cores, so a pause of a few seconds can occur).
+    assert len(during) >= 5 and gaps.max() < 0.6 * (end - start), (round(end - start, 3), gaps.round(3).tolist())

@@ -38,6 +38,17 @@ class ModelFamily:
     """Load the checkpoint at a path with a resolved deploy config."""
 
 
+def checkpoint_family(name: str, model_types: tuple[str, ...], package: str) -> ModelFamily:
+    """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
+    imported only when a checkpoint is loaded (so registering the family imports no torch)."""
+
+    def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+        return importlib.import_module(f"{package}.loader").load(path, deploy)
+
+    folder = Path(importlib.import_module(package).__file__ or "").parent
+    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load)
+
+
 _FAMILIES: dict[str, ModelFamily] = {}
 
 

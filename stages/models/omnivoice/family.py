@@ -5,23 +5,8 @@ Kept free of torch imports, so that a server that loads another family never imp
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.family import ModelFamily
+from vocalis.stages.family import checkpoint_family
 
 MODEL_TYPE = "omnivoice"
-if TYPE_CHECKING:
-    from vocalis.stages.model import LoadedModel
 
-DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
-
-
-def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.models.omnivoice.loader import load as load_checkpoint
-
-    return load_checkpoint(path, deploy)
-
-
-FAMILY = ModelFamily(name="omnivoice", model_types=(MODEL_TYPE,), deploy_defaults=DEPLOY_DEFAULTS, load=load)
+FAMILY = checkpoint_family("omnivoice", (MODEL_TYPE,), __package__)

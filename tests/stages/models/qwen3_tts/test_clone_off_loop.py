@@ -16,8 +16,7 @@ import numpy as np
 from tests.stages.models.qwen3_tts.goldens import ROOT
 from vocalis.stages.deploy import load_deploy
 from vocalis.stages.models.qwen3_tts import voices
-from vocalis.stages.models.qwen3_tts.family import DEPLOY_DEFAULTS
-from vocalis.stages.models.qwen3_tts.loader import load
+from vocalis.stages.models.qwen3_tts.loader import DEPLOY_DEFAULTS, load
 from vocalis.stages.output import AudioOutput
 from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
 

@@ -57,6 +57,11 @@ class UtteranceJob:
         self.request.output.close()
         self._release()
 
+    @property
+    def released(self) -> bool:
+        """Whether its admission slot has been given back (read to the end, or aborted)."""
+        return self._released
+
     def stats(self) -> UtteranceStats:
         request = self.request
         end = request.finished_at or time.monotonic()

@@ -105,6 +105,8 @@ class Session:
         """The tentative unit at the end of the plan, if any."""
         self._plan_changed = asyncio.Event()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._jobs: list[UtteranceJob] = []
+        """Every admitted job not yet known to be released: given back at the end whatever happened."""
         self.input_chars = 0
         self.has_text = False
         self.utterance_index = 0
@@ -135,6 +137,9 @@ class Session:
             reader.cancel()
             self._stop_idle_timer()
             self._abort_units()
+            for job in self._jobs:  # also those already taken off the plan but never read to the end
+                if not job.released:
+                    job.abort()
 
     # -- the reader half -------------------------------------------------------------
 
@@ -295,6 +300,7 @@ class Session:
                 return
             try:
                 entry.job = self.engine.submit(self.resolved.model, entry.text, self.resolved.stage_input, self.request_id)
+                self._jobs = [job for job in self._jobs if not job.released] + [entry.job]
             except StatusError as error:
                 if in_flight == 0:
                     entry.refused = error  # nothing of ours to wait for: the engine is full of other work

@@ -30,6 +30,9 @@ AUDIO_RESPONSES = {
 }
 
 
+MIN_DEADLINE_S = 0.01
+
+
 @router.post("/v1/audio/speech", responses=AUDIO_RESPONSES, response_class=Response)
 async def create_speech(
     body: SpeechRequest,
@@ -39,7 +42,9 @@ async def create_speech(
     x_request_timeout: Annotated[float | None, Header(gt=0, le=3600, description="Deadline in seconds; past it: 504.")] = None,
 ) -> Response:
     request_id = getattr(request.state, "request_id", None) or f"speech-{uuid.uuid4().hex}"
-    timeout = x_request_timeout or config.request_timeout_s
+    # A deadline already past when the call starts can come back from gRPC's core as INTERNAL, not
+    # DEADLINE_EXCEEDED; 10 ms is still far too short for any synthesis, so the caller gets its 504.
+    timeout = max(x_request_timeout or config.request_timeout_s, MIN_DEADLINE_S)
     responses = client.synthesize(session_config(body, request_id), body.input, timeout=timeout)
     try:
         return await _unless_disconnected(request, _answer(body, responses))

@@ -16,6 +16,7 @@ def test_no_server_errors(server):
     schema = schemathesis.openapi.from_url(f"{server.http_url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.path for op in operations} >= {"/v1/audio/speech", "/v1/audio/voices", "/v1/models"}
+    cases: dict[str, int] = {}
     for operation in operations:
 
         @given(case=operation.as_strategy())
@@ -26,9 +27,12 @@ def test_no_server_errors(server):
             if isinstance(case.body, dict) and isinstance(case.body.get("input"), str):
                 case.body["input"] = case.body["input"][:200]  # short synthesis; length limits have their own tests
             since = server.log_path.stat().st_size
+            label = f"{operation.method.upper()} {operation.path}"
+            cases[label] = cases.get(label, 0) + 1
             response = case.call(timeout=60)
             case.validate_response(response, checks=(not_a_server_error,))
             assert "Traceback" not in server.log_path.read_text(errors="replace")[since:]
 
         exercise()
         assert server.alive(), operation.path
+    print(f"schemathesis cases: {sum(cases.values())} {cases}")  # shown with -s; long runs quote the total

@@ -53,7 +53,7 @@ class RunningServer:
 def start_server(
     log_dir: Path,
     *args: str,
-    timeout: float = 60.0,
+    timeout: float = 180.0,
     tls_root: bytes | None = None,
     health_metadata: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,

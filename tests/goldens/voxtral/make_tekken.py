@@ -22,7 +22,7 @@ HERE = Path(__file__).parent
 VOCAB = 3000
 SPECIALS = {1: "<s>", 2: "</s>", 24: "[AUDIO]", 25: "[BEGIN_AUDIO]", 35: "[NEXT_AUDIO_TEXT]", 36: "[REPEAT_AUDIO_TEXT]"}
 NUM_SPECIAL = 1000
-VOICES = {"neutral_female": 3, "casual_male": 5, "fr_female": 2}
+VOICES = {"neutral_female": 3, "neutral_male": 4, "casual_male": 5, "fr_female": 2}
 CASES = [
     ("Hello world, this is a tiny voice.", "neutral_female"),
     ("Bonjour à tous ! Ça va très bien, merci.", "fr_female"),

@@ -87,3 +87,9 @@ def build(path: Path, *, seed: int = 0, stopping: bool = False, encoder: bool = 
         rows = tekken["audio"]["voice_num_audio_tokens"][name]
         torch.save(torch.randn(rows, PARAMS["dim"], generator=generator).to(torch.bfloat16), path / "voice_embedding" / f"{name}.pt")
     return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(build(Path(sys.argv[1])))

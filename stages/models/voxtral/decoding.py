@@ -10,10 +10,10 @@ from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
 from vocalis.stages.request import SynthesisRequest
 
-RECEPTIVE_FIELD_FRAMES = 22
-"""Frames of left context that reach a frame's samples through the published decoder: conv 3 (2 frames), then per
-stage 2 layers of windows 2, 4, 8, 16 positions at 1, 2, 4, 8 positions per frame (4 frames each) and a transposed
-conv between stages (1 frame each), and the 7-tap output conv (< 1 frame)."""
+RECEPTIVE_FIELD_FRAMES = 21
+"""Earlier frames that reach a frame's samples through the published decoder (measured on the tiny one, which keeps
+its kernels, strides and windows): conv 3 at the frame rate, then per stage 2 layers of windows 2, 4, 8, 16
+positions at 1, 2, 4, 8 positions per frame, transposed convs between stages and the 7-tap output conv."""
 
 
 class CodecDecoder(ChunkDecoder):

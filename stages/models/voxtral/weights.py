@@ -111,6 +111,17 @@ def checkpoint_shapes(config: VoxtralConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def check_key_set(weights: Weights, config: VoxtralConfig, where: object) -> None:
+    """Fail naming, in the checkpoint's own spelling, every tensor missing, unexpected or misshapen for `config`."""
+    expected = checkpoint_shapes(config)
+    present = {k for k in weights if not k.startswith(ENCODER_PREFIXES)}
+    missing, unexpected = sorted(expected.keys() - present), sorted(present - expected.keys())
+    misshapen = sorted(f"{k} {tuple(weights[k].shape)} (params.json says {expected[k]})" for k in present & expected.keys()
+                       if tuple(weights[k].shape) != expected[k])
+    if missing or unexpected or misshapen:
+        raise ValueError(f"{where}: does not match params.json: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}")
+
+
 @dataclass
 class VoxtralModules:
     path: Path
@@ -135,6 +146,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     encoder = sorted(k for k in weights if k.startswith(ENCODER_PREFIXES))
     if encoder:
         log.info("%s: the audio tokenizer's encoder is present (%d tensors) and unused", path, len(encoder))
+    check_key_set(weights, config, path / WEIGHTS_FILE)
     lm = load_strict(VoxtralLM(config), lm_weights(weights, config), path / WEIGHTS_FILE)
     codec_weights = {k: v for k, v in take(weights, CODEC_PREFIX).items() if not (CODEC_PREFIX + k).startswith(ENCODER_PREFIXES)}
     codec = load_strict(AudioTokenizerDecoder(config.codec), fold_weight_norm(codec_weights), path / WEIGHTS_FILE)

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, CodecArgs
 
@@ -33,38 +34,20 @@ def alibi_slopes(heads: int) -> torch.Tensor:
     return torch.tensor(series(base) + series(2 * base)[::2][: heads - base])
 
 
-class CausalConv(nn.Module):
-    """A strided conv padded on the left by kernel - stride (replicate or reflect), on the right to whole frames."""
+class ConvBlock(nn.Module):
+    """A floor causal conv under `.conv`, where the checkpoint keeps its (weight-normed) weight."""
 
-    def __init__(self, channels_in: int, channels_out: int, kernel: int, stride: int = 1, pad_mode: str = "reflect") -> None:
+    def __init__(self, conv: nn.Module) -> None:
         super().__init__()
-        self.conv = nn.Conv1d(channels_in, channels_out, kernel, stride=stride, bias=False)
-        self.kernel, self.stride, self.pad_mode = kernel, stride, pad_mode
+        self.conv = conv
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        left = self.kernel - self.stride
-        frames = math.ceil((x.shape[-1] - self.kernel + left) / self.stride + 1)
-        right = (frames - 1) * self.stride + (self.kernel - left) - x.shape[-1]
-        if self.pad_mode == "reflect" and x.shape[-1] <= max(left, right):
-            extra = max(left, right) - x.shape[-1] + 1  # reflect needs more samples than it mirrors: zeros first
-            padded = F.pad(F.pad(x, (0, extra)), (left, right), mode="reflect")
-            x = padded[..., : padded.shape[-1] - extra]
-        else:
-            x = F.pad(x, (left, right), mode=self.pad_mode)
         return self.conv(x)
 
 
-class CausalConvTranspose(nn.Module):
-    """A transposed conv with its kernel - stride overhang cut on the right."""
-
-    def __init__(self, channels: int, kernel: int, stride: int) -> None:
-        super().__init__()
-        self.conv = nn.ConvTranspose1d(channels, channels, kernel, stride=stride, bias=False)
-        self.trim = kernel - stride
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.conv(x)
-        return out[..., : out.shape[-1] - self.trim]
+def causal_conv(channels_in: int, channels_out: int, kernel: int, stride: int = 1, pad_mode: str = "reflect") -> ConvBlock:
+    """Padded on the left by kernel - stride (replicate or reflect), on the right to whole strides."""
+    return ConvBlock(CausalConv1d(channels_in, channels_out, kernel, stride, bias=False, whole_strides=True, pad_mode=pad_mode))
 
 
 class CodecAttention(nn.Module):
@@ -155,19 +138,19 @@ class AudioTokenizerDecoder(nn.Module):
         super().__init__()
         self.args = args
         window = args.first_window
-        blocks: list[nn.Module] = [CausalConv(args.latent_dim, args.dim, args.kernels[0], args.strides[0], pad_mode="replicate")]
+        blocks: list[nn.Module] = [causal_conv(args.latent_dim, args.dim, args.kernels[0], args.strides[0], pad_mode="replicate")]
         if args.half_window_on_resample and args.strides[0] > 1:
             window *= 2
         for i, layers in enumerate(args.transformer_lengths):
             blocks.append(CodecTransformer(args, layers, window))
             last = i + 1 == len(args.transformer_lengths)
             if not last and (args.kernels[i + 1] != 1 or args.strides[i + 1] != 1):
-                blocks.append(CausalConvTranspose(args.dim, args.kernels[i + 1], args.strides[i + 1]))
+                blocks.append(ConvBlock(CausalConvTranspose1d(args.dim, args.dim, args.kernels[i + 1], args.strides[i + 1], bias=False)))
                 if args.half_window_on_resample and args.strides[i + 1] > 1:
                     window *= 2
         self.decoder_blocks = nn.ModuleList(blocks)
         self.quantizer = Quantizer(args)
-        self.output_proj = CausalConv(args.dim, args.patch_size, args.patch_kernel)
+        self.output_proj = causal_conv(args.dim, args.patch_size, args.patch_kernel)
 
     def latents(self, frames: torch.Tensor) -> torch.Tensor:
         """[B, T, 1 + acoustic_dim] frame codes (specials' offset included) -> [B, T, latent_dim]."""

@@ -98,6 +98,15 @@ def test_unknown_voice_and_bad_fields_are_refused_by_name(vox):
         assert response.status_code == 400 and response.json()["error"]["param"] == param, (body, response.text)
 
 
+def test_fields_the_peer_ignores_pass_with_a_warning_and_speed_stretches(vox):
+    response = speak(vox, response_format="pcm", instructions="whisper", language="French")
+    assert len(pcm(response)) == FRAMES * FRAME
+    warnings = response.headers.get_list("x-vocalis-warning")
+    assert any(w.startswith("FIELD_IGNORED instructions") for w in warnings), warnings
+    faster = pcm(speak(vox, response_format="pcm", speed=2.0))
+    assert abs(len(faster) - FRAMES * FRAME // 2) <= FRAME // 4
+
+
 def test_presets_listed_lower_cased_by_http_and_grpc(vox):
     listed = httpx.get(f"{vox.http_url}/v1/audio/voices", timeout=30).json()["voices"]
     assert {"casual_male", "neutral_female", "neutral_male", "fr_female"} <= set(listed)

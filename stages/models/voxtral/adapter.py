@@ -61,8 +61,9 @@ class VoxtralAdapter:
 
     def stage_input(self, params: RequestParams) -> VoxtralInput:
         fields = params.fields
-        if params.reference is not None:
-            raise InvalidField("ref_audio", "VOICE_CLONING_UNAVAILABLE", ENCODER_UNSUPPORTED if self.encoder_weights else NO_ENCODER)
+        if params.reference is not None:  # inline ref_audio, or a stored (uploaded) voice, which clones from its audio too
+            field = "voice" if params.reference.name else "ref_audio"
+            raise InvalidField(field, "VOICE_CLONING_UNAVAILABLE", ENCODER_UNSUPPORTED if self.encoder_weights else NO_ENCODER)
         if not params.voice:
             raise InvalidField("voice", "VOICE_REQUIRED", VOICE_REQUIRED)
         settings: dict = {"cfg_alpha": EXTRA_PARAMS.parse(fields.get("extra_params")).get("cfg_alpha", DEFAULT_CFG_ALPHA)}

@@ -9,7 +9,7 @@ import pytest
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.voxtral.adapter import DEFAULT_CFG_ALPHA, VOICE_REQUIRED, VoxtralAdapter
-from vocalis.stages.request import RequestParams
+from vocalis.stages.request import ReferenceAudio, RequestParams
 
 VOICES = ("casual_male", "neutral_female")
 
@@ -47,3 +47,11 @@ def test_out_of_range_values_name_their_field(adapter, fields, field):
     with pytest.raises(InvalidField) as error:
         adapter.stage_input(RequestParams(model="m", voice="casual_male", fields=fields))
     assert error.value.field == field
+
+
+def test_a_stored_voice_is_refused_by_its_field(adapter):
+    """An uploaded voice would clone from its audio: the open checkpoint cannot, and the error names `voice`."""
+    stored = ReferenceAudio(samples=[0.0] * 2400, sample_rate=24000, name="alice")
+    with pytest.raises(InvalidField, match="encoder weights") as error:
+        adapter.stage_input(RequestParams(model="m", voice="", reference=stored))
+    assert error.value.field == "voice"

@@ -13,6 +13,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import httpx
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from websockets.sync.client import connect
 
 from tests.goldens.voxtral.build_tiny import build
 from tests.serving import start_server
+from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -86,6 +88,19 @@ def test_voice_or_ref_audio_is_required(vox):
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == "voice"
     assert "Either 'voice' (preset speaker) or 'ref_audio' (voice cloning) must be provided" in response.json()["error"]["message"]
+
+
+def test_grpc_and_websocket_say_a_voice_is_required(vox):
+    with Client(vox.grpc_target, timeout=60) as client:
+        with pytest.raises(VocalisError) as caught:
+            client.synthesize(pb.SessionConfig(model=MODEL, encoding=audio_pb2.AUDIO_ENCODING_PCM), TEXT)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "'voice' (preset speaker)" in caught.value.message
+    with connect(f"ws://127.0.0.1:{vox.http_port}/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.config", "model": MODEL, "response_format": "pcm"}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        error = next(m for m in (json.loads(ws.recv(timeout=60)) for _ in range(5)) if m["type"] == "error")
+    assert "'voice' (preset speaker)" in error["message"]
 
 
 def test_unknown_voice_and_bad_fields_are_refused_by_name(vox):

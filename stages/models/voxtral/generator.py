@@ -54,7 +54,7 @@ class FrameGenerator(AutoregressiveModel):
         self.voices = {name: embedding.to(self.device, self.dtype) for name, embedding in voices.items()}
         self._eos: torch.Tensor | None = None
         self.last_semantic_logits: torch.Tensor | None = None
-        """[B, semantic_logits] float32 logits of the last sample_frames call (tests read them)."""
+        """[B, semantic_logits] float32 logits of the last sample_frames call, on the stage's device (tests read them)."""
 
     def prompt_embeds(self, text: str, voice: str) -> torch.Tensor:
         prompt = self.tekken.speech_prompt(text, voice)
@@ -83,7 +83,7 @@ class FrameGenerator(AutoregressiveModel):
                       states: list[FrameState]) -> torch.Tensor:
         flow = self.lm.flow
         logits = flow.semantic(hidden)
-        self.last_semantic_logits = logits.cpu()
+        self.last_semantic_logits = logits
         semantic = logits.argmax(dim=-1)
         noise = torch.stack([self._noise(state, sampler) for state, sampler in zip(states, samplers, strict=True)])
         alpha = torch.tensor([state.cfg_alpha for state in states])

@@ -10,6 +10,8 @@ What is checked against what (tests/stages/models/voxtral, tests/goldens/voxtral
   one is vLLM-Omni's, which needs CUDA vLLM);
 - the audio tokenizer's decoder (ALiBi windowed attention, layer scale, causal convs): no oracle; self-consistency only
   (chunked == whole decode, causality and the measured receptive field), with the published key set and shapes;
+- the audio tokenizer's encoder (cloning from `ref_audio`): no oracle and no published weights (the open release
+  lacks them); built as vLLM-Omni describes it, loaded only when a checkpoint has it, the prompt's row count checked
+  against mistral-common;
 - self-consistency of the whole: batch invariance of the codes, seed determinism, every tensor matters.
-The audio tokenizer's encoder (voice cloning from `ref_audio`) is not implemented; the open release lacks its weights.
 """

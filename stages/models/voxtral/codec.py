@@ -18,7 +18,7 @@ from torch import nn
 
 from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, CodecArgs
+from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, END_AUDIO, CodecArgs
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:
@@ -122,8 +122,16 @@ class SemanticCodebook(nn.Module):
         self.register_buffer("cluster_usage", torch.ones(size))
         self.register_buffer("embedding_sum", torch.zeros(size, dim))
 
+    @property
+    def embedding(self) -> torch.Tensor:
+        return self.embedding_sum / self.cluster_usage.clamp(min=1e-5)[:, None]
+
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
-        return F.embedding(codes, self.embedding_sum / self.cluster_usage.clamp(min=1e-5)[:, None])
+        return F.embedding(codes, self.embedding)
+
+    def nearest(self, x: torch.Tensor) -> torch.Tensor:
+        """Codes [N] of the rows nearest (Euclidean) to x [N, dim]."""
+        return torch.cdist(x, self.embedding.to(x.device, x.dtype)).argmin(dim=-1)
 
 
 class Quantizer(nn.Module):
@@ -169,3 +177,44 @@ class AudioTokenizerDecoder(nn.Module):
                 x = block(x.transpose(1, 2)).transpose(1, 2)
         patches = self.output_proj(x.transpose(1, 2))  # [B, patch, T']
         return patches.transpose(1, 2).reshape(frames.shape[0], -1)
+
+
+class AudioTokenizerEncoder(nn.Module):
+    """`audio_tokenizer.input_proj` and `.encoder_blocks`: 24 kHz audio -> the 292-d latent per frame, in the layout the
+    decoder mirrors (240-sample patches, transformer stages with windows halving at each stride-2 conv). Absent from the
+    open release; loaded only when a checkpoint has it."""
+
+    def __init__(self, args: CodecArgs) -> None:
+        super().__init__()
+        self.args = args
+        self.input_proj = causal_conv(args.patch_size, args.dim, args.patch_kernel)
+        window, blocks = args.window, []
+        for i, layers in enumerate(args.encoder_lengths):
+            blocks.append(CodecTransformer(args, layers, window))
+            last = i + 1 == len(args.encoder_lengths)
+            if args.encoder_kernels[i] != 1 or args.encoder_strides[i] != 1 or last:
+                blocks.append(causal_conv(args.dim, args.latent_dim if last else args.dim, args.encoder_kernels[i],
+                                          args.encoder_strides[i], pad_mode="replicate"))
+                if args.half_window_on_resample and args.encoder_strides[i] > 1:
+                    window //= 2
+        self.encoder_blocks = nn.ModuleList(blocks)
+
+    def forward(self, samples: torch.Tensor) -> torch.Tensor:
+        """[B, S] samples (S a multiple of the patch) -> [B, T, latent_dim]."""
+        x = samples.view(samples.shape[0], -1, self.args.patch_size).transpose(1, 2)  # [B, patch, T]
+        x = self.input_proj(x).transpose(1, 2)
+        for block in self.encoder_blocks:
+            x = block(x) if isinstance(block, CodecTransformer) else block(x.transpose(1, 2)).transpose(1, 2)
+        return x
+
+    def codes(self, samples: torch.Tensor, quantizer: Quantizer) -> torch.Tensor:
+        """[S] samples -> [T + 1, 1 + acoustic_dim] codes (specials' offset included), ending with the [END_AUDIO] frame
+        that follows a reference clip in the prompt."""
+        pad = -len(samples) % self.args.patch_size
+        latent = self(F.pad(samples, (0, pad))[None])[0]
+        semantic = quantizer.semantic_codebook.nearest(latent[:, : self.args.semantic_dim])
+        scaled = (torch.tanh(latent[:, self.args.semantic_dim :]) + 1) / 2 * (self.args.acoustic_levels - 1)
+        codes = torch.cat([semantic[:, None], scaled.round().long()], dim=1) + AUDIO_SPECIALS
+        end = torch.zeros(1, codes.shape[1], dtype=codes.dtype, device=codes.device)
+        end[0, 0] = END_AUDIO
+        return torch.cat([codes, end])

@@ -76,6 +76,8 @@ class CodecArgs:
     n_kv_heads: int
     qk_norm_eps: float
     norm_eps: float
+    encoder_lengths: tuple[int, ...]
+    encoder_kernels: tuple[int, ...]
     encoder_strides: tuple[int, ...]
     transformer_lengths: tuple[int, ...]
     kernels: tuple[int, ...]
@@ -172,6 +174,8 @@ class VoxtralConfig:
             hidden_dim=codec.get("hidden_dim", 4096), head_dim=codec.get("head_dim", 128), n_heads=codec.get("n_heads", 8),
             n_kv_heads=codec.get("n_kv_heads", 8), qk_norm_eps=float(codec.get("qk_norm_eps", 1e-6)),
             norm_eps=float(codec.get("norm_eps", 1e-2)),
+            encoder_lengths=_ints(codec.get("encoder_transformer_lengths_str", "2,2,2,2")),
+            encoder_kernels=_ints(codec.get("encoder_convs_kernels_str", "4,4,4,3")),
             encoder_strides=_ints(codec.get("encoder_convs_strides_str", "2,2,2,1")),
             transformer_lengths=_ints(codec.get("decoder_transformer_lengths_str", "2,2,2,2")),
             kernels=_ints(codec.get("decoder_convs_kernels_str", "3,4,4,4")),

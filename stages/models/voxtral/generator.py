@@ -1,6 +1,7 @@
 """Stage 0 of Voxtral TTS on the shared autoregressive runtime: one 37-code frame per step, per sequence.
 
-The prompt is the tekken speech prompt, its [AUDIO] placeholders filled with the preset voice's embedding rows.
+The prompt is the tekken speech prompt, its [AUDIO] placeholders filled with the preset voice's embedding rows, or with
+a reference clip's frames (its codes from the audio tokenizer's encoder, embedded as generated frames are).
 Each step's last hidden state gives the semantic code (greedy, as the peer's deploy: argmax over the masked logits)
 and, by flow matching, the 36 acoustic codes; [END_AUDIO] as the semantic code ends the sequence and is not
 emitted. A generated frame enters the decoder as the sum of its codes' embeddings.
@@ -14,14 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.models.voxtral.codec import AudioTokenizerEncoder, Quantizer
 from vocalis.stages.models.voxtral.config import END_AUDIO
 from vocalis.stages.models.voxtral.decoder import VoxtralLM
 from vocalis.stages.models.voxtral.tekken import Tekken
+from vocalis.stages.reference import resample
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams
 
@@ -43,9 +47,12 @@ class FrameState:
 class FrameGenerator(AutoregressiveModel):
     emits_eos_frame = False
 
-    def __init__(self, lm: VoxtralLM, tekken: Tekken, voices: dict[str, torch.Tensor], max_len: int) -> None:
+    def __init__(self, lm: VoxtralLM, tekken: Tekken, voices: dict[str, torch.Tensor], max_len: int,
+                 encoder: AudioTokenizerEncoder | None = None, quantizer: Quantizer | None = None) -> None:
+        """`encoder` and the codec's `quantizer`: to clone reference clips (checkpoints with the encoder's weights)."""
         self.lm = lm
         self.tekken = tekken
+        self.encoder, self.quantizer = encoder, quantizer
         self.config = lm.config
         d = self.config.decoder
         self.cache_shape = CacheShape(d.n_layers, d.n_kv_heads, d.head_dim, min(max_len, d.max_seq_len))
@@ -57,16 +64,35 @@ class FrameGenerator(AutoregressiveModel):
         """[B, semantic_logits] float32 logits of the last sample_frames call, on the stage's device (tests read them)."""
 
     def prompt_embeds(self, text: str, voice: str) -> torch.Tensor:
+        """A preset's prompt: [AUDIO] rows from its voice_embedding file."""
         prompt = self.tekken.speech_prompt(text, voice)
+        return self._embed(prompt.ids, prompt.voice_positions, self.voices[voice])
+
+    def clone_embeds(self, text: str, samples: np.ndarray, rate: int) -> torch.Tensor:
+        """A reference clip's prompt: [AUDIO] rows from its codes (encoder + quantizer), summed code embeddings."""
+        if self.encoder is None or self.quantizer is None:
+            raise ValueError("this checkpoint has no audio tokenizer encoder to clone a voice with")
+        audio = torch.from_numpy(resample(samples, rate, self.tekken.sampling_rate))
+        prompt = self.tekken.speech_prompt_rows(text, self.tekken.reference_rows(len(audio)))
         with torch.inference_mode():
-            ids = torch.tensor(prompt.ids, device=self.device)
-            embeds = self.lm.decoder.embed_tokens(ids)
-            embeds[prompt.voice_positions] = self.voices[voice]
+            codes = self.encoder.codes(audio.to(next(self.encoder.parameters()).device), self.quantizer)
+            rows = self.lm.audio_embeddings(codes.to(self.device))
+        if len(rows) != len(prompt.voice_positions):
+            raise ValueError(f"the clip gave {len(rows)} frames; its prompt holds {len(prompt.voice_positions)}")
+        return self._embed(prompt.ids, prompt.voice_positions, rows)
+
+    def _embed(self, ids: list[int], positions: list[int], rows: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            embeds = self.lm.decoder.embed_tokens(torch.tensor(ids, device=self.device))
+            embeds[positions] = rows.to(embeds.dtype)
         return embeds
 
     def start(self, request: SynthesisRequest[VoxtralInput]) -> SequenceStart:
         stage_input = request.stage_input
-        embeds = self.prompt_embeds(request.text, stage_input.voice)
+        if stage_input.reference is not None:
+            embeds = self.clone_embeds(request.text, *stage_input.reference)
+        else:
+            embeds = self.prompt_embeds(request.text, stage_input.voice)
         room = self.cache_shape.max_len - len(embeds)
         if room < 1:
             raise ValueError(f"the prompt ({len(embeds)} positions) leaves no room under max_len {self.cache_shape.max_len}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,9 +57,17 @@ class Tekken:
         return [token + self.num_special for token in self._bpe.encode(text, disallowed_special=())]
 
     def speech_prompt(self, text: str, voice: str) -> SpeechPrompt:
+        """The prompt of a preset voice."""
         rows = self.voice_tokens.get(voice.lower())
         if rows is None:
             raise ValueError(f"tekken.json lists no audio tokens for voice {voice!r}; it has {sorted(self.voice_tokens)}")
+        return self.speech_prompt_rows(text, rows)
+
+    def reference_rows(self, samples: int) -> int:
+        """[AUDIO] placeholders of a reference clip of `samples` at the audio rate: its frames and the [END_AUDIO] one."""
+        return math.ceil(samples / self.sampling_rate * self.frame_rate) + 1
+
+    def speech_prompt_rows(self, text: str, rows: int) -> SpeechPrompt:
         s = self.specials
         head = [s[BOS], s[BEGIN_AUDIO]]
         ids = [*head, *[s[AUDIO]] * rows, s[TEXT_TO_AUDIO], *self.encode(text), s[AUDIO_TO_TEXT], s[BEGIN_AUDIO]]

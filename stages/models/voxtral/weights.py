@@ -7,7 +7,7 @@ layers are the floor's Llama layers, so their names are mapped here, and the dec
 Mistral's interleaved RoPE layout to the rotate-half one (as transformers' conversion script and vLLM's Mistral
 loader do). Loading is strict: a missing or unknown tensor fails at start-up by name. The audio tokenizer's encoder
 (`audio_tokenizer.input_proj.*`, `audio_tokenizer.encoder_blocks.*`) is absent from the open release; when a
-checkpoint has it, it is recorded (`encoder_weights`) and left unused.
+checkpoint has it (all of it), it is loaded too, and `ref_audio` clones.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
+from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder, AudioTokenizerEncoder
 from vocalis.stages.models.voxtral.config import TEKKEN_FILE, VOICE_DIR, WEIGHTS_FILE, VoxtralConfig
 from vocalis.stages.models.voxtral.decoder import VoxtralLM
 from vocalis.stages.models.voxtral.tekken import Tekken
@@ -96,27 +96,30 @@ def lm_weights(weights: Weights, config: VoxtralConfig) -> Weights:
     return out
 
 
-def checkpoint_shapes(config: VoxtralConfig) -> dict[str, tuple[int, ...]]:
-    """The tensors a checkpoint of `config` holds, by checkpoint name (the open release: no codec encoder)."""
+def checkpoint_shapes(config: VoxtralConfig, encoder: bool = False) -> dict[str, tuple[int, ...]]:
+    """The tensors a checkpoint of `config` holds, by checkpoint name: the open release's, or with `encoder` also the
+    audio tokenizer's encoder."""
     with torch.device("meta"):
         lm, codec = VoxtralLM(config), AudioTokenizerDecoder(config.codec)
+        parts = [codec, AudioTokenizerEncoder(config.codec)] if encoder else [codec]
     shapes = {checkpoint_key(name): tuple(t.shape) for name, t in lm.state_dict().items()}
-    for name, tensor in codec.state_dict().items():
-        if name.endswith("conv.weight"):
-            prefix = CODEC_PREFIX + name[: -len("weight")] + "parametrizations.weight."
-            shapes[prefix + "original0"] = (tensor.shape[0], 1, 1)
-            shapes[prefix + "original1"] = tuple(tensor.shape)
-        else:
-            shapes[CODEC_PREFIX + name] = tuple(tensor.shape)
+    for part in parts:
+        for name, tensor in part.state_dict().items():
+            if name.endswith("conv.weight"):
+                prefix = CODEC_PREFIX + name[: -len("weight")] + "parametrizations.weight."
+                shapes[prefix + "original0"] = (tensor.shape[0], 1, 1)
+                shapes[prefix + "original1"] = tuple(tensor.shape)
+            else:
+                shapes[CODEC_PREFIX + name] = tuple(tensor.shape)
     return shapes
 
 
 def check_key_set(weights: Weights, config: VoxtralConfig, where: object) -> None:
-    """Fail naming, in the checkpoint's own spelling, every tensor missing, unexpected or misshapen for `config`."""
-    expected = checkpoint_shapes(config)
-    present = {k for k in weights if not k.startswith(ENCODER_PREFIXES)}
-    missing, unexpected = sorted(expected.keys() - present), sorted(present - expected.keys())
-    misshapen = sorted(f"{k} {tuple(weights[k].shape)} (params.json says {expected[k]})" for k in present & expected.keys()
+    """Fail naming, in the checkpoint's own spelling, every tensor missing, unexpected or misshapen for `config` (with
+    the encoder's tensors expected in full once any of them is present)."""
+    expected = checkpoint_shapes(config, encoder=any(k.startswith(ENCODER_PREFIXES) for k in weights))
+    missing, unexpected = sorted(expected.keys() - weights.keys()), sorted(weights.keys() - expected.keys())
+    misshapen = sorted(f"{k} {tuple(weights[k].shape)} (params.json says {expected[k]})" for k in weights.keys() & expected.keys()
                        if tuple(weights[k].shape) != expected[k])
     if missing or unexpected or misshapen:
         raise ValueError(f"{where}: does not match params.json: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}")
@@ -132,8 +135,12 @@ class VoxtralModules:
     """Always float32 (the peer decodes in the stage's dtype; float32 keeps chunked == whole decodes exact)."""
     voices: dict[str, torch.Tensor] = field(default_factory=dict)
     """Preset (lower-cased) -> its prompt embedding rows [N, dim]."""
-    encoder_weights: bool = False
-    """Whether the checkpoint carries the audio tokenizer's encoder (needed to clone a voice from ref_audio)."""
+    encoder: AudioTokenizerEncoder | None = None
+    """The audio tokenizer's encoder (float32, on the generator's device), when the checkpoint has it: ref_audio clones."""
+
+    @property
+    def encoder_weights(self) -> bool:
+        return self.encoder is not None
 
 
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", codec_device: str | None = None) -> VoxtralModules:
@@ -143,16 +150,21 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     if tekken.vocab_size > config.decoder.vocab_size:
         raise ValueError(f"{path / TEKKEN_FILE}: {tekken.vocab_size} tokens; the decoder embeds {config.decoder.vocab_size}")
     weights = read_safetensors(path / WEIGHTS_FILE)
-    encoder = sorted(k for k in weights if k.startswith(ENCODER_PREFIXES))
-    if encoder:
-        log.info("%s: the audio tokenizer's encoder is present (%d tensors) and unused", path, len(encoder))
     check_key_set(weights, config, path / WEIGHTS_FILE)
     lm = load_strict(VoxtralLM(config), lm_weights(weights, config), path / WEIGHTS_FILE)
-    codec_weights = {k: v for k, v in take(weights, CODEC_PREFIX).items() if not (CODEC_PREFIX + k).startswith(ENCODER_PREFIXES)}
-    codec = load_strict(AudioTokenizerDecoder(config.codec), fold_weight_norm(codec_weights), path / WEIGHTS_FILE)
+    codec_weights = fold_weight_norm(take(weights, CODEC_PREFIX))
+    encoder_names = ("input_proj.", "encoder_blocks.")
+    encoder = None
+    if any(k.startswith(encoder_names) for k in codec_weights):
+        log.info("%s: the audio tokenizer's encoder is present: ref_audio clones", path)
+        encoder = load_strict(AudioTokenizerEncoder(config.codec), {k: v for k, v in codec_weights.items() if k.startswith(encoder_names)},
+                              path / WEIGHTS_FILE)
+        encoder = encoder.to(device=device, dtype=torch.float32).eval().requires_grad_(False)
+    codec = load_strict(AudioTokenizerDecoder(config.codec), {k: v for k, v in codec_weights.items() if not k.startswith(encoder_names)},
+                        path / WEIGHTS_FILE)
     lm = lm.to(device=device, dtype=dtype).eval().requires_grad_(False)
     codec = codec.to(device=codec_device or device, dtype=torch.float32).eval().requires_grad_(False)
-    return VoxtralModules(path, config, tekken, lm, codec, load_voices(path, config, tekken), encoder_weights=bool(encoder))
+    return VoxtralModules(path, config, tekken, lm, codec, load_voices(path, config, tekken), encoder=encoder)
 
 
 def load_voices(path: Path, config: VoxtralConfig, tekken: Tekken) -> dict[str, torch.Tensor]:

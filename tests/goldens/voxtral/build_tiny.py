@@ -63,7 +63,8 @@ def random_tensor(name: str, shape: tuple[int, ...], generator: torch.Generator)
 
 
 def build(path: Path, *, seed: int = 0, stopping: bool = False, encoder: bool = False) -> Path:
-    """The tiny checkpoint at `path` (created); `encoder` adds audio-tokenizer encoder tensors (cloning-capable layout)."""
+    """The tiny checkpoint at `path` (created); `encoder` adds the audio tokenizer's encoder (a cloning-capable layout,
+    which no published checkpoint has)."""
     from vocalis.stages.models.voxtral.config import VoxtralConfig
     from vocalis.stages.models.voxtral.weights import checkpoint_shapes
 
@@ -73,13 +74,11 @@ def build(path: Path, *, seed: int = 0, stopping: bool = False, encoder: bool = 
     shutil.copy(HERE / "tekken_tiny.json", path / "tekken.json")
     config = VoxtralConfig.from_params(PARAMS)
     generator = torch.Generator().manual_seed(seed)
-    weights = {name: random_tensor(name, shape, generator) for name, shape in sorted(checkpoint_shapes(config).items())}
+    shapes = checkpoint_shapes(config, encoder=encoder)
+    weights = {name: random_tensor(name, shape, generator) for name, shape in sorted(shapes.items())}
     weights["audio_tokenizer.output_proj.conv.parametrizations.weight.original0"] *= 0.1  # audio within [-1, 1]
     if not stopping:
         weights["acoustic_transformer.semantic_codebook_output.weight"][1] = 0.0
-    if encoder:
-        weights["audio_tokenizer.input_proj.conv.parametrizations.weight.original0"] = torch.ones(32, 1, 1)
-        weights["audio_tokenizer.input_proj.conv.parametrizations.weight.original1"] = torch.randn(32, 240, 7, generator=generator)
     save_file({k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}, str(path / "consolidated.safetensors"))
     tekken = json.loads((HERE / "tekken_tiny.json").read_text())
     (path / "voice_embedding").mkdir(exist_ok=True)

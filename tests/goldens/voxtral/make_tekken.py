@@ -1,11 +1,11 @@
 """Writes tekken_tiny.json and prompt_goldens.json: run with mistral-common 1.13.1 installed (a separate venv, e.g.
-`python3 -m venv /tmp/vx && /tmp/vx/bin/pip install mistral-common==1.13.1 && /tmp/vx/bin/python make_tekken.py`).
+`python3 -m venv /tmp/vx && /tmp/vx/bin/pip install 'mistral-common[audio]==1.13.1' && /tmp/vx/bin/python make_tekken.py`).
 
 tekken_tiny.json is mistral-common's own tekken_240911.json cut to its first VOCAB ranks (BPE ranks are merge order,
 so a prefix is a valid tokenizer: mistral-common itself cuts vocabularies that way), with the speech special tokens
 at the ranks the Voxtral TTS checkpoint uses ([AUDIO] 24, [BEGIN_AUDIO] 25, [NEXT_AUDIO_TEXT] 35,
 [REPEAT_AUDIO_TEXT] 36) and an `audio` section with preset voices. The goldens are mistral-common's
-`encode_speech_request` ids for each case on this file.
+`encode_speech_request` ids for each case on this file, preset voices and reference clips of several lengths.
 """
 
 from __future__ import annotations
@@ -49,10 +49,30 @@ def tekken(vocab: list[dict], vocab_size: int, pattern: str) -> dict:
     }
 
 
+REFERENCE_SAMPLES = [1, 1919, 1920, 1921, 24000, 25000]
+"""Lengths (at 24 kHz) of reference clips whose prompts are recorded: the [AUDIO] count is frames + 1."""
+
+
 def encode(path: Path) -> list[dict]:
     tokenizer = MistralTokenizer.from_file(str(path))
     return [{"text": text, "voice": voice, "ids": tokenizer.encode_speech_request(SpeechRequest(input=text, voice=voice)).tokens}
             for text, voice in CASES]
+
+
+def encode_references(path: Path) -> list[dict]:
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    tokenizer = MistralTokenizer.from_file(str(path))
+    cases = []
+    for n in REFERENCE_SAMPLES:
+        buffer = io.BytesIO()
+        sf.write(buffer, (0.3 * np.sin(np.arange(n) / 24000 * 2 * np.pi * 200)).astype(np.float32), 24000, format="WAV")
+        request = SpeechRequest(input=CASES[0][0], ref_audio=buffer.getvalue())
+        cases.append({"text": CASES[0][0], "ref_samples": n, "ids": tokenizer.encode_speech_request(request).tokens})
+    return cases
 
 
 def main() -> None:
@@ -60,7 +80,8 @@ def main() -> None:
     pattern = real["config"]["pattern"]
     tiny = tekken(real["vocab"][:VOCAB], NUM_SPECIAL + VOCAB, pattern)
     (HERE / "tekken_tiny.json").write_text(json.dumps(tiny, ensure_ascii=False))
-    goldens = {"mistral_common": mistral_common.__version__, "cases": encode(HERE / "tekken_tiny.json")}
+    goldens = {"mistral_common": mistral_common.__version__, "cases": encode(HERE / "tekken_tiny.json"),
+               "references": encode_references(HERE / "tekken_tiny.json")}
     (HERE / "prompt_goldens.json").write_text(json.dumps(goldens, indent=1, ensure_ascii=False) + "\n")
 
 

@@ -8,12 +8,14 @@ import copy
 import numpy as np
 import torch
 
+from tests.goldens.voxtral.build_tiny import build
 from tests.stages.models.voxtral.conftest import generate, request
 from vocalis.stages.chunk_stage import ChunkStage
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.voxtral.config import END_AUDIO
 from vocalis.stages.models.voxtral.decoding import RECEPTIVE_FIELD_FRAMES, CodecDecoder
 from vocalis.stages.models.voxtral.generator import FrameGenerator
+from vocalis.stages.models.voxtral.weights import load_modules
 from vocalis.stages.stage import StageItem
 
 TEXT = "Hello world, this is a tiny voice."
@@ -100,3 +102,26 @@ def test_the_decoder_is_causal_with_the_stated_receptive_field(tiny):
     differs = (a != b).view(48, 1920).any(dim=1)
     assert not differs[:10].any()  # causal
     assert differs[10 + RECEPTIVE_FIELD_FRAMES] and not differs[11 + RECEPTIVE_FIELD_FRAMES :].any()  # exactly that far
+
+
+def test_cloning_with_the_encoder_fills_the_prompt_with_the_clips_frames(tmp_path):
+    """A checkpoint with the audio tokenizer's encoder (none is published) clones: a clip's codes (its frames and the
+    [END_AUDIO] frame) fill the prompt's [AUDIO] rows, resampled to 24 kHz first; another clip, other frames."""
+    modules = load_modules(build(tmp_path / "full", encoder=True))
+    generator = FrameGenerator(modules.lm, modules.tekken, modules.voices, 256, modules.encoder, modules.codec.quantizer)
+    t = np.arange(16000) / 16000
+    clip = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)  # 1 s at 16 kHz: 13 frames at 24 kHz
+    with torch.inference_mode():
+        codes = modules.encoder.codes(torch.from_numpy(clip), modules.codec.quantizer)  # read as 24 kHz: 9 frames + end
+    assert codes.shape == (10, 37) and torch.equal(codes[-1], torch.tensor([END_AUDIO] + [0] * 36))
+    assert ((codes[:-1, 0] >= 2) & (codes[:-1, 0] < 66)).all() and ((codes[:-1, 1:] >= 2) & (codes[:-1, 1:] <= 22)).all()
+    embeds = generator.clone_embeds(TEXT, clip, 16000)
+    assert len(embeds) == len(modules.tekken.speech_prompt_rows(TEXT, 14).ids)  # 13 frames + [END_AUDIO]
+
+    def run(samples):
+        (frames,) = generate(generator, [request(TEXT, voice="", reference=(samples, 16000), seed=1, max_new_tokens=5)]).values()
+        return frames
+
+    first = run(clip)
+    assert first.shape == (5, 37)
+    assert torch.equal(first, run(clip)) and not torch.equal(first, run(clip[::-1].copy()))

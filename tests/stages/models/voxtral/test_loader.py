@@ -6,12 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 from tests.goldens.voxtral.build_tiny import build
 from vocalis.stages import family as families
+from vocalis.stages.errors import InvalidField
 from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
 from vocalis.stages.models.voxtral.config import VoxtralConfig
 from vocalis.stages.models.voxtral.weights import checkpoint_shapes, load_modules
@@ -90,16 +92,23 @@ def test_a_missing_or_unknown_tensor_fails_by_name(tmp_path):
         load_modules(path)
 
 
-def test_encoder_weights_are_recorded_and_ref_audio_is_refused_either_way(tmp_path):
+def test_the_encoder_loads_when_present_whole_and_ref_audio_needs_it(tmp_path):
     open_release = load_modules(build(tmp_path / "open"))
     full = load_modules(build(tmp_path / "full", encoder=True))
     assert not open_release.encoder_weights and full.encoder_weights
-    clip = ReferenceAudio(samples=torch.zeros(2400).numpy(), sample_rate=24000)
-    for modules, message in ((open_release, "requires the full Voxtral checkpoint with encoder weights"), (full, "not implemented")):
-        adapter = VoxtralAdapter(tuple(modules.voices), 24000, modules.encoder_weights)
-        with pytest.raises(Exception, match=message) as error:
-            adapter.stage_input(RequestParams(model="m", voice="", reference=clip))
-        assert error.value.field == "ref_audio"
+    clip = ReferenceAudio(samples=np.zeros(2400, dtype=np.float32), sample_rate=24000)
+    adapter = VoxtralAdapter(tuple(open_release.voices), 24000, open_release.encoder_weights)
+    with pytest.raises(InvalidField, match="requires the full Voxtral checkpoint with encoder weights") as error:
+        adapter.stage_input(RequestParams(model="m", voice="", reference=clip))
+    assert error.value.field == "ref_audio" and not adapter.capabilities.voice_cloning
+    adapter = VoxtralAdapter(tuple(full.voices), 24000, full.encoder_weights)
+    assert adapter.capabilities.voice_cloning
+    assert adapter.stage_input(RequestParams(model="m", voice="", reference=clip)).reference[1] == 24000
+    assert adapter.stage_input(RequestParams(model="m", voice="fr_female", reference=clip)).reference is None  # the preset wins
+    path = build(tmp_path / "partial", encoder=True)
+    _rewrite(path, lambda w: w.pop("audio_tokenizer.encoder_blocks.7.conv.parametrizations.weight.original1"))
+    with pytest.raises(ValueError, match=r"missing \['audio_tokenizer.encoder_blocks.7.conv.parametrizations.weight.original1'\]"):
+        load_modules(path)
 
 
 def test_a_preset_without_its_file_is_not_offered_and_a_misshapen_one_fails(tmp_path):

@@ -26,6 +26,12 @@ def test_speech_prompt_ids_equal_mistral_common(tekken, case):
     assert [prompt.ids[i] for i in prompt.voice_positions] == [24] * tekken.voice_tokens[case["voice"]]
 
 
+@pytest.mark.parametrize("case", GOLDENS["references"], ids=lambda case: str(case["ref_samples"]))
+def test_reference_clip_prompts_equal_mistral_common(tekken, case):
+    """A clip's prompt holds its frames (ceil at 12.5 Hz) and the [END_AUDIO] one, as mistral-common counts them."""
+    assert tekken.speech_prompt_rows(case["text"], tekken.reference_rows(case["ref_samples"])).ids == case["ids"]
+
+
 def test_voice_names_are_case_insensitive_and_unknown_ones_fail(tekken):
     assert tekken.speech_prompt("hi", "Neutral_Female").ids == tekken.speech_prompt("hi", "neutral_female").ids
     with pytest.raises(ValueError, match="neutral_female"):

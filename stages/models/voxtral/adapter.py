@@ -52,6 +52,7 @@ class VoxtralAdapter:
             extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             voice_cloning=encoder_weights,
+            preset_over_reference=True,
         )
 
     def resolve_voice(self, voice: str) -> str:

@@ -135,10 +135,11 @@ class SemanticCodebook(nn.Module):
 
 
 class Quantizer(nn.Module):
+    """`quantizer.*`: the semantic codebook (the acoustic FSQ codes have no tensors)."""
+
     def __init__(self, args: CodecArgs) -> None:
         super().__init__()
         self.semantic_codebook = SemanticCodebook(args.semantic_codebook_size, args.semantic_dim)
-        self.levels = args.acoustic_levels
 
 
 class AudioTokenizerDecoder(nn.Module):

@@ -22,7 +22,7 @@ import torch
 from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder, AudioTokenizerEncoder
 from vocalis.stages.models.voxtral.config import TEKKEN_FILE, VOICE_DIR, WEIGHTS_FILE, VoxtralConfig
 from vocalis.stages.models.voxtral.decoder import VoxtralLM
-from vocalis.stages.models.voxtral.tekken import Tekken
+from vocalis.stages.models.voxtral.tekken import AUDIO, BEGIN_AUDIO, BOS, Tekken
 from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors, read_state_dict, take
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,14 @@ def checkpoint_shapes(config: VoxtralConfig, encoder: bool = False) -> dict[str,
     return shapes
 
 
+def check_special_ids(tekken: Tekken, config: VoxtralConfig, path: Path) -> None:
+    """params.json names the ids the model was trained with; tekken.json must give those tokens the same ids."""
+    pairs = {BOS: config.bos_id, AUDIO: config.audio_token_id, BEGIN_AUDIO: config.begin_audio_token_id}
+    wrong = {token: (tekken.specials[token], wanted) for token, wanted in pairs.items() if tekken.specials[token] != wanted}
+    if wrong:
+        raise ValueError(f"{path}: tekken.json and params.json disagree on special ids (tekken, params): {wrong}")
+
+
 def check_key_set(weights: Weights, config: VoxtralConfig, where: object) -> None:
     """Fail naming, in the checkpoint's own spelling, every tensor missing, unexpected or misshapen for `config` (with
     the encoder's tensors expected in full once any of them is present)."""
@@ -149,11 +157,12 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     tekken = Tekken(path / TEKKEN_FILE)
     if tekken.vocab_size > config.decoder.vocab_size:
         raise ValueError(f"{path / TEKKEN_FILE}: {tekken.vocab_size} tokens; the decoder embeds {config.decoder.vocab_size}")
+    check_special_ids(tekken, config, path)
     weights = read_safetensors(path / WEIGHTS_FILE)
     check_key_set(weights, config, path / WEIGHTS_FILE)
     lm = load_strict(VoxtralLM(config), lm_weights(weights, config), path / WEIGHTS_FILE)
     codec_weights = fold_weight_norm(take(weights, CODEC_PREFIX))
-    encoder_names = ("input_proj.", "encoder_blocks.")
+    encoder_names = tuple(prefix[len(CODEC_PREFIX):] for prefix in ENCODER_PREFIXES)
     encoder = None
     if any(k.startswith(encoder_names) for k in codec_weights):
         log.info("%s: the audio tokenizer's encoder is present: ref_audio clones", path)

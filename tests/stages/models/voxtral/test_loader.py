@@ -119,3 +119,12 @@ def test_a_preset_without_its_file_is_not_offered_and_a_misshapen_one_fails(tmp_
     with pytest.raises(ValueError, match="casual_male.pt"):
         load_modules(path)
     shutil.rmtree(path)
+
+
+def test_tekken_and_params_must_agree_on_the_audio_ids(tmp_path):
+    path = build(tmp_path / "ids")
+    params = json.loads((path / "params.json").read_text())
+    params["multimodal"]["audio_model_args"]["audio_token_id"] = 23
+    (path / "params.json").write_text(json.dumps(params))
+    with pytest.raises(ValueError, match=r"\[AUDIO\]': \(24, 23\)"):
+        load_modules(path)

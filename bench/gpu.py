@@ -3,7 +3,8 @@
 One command, no download: for each family it builds a checkpoint with random weights
 at the published sizes (the committed tiny checkpoint's files, with the published
 sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json
-and bench/configs/omnivoice_real_sizes.json laid over its config), loads it as the
+and bench/configs/omnivoice_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
+tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -57,7 +58,10 @@ CASES = {
     "qwen3-1.7b-customvoice": Case("Qwen3-TTS-12Hz-1.7B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-1b7"),
     "voxcpm2": Case("VoxCPM2", GOLDENS / "voxcpm2" / "tiny"),
     "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
+    "voxtral": Case("Voxtral-4B-TTS-2603", GOLDENS / "voxtral" / "tiny"),
 }
+BUILT_TINY = {"voxtral"}
+"""Families whose tiny checkpoint is built by a script (into the work dir) rather than committed."""
 
 
 # -- real-size checkpoints ------------------------------------------------------------------------
@@ -86,10 +90,13 @@ def build_real(key: str, work: Path, device: str) -> Path:
     if (out / ".complete").exists():
         return out
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(case.tiny, out, ignore=shutil.ignore_patterns("*.safetensors"))
+    if key not in BUILT_TINY:
+        shutil.copytree(case.tiny, out, ignore=shutil.ignore_patterns("*.safetensors"))
     torch.manual_seed(0)
     with torch.device(device), torch.no_grad():
-        if key.startswith("qwen3"):
+        if key == "voxtral":
+            _build_voxtral(out)
+        elif key.startswith("qwen3"):
             _build_qwen3(case, out)
         elif key == "voxcpm2":
             _build_voxcpm2(out)
@@ -149,6 +156,44 @@ def _build_omnivoice(out: Path) -> None:
     _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
 
 
+def _build_voxtral(out: Path) -> None:
+    from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
+    from vocalis.stages.models.voxtral.config import VoxtralConfig
+    from vocalis.stages.models.voxtral.decoder import VoxtralLM
+    from vocalis.stages.models.voxtral.weights import CODEC_PREFIX, checkpoint_key
+
+    out.mkdir(parents=True)
+    params = json.loads((GOLDENS / "voxtral" / "real_params.json").read_text())
+    (out / "params.json").write_text(json.dumps(params, indent=2))
+    shutil.copy(GOLDENS / "voxtral" / "tekken_tiny.json", out / "tekken.json")  # a 4000-token vocabulary: speed does not care
+    config = VoxtralConfig.from_params(params)
+    lm = VoxtralLM(config)
+    lm.flow.semantic_codebook_output.weight[1] = 0  # [END_AUDIO] never wins: every request runs to --frames
+    tensors = {checkpoint_key(k): v.to("cpu", torch.bfloat16).contiguous() for k, v in lm.state_dict().items()}
+    del lm
+    for key, value in AudioTokenizerDecoder(config.codec).state_dict().items():
+        value = value.to("cpu", torch.float32)
+        if key.endswith("conv.weight"):
+            prefix = CODEC_PREFIX + key[: -len("weight")] + "parametrizations.weight."
+            tensors[prefix + "original0"] = value.flatten(1).norm(dim=1)[:, None, None].to(torch.bfloat16)
+            tensors[prefix + "original1"] = value.to(torch.bfloat16).contiguous()
+        else:
+            tensors[CODEC_PREFIX + key] = value.to(torch.bfloat16).contiguous()
+    save_file(tensors, str(out / "consolidated.safetensors"))
+    (out / "voice_embedding").mkdir()
+    for name, rows in json.loads((out / "tekken.json").read_text())["audio"]["voice_num_audio_tokens"].items():
+        torch.save(torch.randn(rows, config.decoder.dim, device="cpu").to(torch.bfloat16), out / "voice_embedding" / f"{name}.pt")
+
+
+def tiny_checkpoint(key: str, work: Path) -> Path:
+    if key not in BUILT_TINY:
+        return CASES[key].tiny
+    from tests.goldens.voxtral.build_tiny import build
+
+    work.mkdir(parents=True, exist_ok=True)
+    return build(Path(tempfile.mkdtemp(prefix=f"{key}-tiny-", dir=work)) / key)  # fresh: parallel runs never share one
+
+
 # -- serving --------------------------------------------------------------------------------------
 
 
@@ -178,7 +223,8 @@ def make_request(model, case: Case, frames: int) -> SynthesisRequest:
         reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32), 24000,
                                    text="A short reference clip for the voice.")
     fields = {"max_new_tokens": frames, "seed": 1} if not isinstance(model.family, str) or model.family != "omnivoice" else {"seed": 1}
-    params = RequestParams(model=model.name, voice=model.adapter.resolve_voice(""), fields=fields, reference=reference)
+    voice = model.adapter.resolve_voice("") or (model.capabilities.voices[0] if model.capabilities.voices and not case.clone else "")
+    params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 
 
@@ -263,7 +309,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print("|---|---|---|---|---|---|---|")
     for key in args.families.split(","):
         start = time.perf_counter()
-        path = CASES[key].tiny if args.tiny else build_real(key, args.work_dir, args.device)
+        path = tiny_checkpoint(key, args.work_dir) if args.tiny else build_real(key, args.work_dir, args.device)
         built = time.perf_counter() - start
         rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ set, in this order:
    `X-Vocalis-Warning`; SSE and WebSocket `warning` event) naming it: `instructions`,
    `task_type`, `language`, `max_new_tokens`, `initial_codec_chunk_frames`, `seed` or
    `ref_text` on a model that does not use them; a `voice` when `ref_audio` gives the voice or
-   the model has no preset voices (Qwen3-TTS VoiceDesign and Base); `extra_params.seed` where
+   the model has no preset voices (Qwen3-TTS VoiceDesign and Base), or `ref_audio` beside a preset
+   where the preset wins (Voxtral with its encoder, `Capabilities.preset_over_reference`); `extra_params.seed` where
    `seed` is not used (where it is, `extra_params.seed` is taken as `seed`); and request keys
    the API does not know at all (`unknown_fields`, code UNKNOWN_FIELD).
 3. **Values the model cannot honour are refused** with INVALID_ARGUMENT / HTTP 400 naming the
@@ -73,8 +74,12 @@ def apply(config: pb.SessionConfig, model: LoadedModel, strict: bool = False) ->
             config.ClearField(name)
             drop(name, f"model {model.name} does not use it")
     if config.voice and config.voice.lower() != "default" and config.HasField("ref_audio") and "ref_audio" in accepted:
-        drop("voice", f"ref_audio gives the voice ({config.voice!r} is not used)")
-        config.voice = ""
+        if caps.preset_over_reference and caps.voice_cloning and config.voice.strip().lower() in caps.voices:
+            drop("ref_audio", f"the preset voice {config.voice!r} gives the voice (ref_audio is not used)")
+            config.ClearField("ref_audio")
+        else:
+            drop("voice", f"ref_audio gives the voice ({config.voice!r} is not used)")
+            config.voice = ""
     return warnings
 
 

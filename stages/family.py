@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 BUILTIN_PACKAGE = "vocalis.stages.models"
 FAMILY_MODULE = "family"
+MISTRAL_PARAMS = "params.json"
+"""The config of Mistral-format checkpoints (with consolidated.safetensors), read when there is no config.json."""
 """The module of a family's package that defines FAMILY."""
 
 
@@ -66,10 +68,14 @@ def import_family_module(module: str) -> ModelFamily:
 
 def family_for_checkpoint(path: Path) -> ModelFamily:
     config = path / "config.json"
+    if not config.is_file() and (path / MISTRAL_PARAMS).is_file():
+        config = path / MISTRAL_PARAMS
     if not config.is_file():
-        raise ValueError(f"{path} has no config.json: is it a checkpoint directory?")
+        raise ValueError(f"{path} has no config.json (nor a Mistral-format {MISTRAL_PARAMS}): is it a checkpoint directory?")
     data = json.loads(config.read_text())
     model_type = data.get("model_type") or data.get("architecture", "")  # VoxCPM configs name only an architecture
+    if not model_type and config.name == MISTRAL_PARAMS and "audio_tokenizer_args" in (data.get("multimodal") or {}):
+        model_type = "voxtral_tts"  # published Voxtral TTS params.json name no model_type; only they carry a codec
     for family in _FAMILIES.values():
         if model_type in family.model_types:
             return family

@@ -27,6 +27,9 @@ class Capabilities:
     streaming: bool = True
     """Whether audio leaves before the whole utterance is synthesized."""
     voice_cloning: bool = False
+    preset_over_reference: bool = False
+    """A preset `voice` given beside `ref_audio` is the voice and ref_audio is ignored (vLLM-Omni's Voxtral rule); by
+    default ref_audio gives the voice and the preset is ignored."""
     languages: tuple[str, ...] = ()
     min_speed: float = 0.25
     max_speed: float = 4.0

@@ -10,7 +10,7 @@ from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_repo
 
 DEFAULT_MODEL = "en_US-joe-medium"
-NEURAL_MODULES = ("torch", "safetensors", "tokenizers")
+NEURAL_MODULES = ("torch", "safetensors", "tokenizers", "tiktoken")
 """Installed by the `neural` extra; the Piper-only install has none of them."""
 
 

@@ -1,0 +1,31 @@
+"""Stage 1 of Voxtral TTS: frames of codes to 24 kHz audio with the audio tokenizer's decoder, in chunks as they
+arrive. The decoder is causal, so a chunk decoded with its receptive field as left context equals the same samples
+of a whole-utterance decode."""
+
+from __future__ import annotations
+
+import torch
+
+from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
+from vocalis.stages.request import SynthesisRequest
+
+RECEPTIVE_FIELD_FRAMES = 21
+"""Earlier frames that reach a frame's samples through the published decoder (measured on the tiny one, which keeps
+its kernels, strides and windows): conv 3 at the frame rate, then per stage 2 layers of windows 2, 4, 8, 16
+positions at 1, 2, 4, 8 positions per frame, transposed convs between stages and the 7-tap output conv."""
+
+
+class CodecDecoder(ChunkDecoder):
+    causal = True
+
+    def __init__(self, codec: AudioTokenizerDecoder) -> None:
+        self.codec = codec
+        self.samples_per_frame = codec.args.samples_per_frame
+        self.device = next(codec.parameters()).device
+
+    def start(self, request: SynthesisRequest) -> DecodeStream:
+        return DecodeStream(first_chunk_frames=getattr(request.stage_input, "initial_codec_chunk_frames", None))
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        return self.codec(frames.to(self.device))

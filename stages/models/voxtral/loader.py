@@ -1,0 +1,29 @@
+"""Build a ready-to-serve Voxtral TTS model: modules, adapter, and the frame_generator -> audio_tokenizer pipeline.
+
+Registering the family imports no torch; loading a checkpoint does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
+    from vocalis.stages.models.voxtral.decoding import RECEPTIVE_FIELD_FRAMES, CodecDecoder
+    from vocalis.stages.models.voxtral.generator import FrameGenerator
+    from vocalis.stages.models.voxtral.weights import load_modules
+    from vocalis.stages.pipeline import Pipeline
+
+    generator_deploy, codec_deploy = deploy.stage("frame_generator"), deploy.stage("audio_tokenizer")
+    modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device)
+    generator = FrameGenerator(modules.lm, modules.tekken, modules.voices, generator_deploy.max_len, modules.encoder, modules.codec.quantizer)
+    adapter = VoxtralAdapter(tuple(modules.voices), modules.config.codec.sampling_rate, modules.encoder_weights,
+                             max_new_tokens=generator.cache_shape.max_len - 1)
+    stages = [autoregressive_stage(generator, generator_deploy, codec_deploy),
+              chunk_stage(CodecDecoder(modules.codec), codec_deploy, RECEPTIVE_FIELD_FRAMES)]
+    return LoadedModel(name=path.name, family="voxtral", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

@@ -52,6 +52,9 @@ def main() -> None:
 @click.option("--family-module", multiple=True, help="Import a module that defines an extra model family (FAMILY).")
 @click.option("--voice-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where uploaded voices are stored; share it between processes (default: under the user's data dir).")
+@click.option("--voice-store", default=None, metavar="URL",
+              help="Keep uploaded voices in PostgreSQL (postgresql://user@host:port/db), shared by replicas on any "
+                   "machine, instead of --voice-dir.")
 @click.option("--custom-voice-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Precomputed voices: a directory with a manifest.json.")
 @click.option("--max-voices", default=1000, show_default=True, type=int, help="Most uploaded voices the store holds.")
@@ -86,6 +89,7 @@ def serve(
     stage_overrides: str | None,
     family_module: tuple[str, ...],
     voice_dir: Path | None,
+    voice_store: str | None,
     custom_voice_dir: Path | None,
     max_voices: int,
     allow_ref_audio_host: tuple[str, ...],
@@ -113,6 +117,10 @@ def serve(
     _configure_logging(log_level)
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    if voice_store is not None and voice_dir is not None:
+        raise click.UsageError("--voice-store and --voice-dir are two places for the same voices: give one")
+    if voice_store is not None and not voice_store.startswith(("postgresql://", "postgres://")):
+        raise click.UsageError("--voice-store takes a postgresql:// URL (a directory goes in --voice-dir)")
     limits = Limits(
         max_input_chars=max_input_chars,
         max_buffered_chars=max_input_chars,
@@ -141,6 +149,7 @@ def serve(
         limits=limits,
         voices=VoiceConfig(
             voice_dir=voice_dir,
+            voice_store=voice_store,
             custom_voice_dir=custom_voice_dir,
             max_voices=max_voices,
             allowed_ref_hosts=allow_ref_audio_host,

@@ -125,6 +125,7 @@ async def run_server(
                 await asyncio.wait({serving}, timeout=8)
         await grpc_server.server.stop(grace=1)
         engine.close()
+        catalog.store.close()
 
 
 async def run_gateway(

@@ -169,18 +169,27 @@ def serve(
 
 
 @main.command()
-@click.option("--upstream", default="localhost:50051", show_default=True, help="gRPC address of the Vocalis server.")
+@click.option("--upstream", multiple=True, default=("localhost:50051",), show_default=True,
+              help="gRPC address of the Vocalis server; or, repeated, one pool per model: MODEL=HOST:PORT[,HOST:PORT...] "
+                   "(requests go to their model's pool; /v1/models and /v1/audio/voices merge them).")
 @click.option("--host", default="0.0.0.0", show_default=True, help="Listen host.")
 @click.option("--port", default=8091, show_default=True, type=int, help="Listen port.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @gateway_options
-def gateway(upstream: str, host: str, port: int, log_level: str, gateway_config: GatewayConfig) -> None:
-    """Run the HTTP/WebSocket gateway alone, in front of a server at --upstream."""
+def gateway(upstream: tuple[str, ...], host: str, port: int, log_level: str, gateway_config: GatewayConfig) -> None:
+    """Run the HTTP/WebSocket gateway alone, in front of a server (or one pool of servers per model) at --upstream."""
     from vocalis.gateway.app import create_app
+    from vocalis.gateway.pools import parse_upstreams
     from vocalis.server.process import run_gateway
 
     _configure_logging(log_level)
-    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), gateway_config, upstream, host, port, log_level))
+    try:
+        pools = parse_upstreams(upstream)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--upstream") from None
+    single = pools.get("") if len(pools) == 1 else None
+    target = single[0] if single is not None and len(single) == 1 else pools
+    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), gateway_config, target, host, port, log_level))
 
 
 main.add_command(say)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import uvicorn
@@ -131,7 +131,7 @@ async def run_server(
 async def run_gateway(
     create_gateway: AppFactory,
     listener: Listener,
-    upstream: str,
+    upstream: str | Mapping[str, Sequence[str]],
     host: str,
     port: int,
     log_level: str = "warning",

@@ -17,6 +17,19 @@ from pathlib import Path
 
 from tests.serving import free_port
 
+IN_CI = os.environ.get("VOCALIS_CI") == "1" or os.environ.get("CI", "").lower() in ("1", "true")
+
+
+def require(tool: str, found: bool) -> None:
+    """Skip the calling test when `tool` is missing, except in CI (.ci/run installs it), where that fails."""
+    if not found:
+        import pytest
+
+        message = f"{tool} is not installed (apt-get install {tool}; .ci/run does)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
 
 def postgres_bindir() -> Path | None:
     found = shutil.which("pg_ctl")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -23,7 +24,7 @@ import soundfile as sf
 from websockets.sync.client import connect
 
 from tests.fleet import start_proxy
-from tests.postgres_cluster import start_cluster
+from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from tests.serving import start_server
 from tests.tiny_tts.build import build_checkpoint
 from vocalis.clients.errors import VocalisError
@@ -49,6 +50,8 @@ def clip(seed: int, seconds: float = 1.5, rate: int = 16000) -> bytes:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
+    require("postgresql", postgres_bindir() is not None)
+    require("haproxy", shutil.which("haproxy") is not None or os.path.exists("/usr/sbin/haproxy"))
     root = tmp_path_factory.mktemp("scale-out")
     cluster = start_cluster()
     replicas, proxy = [], None

@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from tests.postgres_cluster import start_cluster
+from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from vocalis.server.audio_decoding import DecodedAudio
 from vocalis.server.postgres_voice_store import PostgresVoiceStore
 from vocalis.server.voice_store import CANONICAL_RATE, StoreFull, VoiceNotFound
@@ -26,6 +26,7 @@ def audio(seed: int = 0, seconds: float = 1.5, rate: int = 16000) -> DecodedAudi
 
 @pytest.fixture(scope="module")
 def cluster():
+    require("postgresql", postgres_bindir() is not None)
     running = start_cluster()
     yield running
     running.stop()

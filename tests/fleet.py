@@ -84,8 +84,11 @@ def haproxy_binary() -> str:
     return found
 
 
-def start_proxy(replicas: Sequence[RunningServer], log_dir: Path, check_inter: str = "1s", check_fall: int = 2) -> Proxy:
-    """HAProxy with the shipped config in front of `replicas` (1 to 3), on free loopback ports; waits until it answers."""
+def start_proxy(
+    replicas: Sequence[RunningServer], log_dir: Path, check_inter: str = "1s", check_fall: int = 2, extra_configs: Sequence[Path] = ()
+) -> Proxy:
+    """HAProxy with the shipped config in front of `replicas` (1 to 3), on free loopback ports; waits until it answers.
+    `extra_configs`: more files after the shipped one (backends of other model pools)."""
     if not 1 <= len(replicas) <= SLOTS:
         raise ValueError(f"the shipped config has {SLOTS} replica slots")
     grpc_port, http_port, stats_port = free_port(), free_port(), free_port()
@@ -103,7 +106,7 @@ def start_proxy(replicas: Sequence[RunningServer], log_dir: Path, check_inter: s
         env[f"VOCALIS_R{slot + 1}_HTTP_PORT"] = str(replica.http_port)
     log_path = log_dir / f"haproxy-{grpc_port}.log"
     process = subprocess.Popen(
-        [haproxy_binary(), "-db", "-f", str(CONFIG)], env={**os.environ, **env}, stdout=log_path.open("wb"), stderr=subprocess.STDOUT
+        [haproxy_binary(), "-db", "-f", str(CONFIG), *(arg for path in extra_configs for arg in ("-f", str(path)))], env={**os.environ, **env}, stdout=log_path.open("wb"), stderr=subprocess.STDOUT
     )
     proxy = Proxy(process, grpc_port, http_port, stats_port, log_path)
     deadline = time.monotonic() + 15

@@ -60,7 +60,10 @@ def fleet(tmp_path_factory):
         args = ("--family-module", "tests.tiny_tts.family", "--voice-store", cluster.url, "--drain-grace", "20", str(checkpoint))
         with ThreadPoolExecutor(3) as pool:
             replicas = list(pool.map(lambda _: start_server(root, *args, timeout=90), range(3)))
-        proxy = start_proxy(replicas, root, check_inter=f"{int(CHECK_INTER_S * 1000)}ms", check_fall=CHECK_FALL)
+        # A second pool, as an operator would add one for another model: here replica 1 alone, under the name "solo".
+        pools = root / "pools.cfg"
+        pools.write_text(f"backend vocalis_grpc_solo\n    server r1 {replicas[0].grpc_target} proto h2\n")
+        proxy = start_proxy(replicas, root, check_inter=f"{int(CHECK_INTER_S * 1000)}ms", check_fall=CHECK_FALL, extra_configs=[pools])
         for name in ("r1", "r2", "r3"):
             proxy.wait_for(name, "UP", timeout=10)
         yield replicas, proxy
@@ -206,6 +209,19 @@ def test_websocket_stays_on_its_replica_and_metrics_come_through_the_proxy(fleet
         for server in ("r1", "r2", "r3"):
             assert f'haproxy_server_check_status{{proxy="{backend}",server="{server}"' in exporter
     assert 'haproxy_backend_http_requests_total{proxy="vocalis_http"}' in exporter
+
+
+def test_grpc_metadata_picks_the_pool(fleet):
+    _, proxy = fleet
+    before = {r: replica_metric(proxy, r, "vocalis_audio_seconds_total") for r in ("r1", "r2", "r3")}
+    config = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, max_new_tokens=TOKENS)
+    with Client(proxy.grpc_target, timeout=30, metadata=(("x-vocalis-model", "Solo"),)) as client:
+        for _ in range(4):
+            assert len(client.synthesize(config, "to the solo pool").audio) == TOKENS * HOP * 2
+    grown = {r: replica_metric(proxy, r, "vocalis_audio_seconds_total") - before[r] for r in before}
+    assert grown == {"r1": pytest.approx(4 * TOKENS * HOP / 16000), "r2": 0, "r3": 0}
+    with Client(proxy.grpc_target, timeout=30, metadata=(("x-vocalis-model", "no-such-pool"),)) as client:
+        assert len(client.synthesize(config, "to the default pool").audio) == TOKENS * HOP * 2
 
 
 def _closed_loop(target: str, stop: threading.Event, results: list, workers: int = 4) -> list[threading.Thread]:

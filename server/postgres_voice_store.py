@@ -22,11 +22,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import grpc
 import numpy as np
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vocalis.server.audio_decoding import DecodedAudio
+from vocalis.server.errors import StatusError
 from vocalis.server.voice_store import (
     CANONICAL_RATE,
     NAME_PATTERN,
@@ -49,13 +52,21 @@ _RECORD_COLUMNS = (
 
 
 class PostgresVoiceStore:
-    def __init__(self, url: str, retire_after_s: float = 300.0, cache_bytes: int = 64 * 2**20, pool_size: int = 4) -> None:
+    def __init__(
+        self, url: str, retire_after_s: float = 300.0, cache_bytes: int = 64 * 2**20, pool_size: int = 4, wait_s: float = 5.0
+    ) -> None:
         self.url = url
         self.retire_after_s = retire_after_s
         """How long a replaced or deleted generation stays readable by requests that read its pointer before the change."""
-        with psycopg.connect(url, autocommit=True) as connection:
-            migrate(connection)
-        self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=True, name="vocalis-voices")
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
+                migrate(connection)
+        except psycopg.Error as error:
+            raise ValueError(f"cannot open the voice store at {describe(url)}: {error}") from None
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=pool_size, timeout=wait_s, kwargs={"autocommit": True, "connect_timeout": 5}, open=True,
+            name="vocalis-voices",
+        )
         self._cache = DecodedClipCache(cache_bytes)
         self._embeddings: dict[str, np.ndarray | None] = {}
         self._lock = threading.Lock()
@@ -73,19 +84,19 @@ class PostgresVoiceStore:
     # -- reading ------------------------------------------------------------------------
 
     def list(self) -> list[VoiceRecord]:
-        with self._pool.connection() as connection:
+        with self._connection() as connection:
             rows = connection.execute(
                 f"SELECT {_RECORD_COLUMNS} FROM vocalis_voices v JOIN vocalis_voice_generations g USING (generation) ORDER BY v.name_key"
             ).fetchall()
         return [_record(row) for row in rows]
 
     def names(self) -> list[str]:
-        with self._pool.connection() as connection:
+        with self._connection() as connection:
             return [row[0] for row in connection.execute("SELECT name_key FROM vocalis_voices ORDER BY name_key").fetchall()]
 
     def get(self, name: str) -> VoiceRecord:
         key = _key(name)
-        with self._pool.connection() as connection:
+        with self._connection() as connection:
             row = connection.execute(
                 f"SELECT {_RECORD_COLUMNS} FROM vocalis_voices v JOIN vocalis_voice_generations g USING (generation) WHERE v.name_key = %s",
                 (key,),
@@ -95,7 +106,7 @@ class PostgresVoiceStore:
         return _record(row)
 
     def count(self) -> int:
-        with self._pool.connection() as connection:
+        with self._connection() as connection:
             row = connection.execute("SELECT count(*) FROM vocalis_voices").fetchone()
         return int(row[0]) if row else 0
 
@@ -104,7 +115,7 @@ class PostgresVoiceStore:
         cached = self._cache.get(record.object_id)
         if cached is not None:
             return cached
-        with self._pool.connection() as connection:
+        with self._connection() as connection:
             row = connection.execute(
                 "SELECT audio, audio_rate FROM vocalis_voice_generations WHERE generation = %s", (int(record.object_id),)
             ).fetchone()
@@ -121,7 +132,7 @@ class PostgresVoiceStore:
         with self._lock:
             if record.object_id in self._embeddings:
                 return self._embeddings[record.object_id]
-        with self._pool.connection() as connection:
+        with self._connection() as connection:
             row = connection.execute("SELECT embedding FROM vocalis_voice_generations WHERE generation = %s", (int(record.object_id),)).fetchone()
         if row is None:
             raise VoiceNotFound(record.name)
@@ -205,9 +216,23 @@ class PostgresVoiceStore:
     # -- internals ----------------------------------------------------------------------
 
     @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection; the database out of reach is UNAVAILABLE to the caller, not an internal error."""
+        try:
+            with self._pool.connection() as connection:
+                yield connection
+        except (psycopg.OperationalError, PoolTimeout) as error:
+            raise StatusError(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the voice store (PostgreSQL at {describe(self.url)}) cannot be reached; retry shortly",
+                "VOICE_STORE_UNAVAILABLE",
+                metadata={"retry_after_s": "1"},
+            ) from error
+
+    @contextmanager
     def _writing(self) -> Iterator[psycopg.Connection]:
         """A transaction holding the store's write lock, with generations retired long enough ago swept out."""
-        with self._pool.connection() as connection, connection.transaction():
+        with self._connection() as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             connection.execute(
                 "DELETE FROM vocalis_voice_generations WHERE retired_at < now() - make_interval(secs => %s)", (self.retire_after_s,)
@@ -243,6 +268,15 @@ class PostgresVoiceStore:
                     self._cache.clear()
                     self._embeddings.clear()
                 self._stop.wait(1.0)
+
+
+def describe(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the configured URL"
+    return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
 
 
 def _key(name: str) -> str:

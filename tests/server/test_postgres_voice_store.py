@@ -8,12 +8,14 @@ from __future__ import annotations
 import threading
 import time
 
+import grpc
 import numpy as np
 import psycopg
 import pytest
 
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from vocalis.server.audio_decoding import DecodedAudio
+from vocalis.server.errors import StatusError
 from vocalis.server.postgres_voice_store import PostgresVoiceStore
 from vocalis.server.voice_store import CANONICAL_RATE, StoreFull, VoiceNotFound
 from vocalis.server.voice_store_backend import open_voice_store
@@ -151,5 +153,22 @@ def test_store_is_chosen_by_its_location(url, tmp_path):
     store = open_voice_store(url)
     try:
         assert isinstance(store, PostgresVoiceStore)
+    finally:
+        store.close()
+
+
+def test_an_unreachable_database_is_unavailable_not_internal(cluster):
+    with pytest.raises(ValueError, match="cannot open the voice store at 127.0.0.1:1/postgres") as refused:
+        PostgresVoiceStore("postgresql://vocalis:hunter2@127.0.0.1:1/postgres")
+    assert "hunter2" not in str(refused.value)
+    own = start_cluster()
+    store = PostgresVoiceStore(own.url, wait_s=2)
+    try:
+        store.put("here", b"1", "audio/wav", audio(), "c")
+        own.stop()
+        with pytest.raises(StatusError) as caught:
+            store.get("here")
+        assert caught.value.code == grpc.StatusCode.UNAVAILABLE and caught.value.reason == "VOICE_STORE_UNAVAILABLE"
+        assert "hunter2" not in caught.value.message
     finally:
         store.close()

@@ -13,7 +13,7 @@ from vocalis.server.engine import Engine
 from vocalis.server.lifecycle import Lifecycle, LifecycleInterceptor, State
 from vocalis.server.malformed_messages import MalformedMessageInterceptor
 from vocalis.server.metrics import MetricsInterceptor, MetricsService, ServerMetrics
-from vocalis.server.probes import LIVE, READY, STARTUP, ProbingHealthServicer
+from vocalis.server.probes import LIVE, READY, STARTUP, AdmissionCollector, ProbingHealthServicer
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.synthesizer_service import SynthesizerService
 from vocalis.server.voice_catalog import VoiceCatalog
@@ -76,6 +76,7 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     max_bytes = config.limits.max_message_bytes
     lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s)
     metrics = ServerMetrics(engine)
+    metrics.registry.register(AdmissionCollector(lifecycle, engine))
     security = config.security
     interceptors = [
         MetricsInterceptor(metrics),

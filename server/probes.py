@@ -15,6 +15,7 @@ import json
 
 import grpc
 from grpc_health.v1 import health, health_pb2
+from prometheus_client.core import GaugeMetricFamily
 
 from vocalis.server.engine import Engine
 from vocalis.server.lifecycle import Lifecycle, State
@@ -61,3 +62,23 @@ class ProbingHealthServicer(health.aio.HealthServicer):
         return health_pb2.HealthCheckResponse(
             status=health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         )
+
+
+class AdmissionCollector:
+    """The admission state as Prometheus gauges, read at scrape time (for autoscalers and dashboards)."""
+
+    def __init__(self, lifecycle: Lifecycle, engine: Engine) -> None:
+        self.lifecycle = lifecycle
+        self.engine = engine
+
+    def collect(self):  # -> Iterator[Metric]
+        ready = GaugeMetricFamily("vocalis_ready", "1 when the replica takes new work (the vocalis.ready probe), else 0.")
+        ready.add_metric([], float(probe(READY, self.lifecycle, self.engine)))
+        sessions = GaugeMetricFamily("vocalis_sessions_in_flight", "Synthesize sessions open on this replica.")
+        sessions.add_metric([], self.lifecycle.in_flight)
+        limit = GaugeMetricFamily("vocalis_admission_limit", "Utterances each model admits before RESOURCE_EXHAUSTED.", labels=["model"])
+        for model in self.engine.models.values():
+            limit.add_metric([model.name], self.engine.max_queued_requests)
+        yield ready
+        yield sessions
+        yield limit

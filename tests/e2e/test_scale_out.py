@@ -111,6 +111,9 @@ def test_probes_and_admission_state(fleet):
     ready = httpx.get(f"{url}/ready", timeout=5)
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "state": "serving", "sessions": 0, "limit": 64, "queued": {"tiny-tts": 0}}
+    metrics = httpx.get(f"{url}/metrics", timeout=5).text
+    assert "vocalis_ready 1.0" in metrics and 'vocalis_admission_limit{model="tiny-tts"} 64.0' in metrics
+    assert "vocalis_sessions_in_flight 0.0" in metrics
 
 
 def test_upload_on_a_used_on_c_deleted_on_b_refused_everywhere(fleet):
@@ -292,6 +295,7 @@ def test_sigterm_drains_a_replica(fleet):
     while (draining := httpx.get(f"{leaving.http_url}/ready", timeout=5)).status_code == 200 and time.monotonic() < deadline:
         time.sleep(0.02)  # the signal is handled on the replica's event loop
     assert draining.status_code == 503 and draining.json()["state"] == "draining"
+    assert "vocalis_ready 0.0" in httpx.get(f"{leaving.http_url}/metrics", timeout=5).text
     assert httpx.get(f"{leaving.http_url}/live", timeout=5).status_code == 200  # draining is not dead
     proxy.wait_for("r3", "DOWN", timeout=CHECK_FALL * (CHECK_INTER_S + 1.0) + 2)
     served_by = [httpx.post(f"{proxy.http_url}/v1/audio/speech", json={"input": "after", "max_new_tokens": 5}, timeout=30)

@@ -121,3 +121,53 @@ def start_proxy(
         time.sleep(0.05)
     proxy.stop()
     raise RuntimeError(f"haproxy did not answer: {log_path.read_text()}")
+
+
+NGINX_TEMPLATE = ROOT / "deploy" / "nginx" / "vocalis.conf.template"
+
+
+@dataclass
+class Nginx:
+    process: subprocess.Popen
+    grpc_port: int
+    http_port: int
+    run_dir: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_nginx(replicas: Sequence[RunningServer], log_dir: Path) -> Nginx:
+    """nginx with deploy/nginx/vocalis.conf.template (filled in as envsubst would) in front of three replicas."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    grpc_port, http_port = free_port(), free_port()
+    run_dir = log_dir / f"nginx-{grpc_port}"
+    run_dir.mkdir()
+    values = {"VOCALIS_NGINX_RUN": str(run_dir), "VOCALIS_GRPC_BIND": f"127.0.0.1:{grpc_port}", "VOCALIS_HTTP_BIND": f"127.0.0.1:{http_port}"}
+    for slot in range(SLOTS):
+        replica = replicas[min(slot, len(replicas) - 1)]
+        values[f"VOCALIS_R{slot + 1}_GRPC"] = replica.grpc_target
+        values[f"VOCALIS_R{slot + 1}_HTTP"] = f"127.0.0.1:{replica.http_port}"
+    config = run_dir / "nginx.conf"
+    # As `envsubst '$VOCALIS_...'` would: only our variables, never nginx's own ($http_upgrade, ...).
+    config.write_text(re.sub(r"\$\{(VOCALIS_\w+)\}", lambda m: values[m.group(1)], NGINX_TEMPLATE.read_text()))
+    extra = "daemon off; user root;" if os.geteuid() == 0 else "daemon off;"  # root: workers too, to write the run dir
+    process = subprocess.Popen(
+        [binary, "-p", str(run_dir), "-c", str(config), "-g", extra], stdout=(run_dir / "stdout.log").open("wb"), stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"nginx exited: {(run_dir / 'stdout.log').read_text()} {(run_dir / 'error.log').read_text()}")
+        try:
+            httpx.get(f"http://127.0.0.1:{http_port}/live", timeout=1)
+            return Nginx(process, grpc_port, http_port, run_dir)
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("nginx did not answer")

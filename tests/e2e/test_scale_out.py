@@ -23,7 +23,7 @@ import pytest
 import soundfile as sf
 from websockets.sync.client import connect
 
-from tests.fleet import start_proxy
+from tests.fleet import start_nginx, start_proxy
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from tests.serving import start_server
 from tests.tiny_tts.build import build_checkpoint
@@ -212,6 +212,33 @@ def test_websocket_stays_on_its_replica_and_metrics_come_through_the_proxy(fleet
         for server in ("r1", "r2", "r3"):
             assert f'haproxy_server_check_status{{proxy="{backend}",server="{server}"' in exporter
     assert 'haproxy_backend_http_requests_total{proxy="vocalis_http"}' in exporter
+
+
+def test_the_nginx_variant_carries_grpc_http_and_websocket(fleet, tmp_path):
+    require("nginx", shutil.which("nginx") is not None or os.path.exists("/usr/sbin/nginx"))
+    replicas, _ = fleet
+    nginx = start_nginx(replicas, tmp_path)
+    try:
+        target = f"127.0.0.1:{nginx.grpc_port}"
+        assert all(len(speak(target, "tiny")) == TOKENS * HOP * 2 for _ in range(3))
+        answers = [httpx.post(f"http://127.0.0.1:{nginx.http_port}/v1/audio/speech", json={"input": "hi", "max_new_tokens": 5}, timeout=30)
+                   for _ in range(3)]
+        assert all(r.status_code == 200 and r.headers["x-sample-rate"] == "16000" for r in answers)
+        assert len({r.headers["x-vocalis-upstream"] for r in answers}) > 1  # least_conn spread them
+        with connect(f"ws://127.0.0.1:{nginx.http_port}/v1/audio/speech/stream") as ws:
+            ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "max_new_tokens": TOKENS}))
+            ws.send(json.dumps({"type": "input.text", "text": "through nginx."}))
+            ws.send(json.dumps({"type": "input.done"}))
+            received = 0
+            while True:
+                frame = ws.recv(timeout=60)
+                if isinstance(frame, bytes):
+                    received += len(frame)
+                elif json.loads(frame)["type"] == "session.done":
+                    break
+        assert received == TOKENS * HOP * 2
+    finally:
+        nginx.stop()
 
 
 def test_grpc_metadata_picks_the_pool(fleet):

@@ -173,9 +173,12 @@ class UpstreamPools:
         outcomes = await asyncio.gather(*(c.delete_voice(name) for c in self._every()), return_exceptions=True)
         deleted = [o for o in outcomes if isinstance(o, str)]
         failures = [o for o in outcomes if isinstance(o, BaseException)]
-        if deleted and all(isinstance(f, NotFound) for f in failures):
-            return deleted[0]  # pools sharing one store: the first delete took it
-        raise next(f for f in failures if not isinstance(f, NotFound)) if any(not isinstance(f, NotFound) for f in failures) else failures[0]
+        other = [f for f in failures if not isinstance(f, NotFound)]
+        if other:
+            raise other[0]  # a pool that could not answer: the caller should know the delete may be partial
+        if deleted:
+            return deleted[0]  # NOT_FOUND elsewhere: pools sharing one store, where the first delete took it
+        raise failures[0]
 
     # -- health and metrics ---------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 import grpc
@@ -244,3 +245,25 @@ class AsyncClient:
                 raise from_rpc_error(error) from None
             return False
         return response.status == health_pb2.HealthCheckResponse.SERVING
+
+    async def probe(self, service: str, timeout: float = 2.0) -> tuple[bool, dict]:
+        """Whether the server's probe `service` (vocalis.live, vocalis.startup, vocalis.ready) answers SERVING, and the
+        admission state it reports ({} when the server did not send one); (False, {}) when unreachable.
+
+        A missing or wrong key (UNAUTHENTICATED, PERMISSION_DENIED) raises VocalisError.
+        """
+        call = self._health.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout, metadata=self.metadata)
+        try:
+            response = await call
+        except grpc.aio.AioRpcError as error:
+            if error.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                raise from_rpc_error(error) from None
+            return False, {}
+        admission: dict = {}
+        for key, value in await call.trailing_metadata() or ():
+            if key == "x-vocalis-admission":
+                try:
+                    admission = json.loads(value)
+                except ValueError:
+                    admission = {}
+        return response.status == health_pb2.HealthCheckResponse.SERVING, admission

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -12,11 +12,15 @@ from vocalis.clients.aio import AsyncClient
 from vocalis.gateway import batch, catalog, demo, errors, speech, stream, voices
 from vocalis.gateway.config import GatewayConfig
 from vocalis.gateway.middleware import RequestLimits, TrailingSlash
+from vocalis.gateway.pools import UpstreamPools
 
 
-def create_app(upstream: str, config: GatewayConfig | None = None, *, tls_root: bytes | None = None) -> FastAPI:
+def create_app(
+    upstream: str | Mapping[str, Sequence[str]], config: GatewayConfig | None = None, *, tls_root: bytes | None = None
+) -> FastAPI:
     """A gateway that translates HTTP and WebSocket into gRPC calls to the server at `upstream` (HOST:PORT),
-    with the knobs of `config` (default: GatewayConfig()).
+    with the knobs of `config` (default: GatewayConfig()). `upstream` may instead map model names to pools of
+    servers ("" for the default pool): requests go to their model's pool (gateway/pools.py).
 
     With `tls_root` (PEM), the upstream is dialed over TLS, trusting that certificate.
     """
@@ -24,7 +28,10 @@ def create_app(upstream: str, config: GatewayConfig | None = None, *, tls_root: 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.upstream = AsyncClient(upstream, root_certificates=tls_root)
+        if isinstance(upstream, str):
+            app.state.upstream = AsyncClient(upstream, root_certificates=tls_root)
+        else:
+            app.state.upstream = UpstreamPools(upstream, root_certificates=tls_root)
         try:
             yield
         finally:

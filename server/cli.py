@@ -52,6 +52,9 @@ def main() -> None:
 @click.option("--family-module", multiple=True, help="Import a module that defines an extra model family (FAMILY).")
 @click.option("--voice-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where uploaded voices are stored; share it between processes (default: under the user's data dir).")
+@click.option("--voice-store", default=None, metavar="URL",
+              help="Keep uploaded voices in PostgreSQL (postgresql://user@host:port/db), shared by replicas on any "
+                   "machine, instead of --voice-dir.")
 @click.option("--custom-voice-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Precomputed voices: a directory with a manifest.json.")
 @click.option("--max-voices", default=1000, show_default=True, type=int, help="Most uploaded voices the store holds.")
@@ -86,6 +89,7 @@ def serve(
     stage_overrides: str | None,
     family_module: tuple[str, ...],
     voice_dir: Path | None,
+    voice_store: str | None,
     custom_voice_dir: Path | None,
     max_voices: int,
     allow_ref_audio_host: tuple[str, ...],
@@ -113,6 +117,10 @@ def serve(
     _configure_logging(log_level)
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    if voice_store is not None and voice_dir is not None:
+        raise click.UsageError("--voice-store and --voice-dir are two places for the same voices: give one")
+    if voice_store is not None and not voice_store.startswith(("postgresql://", "postgres://")):
+        raise click.UsageError("--voice-store takes a postgresql:// URL (a directory goes in --voice-dir)")
     limits = Limits(
         max_input_chars=max_input_chars,
         max_buffered_chars=max_input_chars,
@@ -141,6 +149,7 @@ def serve(
         limits=limits,
         voices=VoiceConfig(
             voice_dir=voice_dir,
+            voice_store=voice_store,
             custom_voice_dir=custom_voice_dir,
             max_voices=max_voices,
             allowed_ref_hosts=allow_ref_audio_host,
@@ -160,18 +169,27 @@ def serve(
 
 
 @main.command()
-@click.option("--upstream", default="localhost:50051", show_default=True, help="gRPC address of the Vocalis server.")
+@click.option("--upstream", multiple=True, default=("localhost:50051",), show_default=True,
+              help="gRPC address of the Vocalis server; or, repeated, one pool per model: MODEL=HOST:PORT[,HOST:PORT...] "
+                   "(requests go to their model's pool; /v1/models and /v1/audio/voices merge them).")
 @click.option("--host", default="0.0.0.0", show_default=True, help="Listen host.")
 @click.option("--port", default=8091, show_default=True, type=int, help="Listen port.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @gateway_options
-def gateway(upstream: str, host: str, port: int, log_level: str, gateway_config: GatewayConfig) -> None:
-    """Run the HTTP/WebSocket gateway alone, in front of a server at --upstream."""
+def gateway(upstream: tuple[str, ...], host: str, port: int, log_level: str, gateway_config: GatewayConfig) -> None:
+    """Run the HTTP/WebSocket gateway alone, in front of a server (or one pool of servers per model) at --upstream."""
     from vocalis.gateway.app import create_app
+    from vocalis.gateway.pools import parse_upstreams
     from vocalis.server.process import run_gateway
 
     _configure_logging(log_level)
-    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), gateway_config, upstream, host, port, log_level))
+    try:
+        pools = parse_upstreams(upstream)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--upstream") from None
+    single = pools.get("") if len(pools) == 1 else None
+    target = single[0] if single is not None and len(single) == 1 else pools
+    asyncio.run(run_gateway(functools.partial(create_app, config=gateway_config), gateway_config, target, host, port, log_level))
 
 
 main.add_command(say)

@@ -48,6 +48,8 @@ class VoiceConfig:
 
     voice_dir: Path | None = None
     """Uploaded voices (shared by every process pointing at it). None: under the user's data dir."""
+    voice_store: str | None = None
+    """Where uploaded voices live when not in voice_dir: a postgresql:// URL (shared by replicas on any machine)."""
     custom_voice_dir: Path | None = None
     """Precomputed voices: a directory with a manifest.json."""
     max_voices: int = 1000

@@ -13,6 +13,7 @@ from vocalis.server.engine import Engine
 from vocalis.server.lifecycle import Lifecycle, LifecycleInterceptor, State
 from vocalis.server.malformed_messages import MalformedMessageInterceptor
 from vocalis.server.metrics import MetricsInterceptor, MetricsService, ServerMetrics
+from vocalis.server.probes import LIVE, READY, STARTUP, AdmissionCollector, ProbingHealthServicer
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.synthesizer_service import SynthesizerService
 from vocalis.server.voice_catalog import VoiceCatalog
@@ -51,6 +52,7 @@ class GrpcServer:
     async def ready(self) -> None:
         """The model is loaded and warm: take sessions, report SERVING."""
         self.lifecycle.state = State.SERVING
+        await self.health.set(STARTUP, health_pb2.HealthCheckResponse.SERVING)  # Watch on the probe names; Check computes them
         await self.set_serving(True)
 
     async def drain(self, grace: float) -> bool:
@@ -61,7 +63,7 @@ class GrpcServer:
 
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        for name in ("", *SERVICE_NAMES):
+        for name in ("", *SERVICE_NAMES, READY):
             await self.health.set(name, status)
 
     async def stop(self, grace: float | None = None) -> None:
@@ -74,6 +76,7 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     max_bytes = config.limits.max_message_bytes
     lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s)
     metrics = ServerMetrics(engine)
+    metrics.registry.register(AdmissionCollector(lifecycle, engine))
     security = config.security
     interceptors = [
         MetricsInterceptor(metrics),
@@ -95,7 +98,7 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     voices_pb2_grpc.add_VoicesServicer_to_server(VoicesService(catalog, config.voices), server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(engine, config.limits.max_input_chars), server)
     metrics_pb2_grpc.add_MetricsServicer_to_server(MetricsService(metrics), server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = ProbingHealthServicer(lifecycle, engine)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if security.reflection != "off":
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -109,4 +112,6 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     await server.start()
     running = GrpcServer(server, health_servicer, port, lifecycle, metrics)
     await running.set_serving(False)
+    await health_servicer.set(LIVE, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set(STARTUP, health_pb2.HealthCheckResponse.NOT_SERVING)
     return running

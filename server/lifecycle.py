@@ -1,7 +1,7 @@
 """Whether the server takes new sessions: starting, serving, draining; and how many run per key.
 
 One interceptor sees every call. Before the model is warmed up and once a drain has
-begun, new calls (other than health and reflection) get UNAVAILABLE at once; while
+begun, new calls (other than health, reflection and metrics) get UNAVAILABLE at once; while
 serving, a key may hold at most `max_sessions_per_key` Synthesize sessions. It also
 counts the sessions in flight, so a drain can wait for them to finish.
 """
@@ -18,7 +18,8 @@ from vocalis.server.auth import bearer_token, refusal_handler, take_first_messag
 from vocalis.server.errors import StatusError
 
 SYNTHESIZE = "/vocalis.tts.v1.Synthesizer/Synthesize"
-_ALWAYS_OPEN = ("/grpc.health.", "/grpc.reflection.")
+_ALWAYS_OPEN = ("/grpc.health.", "/grpc.reflection.", "/vocalis.tts.v1.Metrics/")
+"""Answered while starting and draining too: a drain is exactly when an operator wants to see the metrics."""
 
 
 class State(enum.Enum):

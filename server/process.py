@@ -13,7 +13,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import uvicorn
@@ -125,12 +125,13 @@ async def run_server(
                 await asyncio.wait({serving}, timeout=8)
         await grpc_server.server.stop(grace=1)
         engine.close()
+        catalog.store.close()
 
 
 async def run_gateway(
     create_gateway: AppFactory,
     listener: Listener,
-    upstream: str,
+    upstream: str | Mapping[str, Sequence[str]],
     host: str,
     port: int,
     log_level: str = "warning",

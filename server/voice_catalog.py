@@ -16,7 +16,8 @@ from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError
 from vocalis.server.precomputed_voices import PrecomputedVoice
 from vocalis.server.voice_rules import not_found
-from vocalis.server.voice_store import VoiceNotFound, VoiceRecord, VoiceStore
+from vocalis.server.voice_store import VoiceNotFound, VoiceRecord
+from vocalis.server.voice_store_backend import VoiceStoreBackend
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.request import ReferenceAudio
 
@@ -35,7 +36,7 @@ class CatalogVoice:
 
 
 class VoiceCatalog:
-    def __init__(self, models: list[LoadedModel], store: VoiceStore, precomputed: list[PrecomputedVoice]) -> None:
+    def __init__(self, models: list[LoadedModel], store: VoiceStoreBackend, precomputed: list[PrecomputedVoice]) -> None:
         self.models = models
         self.store = store
         self.precomputed = {voice.name.lower(): voice for voice in precomputed}
@@ -162,7 +163,8 @@ def build_voice_catalog(engine: Engine, config: VoiceConfig) -> VoiceCatalog:
     """The catalog over the engine's models, the voice store and the precomputed voices of `config`."""
     from vocalis.server.config import default_voice_dir
     from vocalis.server.precomputed_voices import load_precomputed
+    from vocalis.server.voice_store_backend import open_voice_store
 
-    store = VoiceStore(config.voice_dir or default_voice_dir())
+    store = open_voice_store(config.voice_store or config.voice_dir or default_voice_dir())
     precomputed = load_precomputed(config.custom_voice_dir) if config.custom_voice_dir else []
     return VoiceCatalog(list(engine.models.values()), store, precomputed)

@@ -87,6 +87,9 @@ class VoiceStore:
             self._retire_orphans()
             self._sweep_retired()
 
+    def close(self) -> None:
+        """Nothing to release: every call opens and closes what it uses."""
+
     # -- reading ------------------------------------------------------------------------
 
     def list(self) -> list[VoiceRecord]:
@@ -315,6 +318,10 @@ class DecodedClipCache:
         clip = self._entries.pop(object_id, None)
         if clip is not None:
             self.bytes -= clip.samples.nbytes
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = 0
 
 
 class StoreFull(Exception):

@@ -65,7 +65,7 @@ def start_server(
     command = [
         sys.executable, "-m", "vocalis.server", "serve",
         "--grpc-address", f"127.0.0.1:{grpc_port}", "--host", "127.0.0.1", "--port", str(http_port),
-        *(() if "--voice-dir" in args else ("--voice-dir", str(log_dir / f"voices-{grpc_port}"))), *args,
+        *(() if "--voice-dir" in args or "--voice-store" in args else ("--voice-dir", str(log_dir / f"voices-{grpc_port}"))), *args,
     ]
     log = log_path.open("wb")
     process = subprocess.Popen(

@@ -28,6 +28,9 @@ class Capabilities:
     """Whether audio leaves before the whole utterance is synthesized."""
     voice_cloning: bool = False
     languages: tuple[str, ...] = ()
+    whole_input: bool = False
+    """The model takes a session's whole text as one unit (an instruction, not sentences): the server does not
+    split it unless the caller asks for a granularity."""
     min_speed: float = 0.25
     max_speed: float = 4.0
 

@@ -80,7 +80,9 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32) -> tuple[AuKCon
         raise ValueError(f"{dit_file(path)}: unexpected tensors {stray[:8]}")
     vae = AuKVAE(config.vae)
     load_strict(vae, fold_weight_norm(read_safetensors(path / "vae.safetensors")), path / "vae.safetensors", unused=VAE_UNUSED)
-    return config, encoder.eval(), dit.to(dtype).eval(), vae.eval(), PromptBuilder.from_dir(path, config)
+    for module in (encoder, dit, vae):
+        module.eval().requires_grad_(False)
+    return config, encoder, dit.to(dtype), vae, PromptBuilder.from_dir(path, config)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:

@@ -160,7 +160,8 @@ class FlowStage(RequestTable[FlowJob]):
         condition: Condition = item.payload
         stage_input: AuKInput = item.request.stage_input
         dtype = self.dit.proj_out.weight.dtype
-        text = self.dit.project_text(condition.text.to(self.device, dtype)[None])[0]
+        with torch.inference_mode():  # add() runs outside the worker's step
+            text = self.dit.project_text(condition.text.to(self.device, dtype)[None])[0]
         x = initial_noise(condition.frames, self.dit.latent_dim, stage_input.seed, self.device)
         self._put(FlowJob(item.request, text, condition.ref.to(self.device), stage_input.schedule.grid, stage_input.schedule.cfg, x))
 

@@ -74,6 +74,35 @@ def randomized(module: torch.nn.Module, prefix: str, generator: torch.Generator)
     return out
 
 
+def weight_normed(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every convolution of the VAE as the published file stores it: weight-normed (`weight_g`, `weight_v`)."""
+    out = {}
+    for name, tensor in weights.items():
+        if name.endswith(".weight") and tensor.dim() == 3:
+            prefix = name[: -len("weight")]
+            # Near-unit-gain convolutions, and a quiet last one, so that the audio stays mostly inside the clamp.
+            out[prefix + "weight_g"] = torch.full((tensor.shape[0], 1, 1), 0.01 if prefix == "conv_post." else 0.9)
+            out[prefix + "weight_v"] = tensor
+        else:
+            out[name] = tensor
+    return out
+
+
+def flow_tensors(channels: int, hidden: int, generator: torch.Generator, layers: int = 4, flows: int = 4) -> dict[str, torch.Tensor]:
+    """The VAE's normalising flow (training-only, never built here), with the published names and shapes."""
+    half = channels // 2
+    shapes: dict[str, tuple[int, ...]] = {}
+    for f in range(0, 2 * flows, 2):
+        base = f"flow.flows.{f}."
+        shapes |= {base + "pre.weight": (hidden, half, 1), base + "pre.bias": (hidden,), base + "post.weight": (half, hidden, 1), base + "post.bias": (half,)}
+        for i in range(layers):
+            res = 2 * hidden if i < layers - 1 else hidden
+            shapes |= {f"{base}enc.in_layers.{i}.weight_g": (2 * hidden, 1, 1), f"{base}enc.in_layers.{i}.weight_v": (2 * hidden, hidden, 5),
+                       f"{base}enc.in_layers.{i}.bias": (2 * hidden,), f"{base}enc.res_skip_layers.{i}.weight_g": (res, 1, 1),
+                       f"{base}enc.res_skip_layers.{i}.weight_v": (res, hidden, 1), f"{base}enc.res_skip_layers.{i}.bias": (res,)}
+    return {name: torch.randn(shape, generator=generator) * 0.1 for name, shape in shapes.items()}
+
+
 def build(out: Path, variant: str, seed: int) -> None:
     from vocalis.stages.models.auk.config import AuKConfig
     from vocalis.stages.models.auk.dit import AuKDiT
@@ -100,6 +129,7 @@ def build(out: Path, variant: str, seed: int) -> None:
     (out / "auk.safetensors").symlink_to(f"auk_{variant}.safetensors")
     vae = randomized(AuKVAE(cfg.vae), "", generator)
     vae["global_log_std"] = vae["global_log_std"].abs() + 0.5
+    vae = weight_normed(vae) | flow_tensors(cfg.vae.latent_dim, cfg.vae.flow_hidden_channels, generator)
     save_file(vae, str(out / "vae.safetensors"))
 
 

@@ -22,7 +22,7 @@ from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.runtime import ConditionStage, DecodeStage, FlowStage
 from vocalis.stages.models.auk.vae import AuKVAE
 from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors, take
+from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 
 DIT_FILES = ("auk.safetensors", "auk_base.safetensors", "auk_flash.safetensors")
 QWEN_UNUSED = (
@@ -74,10 +74,9 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32) -> tuple[AuKCon
     fusion = {name: dit_weights[name] for name in ("layer_weights", "layer_scale") if name in dit_weights}
     load_strict(encoder, {**qwen, **fusion}, path, unused=QWEN_UNUSED)
     dit = AuKDiT(config.dit, config.vae.latent_dim)
-    load_strict(dit, take(dit_weights, "transformer."), dit_file(path))
-    stray = sorted(k for k in dit_weights if not k.startswith("transformer.") and k not in fusion)
-    if stray:
-        raise ValueError(f"{dit_file(path)}: unexpected tensors {stray[:8]}")
+    holder = torch.nn.Module()  # so that errors name the published keys (transformer.*)
+    holder.transformer = dit
+    load_strict(holder, {k: v for k, v in dit_weights.items() if k not in fusion}, dit_file(path))
     vae = AuKVAE(config.vae)
     load_strict(vae, fold_weight_norm(read_safetensors(path / "vae.safetensors")), path / "vae.safetensors", unused=VAE_UNUSED)
     for module in (encoder, dit, vae):

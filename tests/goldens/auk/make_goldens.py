@@ -2,6 +2,8 @@
 
     /work/refvenv/tf/bin/python tests/goldens/auk/make_goldens.py encoder   # transformers >= 5.3
     /tmp/auk-ref/bin/python tests/goldens/auk/make_goldens.py flow          # sglang-omni 0.1.9 (--no-deps), x-transformers
+    /work/refvenv/tf/bin/python tests/goldens/auk/make_goldens.py qwen_keys  # then:
+    /tmp/auk-ref/bin/python tests/goldens/auk/make_goldens.py auk_keys
 
 `encoder`: transformers' Qwen2_5OmniThinkerForConditionalGeneration (tiny config, the tiny checkpoint's weights) and
 WhisperFeatureExtractor give the hidden states of a text-only and a clip prompt; the layer fusion (softmax
@@ -146,5 +148,48 @@ def flow() -> None:
     assert math.isfinite(float(out["guided_a"].abs().sum()))
 
 
+REAL_TEXT = {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+             "num_attention_heads": 16, "num_key_value_heads": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0,
+                                                                                     "mrope_section": [16, 24, 24]}}
+REAL_AUDIO = {"num_mel_bins": 128, "d_model": 1280, "encoder_layers": 32, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120,
+              "max_source_positions": 1500, "n_window": 100, "output_dim": 2048}
+KEYS = HERE / "real_keys.json"
+
+
+def _write_keys(part: str, shapes: dict[str, list[int]]) -> None:
+    keys = json.loads(KEYS.read_text()) if KEYS.is_file() else {}
+    keys[part] = dict(sorted(shapes.items()))
+    KEYS.write_text(json.dumps(keys, indent=0) + "\n")
+
+
+def qwen_keys() -> None:
+    """The thinker's text model and audio tower at Qwen2.5-Omni-3B's size, under the published names (thinker.*):
+    what transformers' from_pretrained maps the real snapshot onto."""
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as omni
+    from transformers.models.qwen2_5_omni.configuration_qwen2_5_omni import Qwen2_5OmniThinkerConfig
+
+    config = Qwen2_5OmniThinkerConfig(audio_config=REAL_AUDIO, text_config=REAL_TEXT)
+    with torch.device("meta"):
+        model = omni.Qwen2_5OmniThinkerForConditionalGeneration(config)
+    renames = (("model.language_model.", "thinker.model."), ("model.audio_tower.", "thinker.audio_tower."), ("lm_head.", "thinker.lm_head."))
+    shapes = {}
+    for key, tensor in model.state_dict().items():
+        for old, new in renames:
+            if key.startswith(old):
+                shapes[new + key[len(old):]] = list(tensor.shape)
+    _write_keys("qwen", shapes)
+
+
+def auk_keys() -> None:
+    """auk.safetensors and vae.safetensors at AuK's size: the port loads the published files strictly into these."""
+    dit_mod, vae_mod, fm = _sglang_port()
+    with torch.device("meta"):
+        flow_model = fm.AuKFlowMatching(dit_mod.AuKDit(dim=1536, heads=24, dim_head=64, ff_mult=2.0, text_hidden_dim=2048, num_layers=10,
+                                                        num_single_layers=20, latent_dim=64), num_llm_layers=36)
+        vae = vae_mod.BigVGANFlowVAE(vae_mod.AuKVAEConfig())
+    _write_keys("auk", {k: list(v.shape) for k, v in flow_model.state_dict().items()})
+    _write_keys("vae", {k: list(v.shape) for k, v in vae.state_dict().items()})
+
+
 if __name__ == "__main__":
-    {"encoder": encoder, "flow": flow}[sys.argv[1]]()
+    {"encoder": encoder, "flow": flow, "qwen_keys": qwen_keys, "auk_keys": auk_keys}[sys.argv[1]]()

@@ -42,10 +42,12 @@ class UpSample1d(nn.Module):
         self.register_buffer("filter", kaiser_sinc_filter(0.5 / ratio, 0.6 / ratio, kernel_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        channels = x.shape[1]
+        batch, channels, _ = x.shape
         x = F.pad(x, (self.pad, self.pad), mode="replicate")
-        x = self.ratio * F.conv_transpose1d(x, self.filter.expand(channels, -1, -1), stride=self.ratio, groups=channels)
-        return x[..., self.pad_left: -self.pad_right]
+        # One filter for every channel: channels folded into the batch (a plain convolution is much faster than a
+        # depthwise one on CPU, and the same sums).
+        x = self.ratio * F.conv_transpose1d(x.reshape(batch * channels, 1, -1), self.filter, stride=self.ratio)
+        return x.view(batch, channels, -1)[..., self.pad_left: -self.pad_right]
 
 
 class LowPassFilter1d(nn.Module):
@@ -60,9 +62,9 @@ class LowPassFilter1d(nn.Module):
         self.register_buffer("filter", kaiser_sinc_filter(cutoff, half_width, kernel_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        channels = x.shape[1]
+        batch, channels, _ = x.shape
         x = F.pad(x, (self.pad_left, self.pad_right), mode="replicate")
-        return F.conv1d(x, self.filter.expand(channels, -1, -1), stride=self.stride, groups=channels)
+        return F.conv1d(x.reshape(batch * channels, 1, -1), self.filter, stride=self.stride).view(batch, channels, -1)
 
 
 class DownSample1d(nn.Module):

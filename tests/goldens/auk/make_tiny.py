@@ -53,7 +53,7 @@ def config(tok: Tokenizer, variant: str) -> dict:
                 "attn_mask_enabled": True},
         "vae": {"latent_dim": 8, "downsample_rate": 480, "target_sample_rate": 24000, "model_init_kwargs": {
             "upsample_rates": [5, 4, 3, 2, 2, 2], "upsample_kernel_sizes": [10, 8, 6, 4, 4, 4], "upsample_initial_channel": 128,
-            "resblock_kernel_sizes": [3, 7], "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5]],
+            "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]],
             "downsample_rates": [2, 2, 2, 3, 4, 5], "downsample_channels": [4, 4, 8, 8, 8, 16, 16],
             "latent_dim": 8, "use_vae": True, "causal": True, "act_causal": True, "flow_hidden_channels": 16}},
         "variant": variant,

@@ -155,3 +155,33 @@ class AuKConfig:
     @classmethod
     def from_dir(cls, path: Path) -> AuKConfig:
         return cls.from_dict(json.loads((path / "config.json").read_text()))
+
+
+def _interpolate(value: Any, root: dict[str, Any]) -> Any:
+    """OmegaConf-style `${a.b}` references in the upstream config.yaml, resolved against its root (data only)."""
+    if isinstance(value, dict):
+        return {k: _interpolate(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, root) for v in value]
+    if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
+        target: Any = root
+        for part in value[2:-1].split("."):
+            target = target[part]
+        return _interpolate(target, root)
+    return value
+
+
+def upstream_dict(auk_dir: Path, qwen_config: dict[str, Any], variant: str) -> dict[str, Any]:
+    """The assembled config.json's content from the upstream AuK config.yaml and the Qwen2.5-Omni-3B config.json."""
+    import yaml
+
+    raw = yaml.safe_load((auk_dir / "config.yaml").read_text()) or {}
+    raw = _interpolate(raw, raw)
+    model = raw.get("model") if isinstance(raw.get("model"), dict) else raw
+    schedule = dict(model.get("schedule") or {})
+    defaults = {"nfe": schedule.get("nfe", 32), "cfg": schedule.get("cfg", schedule.get("cfg_strength", 2.0)),
+                "sway": schedule.get("sway", schedule.get("sway_sampling_coef", -1.0))}
+    return {
+        **qwen_config, "model_type": "auk", "dit": dict(model.get("arch") or {}), "vae": dict(model.get("vae") or {}),
+        "variant": variant, "flash_t_grid": list(schedule.get("flash_t_grid", schedule.get("t_grid", FLASH_T_GRID))), "defaults": defaults,
+    }

@@ -1,4 +1,5 @@
-"""Load an assembled AuK checkpoint directory (vLLM-Omni's `prepare_auk_checkpoint.py` layout) into a served model.
+"""Load an assembled AuK checkpoint directory (vLLM-Omni's `prepare_auk_checkpoint.py` layout), or the upstream AuK
+directory with the Qwen2.5-Omni-3B snapshot named by the condition stage's `weights_dir`, into a served model.
 
 `auk.safetensors` (a link to `auk_base.safetensors` or `auk_flash.safetensors`) holds the DiT under `transformer.`
 and the fusion's `layer_weights`/`layer_scale`; `vae.safetensors` the VAE; `model-*.safetensors` the Qwen2.5-Omni-3B
@@ -15,7 +16,7 @@ import torch
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.auk.adapter import AuKAdapter
-from vocalis.stages.models.auk.config import AuKConfig
+from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
 from vocalis.stages.models.auk.dit import AuKDiT
 from vocalis.stages.models.auk.encoder import ConditionEncoder
 from vocalis.stages.models.auk.prompt import PromptBuilder
@@ -63,14 +64,29 @@ def _qwen_weights(path: Path) -> Weights:
     return weights
 
 
-def load_modules(path: Path, dtype: torch.dtype = torch.float32) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
+def upstream_variant(path: Path) -> str:
+    """The upstream directory's variant: the weights file it holds, else "flash" in its name."""
+    if (path / "auk_flash.safetensors").is_file() and not (path / "auk_base.safetensors").is_file():
+        return "flash"
+    if (path / "auk_base.safetensors").is_file():
+        return "base"
+    return "flash" if "flash" in path.resolve().name.lower() else "base"
+
+
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
+    """The modules of an assembled bundle at `path`, or of the upstream AuK directory at `path` with the
+    Qwen2.5-Omni-3B snapshot at `qwen_dir` (nothing is assembled on disk)."""
     import json
 
-    data = json.loads((path / "config.json").read_text())
-    config = AuKConfig.from_dict(data, variant=variant_of(path, str(data.get("variant", "base"))))
+    if qwen_dir is None:
+        qwen_dir = path
+        data = json.loads((path / "config.json").read_text())
+        config = AuKConfig.from_dict(data, variant=variant_of(path, str(data.get("variant", "base"))))
+    else:
+        config = AuKConfig.from_dict(upstream_dict(path, json.loads((qwen_dir / "config.json").read_text()), upstream_variant(path)))
     dit_weights = read_safetensors(dit_file(path))
     encoder = ConditionEncoder(config.text, config.audio)
-    qwen = {k: v for k, v in _qwen_weights(path).items()}
+    qwen = _qwen_weights(qwen_dir)
     fusion = {name: dit_weights[name] for name in ("layer_weights", "layer_scale") if name in dit_weights}
     load_strict(encoder, {**qwen, **fusion}, path, unused=QWEN_UNUSED)
     dit = AuKDiT(config.dit, config.vae.latent_dim)
@@ -81,12 +97,21 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32) -> tuple[AuKCon
     load_strict(vae, fold_weight_norm(read_safetensors(path / "vae.safetensors")), path / "vae.safetensors", unused=VAE_UNUSED)
     for module in (encoder, dit, vae):
         module.eval().requires_grad_(False)
-    return config, encoder, dit.to(dtype), vae, PromptBuilder.from_dir(path, config)
+    return config, encoder, dit.to(dtype), vae, PromptBuilder.from_dir(qwen_dir, config)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     condition_deploy, flow_deploy, decode_deploy = deploy.stage("condition"), deploy.stage("flow"), deploy.stage("decode")
-    config, encoder, dit, vae, prompts = load_modules(path, flow_deploy.torch_dtype)
+    qwen_dir = None
+    if not (path / "config.json").is_file():
+        if not condition_deploy.weights_dir:
+            raise ValueError(
+                f"{path} is the upstream AuK directory: serving it needs the Qwen2.5-Omni-3B snapshot too; give it with "
+                "--stage-overrides '{\"condition\": {\"weights_dir\": \"/path/to/Qwen2.5-Omni-3B\"}}' (or serve the "
+                "directory prepare_auk_checkpoint.py assembles)"
+            )
+        qwen_dir = Path(condition_deploy.weights_dir)
+    config, encoder, dit, vae, prompts = load_modules(path, flow_deploy.torch_dtype, qwen_dir)
     encoder = encoder.to(condition_deploy.device, condition_deploy.torch_dtype)
     dit = dit.to(flow_deploy.device)
     decoder_vae = vae.to(decode_deploy.device)

@@ -103,6 +103,9 @@ class AuKAdapter:
         elif params.reference is None:
             raise InvalidField("duration_seconds", "FIELD_REQUIRED",
                                "duration_seconds is required without ref_audio: AuK is told how long the audio is")
+        elif len(params.reference.samples) > MAX_SECONDS * params.reference.sample_rate:
+            raise InvalidField("ref_audio", "TOO_LONG", f"ref_audio is longer than {MAX_SECONDS:g} s, the most AuK generates: "
+                               "give a shorter clip or a duration_seconds")
         if params.reference is not None and len(params.reference.samples) == 0:
             raise InvalidField("ref_audio", "INVALID_VALUE", "AuK needs the clip's audio: ref_audio is empty")
         extra = dict(fields.get("extra_params") or {})

@@ -7,6 +7,7 @@ chunk (small) leaves after one short decode instead of the whole waveform's.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,7 +88,7 @@ class ConditionStage(RequestTable[_Waiting]):
             source = torch.from_numpy(resample(ref.samples, ref.sample_rate, self.config.sample_rate)).to(self.device)
             generator = None
             if stage_input.vae_sample:
-                seed = stage_input.seed if stage_input.seed is not None else int(torch.seed())
+                seed = stage_input.seed if stage_input.seed is not None else secrets.randbits(63)
                 generator = torch.Generator(self.device).manual_seed((seed + VAE_SAMPLE_SEED_OFFSET) % 2**63)
             refs.append(self.vae.encode(padded_samples(source, self.vae.hop), generator))
         texts_ = self.encoder([torch.tensor(row, device=self.device) for row in ids], features, self.config.audio_token_id)
@@ -116,7 +117,7 @@ class FlowJob:
 
 def initial_noise(frames: int, latent_dim: int, seed: int | None, device: str = "cpu") -> torch.Tensor:
     """The trajectory's start: float32 normal noise from the request's own generator (its seed, else a random one)."""
-    generator = torch.Generator(device).manual_seed(int(seed) if seed is not None else int(torch.seed()))
+    generator = torch.Generator(device).manual_seed(int(seed) if seed is not None else secrets.randbits(63))
     return torch.randn(frames, latent_dim, generator=generator, device=device, dtype=torch.float32)
 
 

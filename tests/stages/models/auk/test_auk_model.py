@@ -114,6 +114,17 @@ def test_bad_fields_name_themselves(tiny, fields, field):
     assert error.value.field == field
 
 
+def test_a_clip_longer_than_the_maximum_needs_a_duration(tiny):
+    adapter = AuKAdapter(tiny[0])
+    long_clip = ReferenceAudio(np.zeros(31 * 24000, dtype=np.float32), 24000)
+    with pytest.raises(InvalidField) as error:
+        adapter.stage_input(RequestParams(model="auk", voice="", fields={"instructions": "Clean it."}, reference=long_clip))
+    assert error.value.field == "ref_audio"
+    told = adapter.stage_input(RequestParams(model="auk", voice="", fields={"instructions": "Clean it.", "duration_seconds": 5.0},
+                                             reference=long_clip))
+    assert told.duration_seconds == 5.0
+
+
 def test_instruction_precedence_and_task_shortcuts(tiny):
     adapter = AuKAdapter(tiny[0])
     clip = ReferenceAudio(np.zeros(24000, dtype=np.float32), 24000)

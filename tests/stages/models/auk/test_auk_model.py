@@ -55,7 +55,7 @@ def test_every_loaded_tensor_changes_some_output():
     for module in (encoder, dit, vae):
         module.requires_grad_(True)
         _trainable_buffers(module)
-    clip = torch.from_numpy(np.sin(np.arange(16000) / 16000 * 2 * np.pi * 200).astype(np.float32) * 0.3)
+    clip = torch.from_numpy(np.sin(np.arange(4000) / 16000 * 2 * np.pi * 200).astype(np.float32) * 0.3)  # 25 frames: 4 windows
     features = log_mel(clip, mel_filters(config.audio.num_mel_bins))
     from vocalis.stages.models.auk.encoder import audio_token_count
 
@@ -68,8 +68,8 @@ def test_every_loaded_tensor_changes_some_output():
                      x_len=torch.tensor([6, 4]), ref_len=torch.tensor([4, 2]), text_len=torch.tensor([5, 3]))
     velocity = dit(batch)
     assert _checked(dit, (velocity * torch.randn(velocity.shape, generator=rng)).sum()) == []
-    wave = torch.sin(torch.arange(2400) / 24000 * 2 * torch.pi * 180) * 0.4
-    decoded = vae.decode(torch.randn(1, 12, 8, generator=rng))
+    wave = torch.sin(torch.arange(960) / 24000 * 2 * torch.pi * 180) * 0.4
+    decoded = vae.decode(torch.randn(1, 6, 8, generator=rng))
     drawn = vae.encode(wave, torch.Generator().manual_seed(3))
     loss = (decoded * torch.randn(decoded.shape, generator=rng)).sum() + (drawn * torch.randn(drawn.shape, generator=rng)).sum()
     assert _checked(vae, loss) == []

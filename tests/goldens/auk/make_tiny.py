@@ -103,6 +103,13 @@ def flow_tensors(channels: int, hidden: int, generator: torch.Generator, layers:
     return {name: torch.randn(shape, generator=generator) * 0.1 for name, shape in shapes.items()}
 
 
+def share(out: Path, base: Path) -> None:
+    """AuK-Flash's bundle holds the same Qwen snapshot and VAE as the base one: link them, as the bundle does."""
+    for name in ("model.safetensors", "vae.safetensors", "tokenizer.json"):
+        (out / name).unlink()
+        (out / name).symlink_to(Path("..") / base.name / name)
+
+
 def build(out: Path, variant: str, seed: int) -> None:
     from vocalis.stages.models.auk.config import AuKConfig
     from vocalis.stages.models.auk.dit import AuKDiT
@@ -136,3 +143,4 @@ def build(out: Path, variant: str, seed: int) -> None:
 if __name__ == "__main__":
     build(HERE / "tiny", "base", 0)
     build(HERE / "tiny-flash", "flash", 1)
+    share(HERE / "tiny-flash", HERE / "tiny")

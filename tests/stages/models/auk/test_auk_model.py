@@ -135,3 +135,42 @@ def test_instruction_precedence_and_task_shortcuts(tiny):
     assert custom.instruction_for('Say the following: "x"') == 'Say the following: "x"'
     base = adapter.stage_input(params(duration_seconds=1.0, task_type="base"))
     assert base.instruction_for("Hello") == 'Say the following with the same voice: "Hello"'
+
+
+def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
+    """Three requests of different lengths, steps and guidance: one prefill, one flow step per step for all of them
+    (4 steps for the longest schedule, not 2 + 3 + 4), and each latent as if it had run alone."""
+    from vocalis.stages.models.auk.runtime import ConditionStage, FlowStage
+    from vocalis.stages.request import SynthesisRequest
+    from vocalis.stages.stage import StageItem
+
+    config, encoder, dit, vae, prompts = tiny
+    adapter = AuKAdapter(config)
+    asks = [(0.1, 2, 2.0, 1), (0.2, 3, 0.0, 2), (0.06, 4, 1.5, 3)]
+
+    def requests():
+        out = []
+        for seconds, steps, cfg, seed in asks:
+            fields = {"duration_seconds": seconds, "seed": seed, "extra_params": {"num_inference_steps": steps, "guidance_scale": cfg}}
+            out.append(SynthesisRequest(f"Say number {seed}.", adapter.stage_input(params(**fields)), output=None))
+        return out
+
+    def run(batch):
+        condition, flow = ConditionStage("c", config, encoder, vae, prompts), FlowStage("f", dit)
+        with torch.inference_mode():
+            for request in batch:
+                condition.add(StageItem(request))
+            conditioned = condition.step()
+            assert not condition.has_work()  # one prefill for the batch
+            for item in conditioned:
+                flow.add(item)
+            latents = {}
+            while flow.has_work():
+                latents |= {id(item.request): item.payload for item in flow.step()}
+        return [latents[id(r)] for r in batch], flow.steps
+
+    together, steps = run(requests())
+    assert steps == 4
+    for request, latent in zip(requests(), together, strict=True):
+        (alone,), _ = run([request])
+        assert latent.shape == alone.shape and (latent - alone).abs().max().item() <= 1e-4

@@ -174,3 +174,21 @@ def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
     for request, latent in zip(requests(), together, strict=True):
         (alone,), _ = run([request])
         assert latent.shape == alone.shape and (latent - alone).abs().max().item() <= 1e-4
+
+
+def test_vae_sample_draws_the_source_latent_from_its_own_seeded_generator(tiny):
+    from vocalis.stages.models.auk.runtime import ConditionStage
+
+    config, encoder, _, vae, prompts = tiny
+    adapter = AuKAdapter(config)
+    clip = ReferenceAudio((np.sin(np.arange(24000) / 24000 * 2 * np.pi * 150) * 0.3).astype(np.float32), 24000)
+    stage = ConditionStage("c", config, encoder, vae, prompts)
+
+    def ref_latent(**extra) -> torch.Tensor:
+        fields = {"instructions": "Clean it.", "seed": 4, **extra}
+        stage_input = adapter.stage_input(RequestParams(model="auk", voice="", fields=fields, reference=clip))
+        with torch.inference_mode():
+            return stage.condition([stage_input], [""])[0].ref
+
+    mean, drawn, again = ref_latent(), ref_latent(extra_params={"vae_sample": True}), ref_latent(extra_params={"vae_sample": True})
+    assert mean.shape == (50, config.vae.latent_dim) and torch.equal(drawn, again) and not torch.equal(drawn, mean)

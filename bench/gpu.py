@@ -2,8 +2,8 @@
 
 One command, no download: for each family it builds a checkpoint with random weights
 at the published sizes (the committed tiny checkpoint's files, with the published
-sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json
-and bench/configs/omnivoice_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
+sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
+bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
@@ -59,6 +59,7 @@ CASES = {
     "voxcpm2": Case("VoxCPM2", GOLDENS / "voxcpm2" / "tiny"),
     "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
     "voxtral": Case("Voxtral-4B-TTS-2603", GOLDENS / "voxtral" / "tiny"),
+    "auk": Case("AuK", GOLDENS / "auk" / "tiny"),
 }
 BUILT_TINY = {"voxtral"}
 """Families whose tiny checkpoint is built by a script (into the work dir) rather than committed."""
@@ -100,6 +101,8 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_qwen3(case, out)
         elif key == "voxcpm2":
             _build_voxcpm2(out)
+        elif key == "auk":
+            _build_auk(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -194,6 +197,27 @@ def tiny_checkpoint(key: str, work: Path) -> Path:
     return build(Path(tempfile.mkdtemp(prefix=f"{key}-tiny-", dir=work)) / key)  # fresh: parallel runs never share one
 
 
+def _build_auk(out: Path) -> None:
+    from vocalis.stages.models.auk.config import AuKConfig
+    from vocalis.stages.models.auk.dit import AuKDiT
+    from vocalis.stages.models.auk.encoder import ConditionEncoder
+    from vocalis.stages.models.auk.vae import AuKVAE
+
+    sizes = json.loads((ROOT / "bench" / "configs" / "auk_real_sizes.json").read_text())
+    config = _overlay(json.loads((out / "config.json").read_text()), sizes)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    parsed = AuKConfig.from_dict(config)
+    encoder = ConditionEncoder(parsed.text, parsed.audio)
+    qwen = {k: v for k, v in _save(encoder, out, "", {}).items() if k.startswith("thinker.")}
+    save_file(qwen, str(out / "model.safetensors"))
+    dit = _save(AuKDiT(parsed.dit, parsed.vae.latent_dim), out, "transformer.", {})
+    dit |= {"layer_weights": encoder.layer_weights.detach().cpu(), "layer_scale": encoder.layer_scale.detach().cpu()}
+    save_file(dit, str(out / "auk_base.safetensors"))
+    (out / "auk.safetensors").symlink_to("auk_base.safetensors")
+    vae = {k: v for k, v in _save(AuKVAE(parsed.vae), out, "", {}).items()}
+    save_file(vae, str(out / "vae.safetensors"))
+
+
 # -- serving --------------------------------------------------------------------------------------
 
 
@@ -224,6 +248,8 @@ def make_request(model, case: Case, frames: int) -> SynthesisRequest:
                                    text="A short reference clip for the voice.")
     fields = {"max_new_tokens": frames, "seed": 1} if not isinstance(model.family, str) or model.family != "omnivoice" else {"seed": 1}
     voice = model.adapter.resolve_voice("") or (model.capabilities.voices[0] if model.capabilities.voices and not case.clone else "")
+    if model.family == "auk":  # told its length: `frames` latent frames (50 per second)
+        fields = {"seed": 1, "duration_seconds": frames / 50}
     params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 
@@ -264,6 +290,8 @@ def bench_family(key: str, path: Path, args) -> list[dict]:
     case = CASES[key]
     top = max(args.levels)
     stages = {"0": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "1": {"device": args.device, "max_num_seqs": top}}
+    if key == "auk":  # condition -> flow -> decode: the flow is the stage the dtype is for
+        stages |= {"1": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "2": {"device": args.device}}
     model = load_model(str(path), stage_overrides=json.dumps(stages))
     watch = KVWatch(model)
     model.pipeline.observe(watch)

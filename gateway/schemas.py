@@ -104,6 +104,9 @@ class SpeechRequest(_Body):
     max_new_tokens: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Cap on generated tokens.")
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, description="Seed: same seed, same audio.")
     initial_codec_chunk_frames: int | None = Field(default=None, ge=0, le=2**31 - 1, description="First streamed chunk, in codec frames.")
+    duration_seconds: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Length of the audio to generate, in seconds, for models told a length (AuK)."
+    )
     extra_params: dict[str, Any] | None = Field(default=None, description="Model-specific parameters.")
     word_timestamps: bool = Field(default=False, description="Ask for word timings.")
     references: list[Reference] | None = Field(default=None, description="Alias of ref_audio/ref_text (one element).")
@@ -186,6 +189,7 @@ class _BatchFields(BaseModel):
     initial_codec_chunk_frames: int | None = Field(default=None, ge=0, le=2**31 - 1, description="First chunk, in codec frames.")
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1, description="Seed (a Vocalis addition).")
     extra_params: dict[str, Any] | None = Field(default=None, description="Model-specific parameters (a Vocalis addition).")
+    duration_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="Length of the audio, for models told a length.")
 
 
 class BatchItem(_BatchFields):

@@ -25,6 +25,7 @@ _OPTIONAL_SCALARS = (
     "seed",
     "max_new_tokens",
     "initial_codec_chunk_frames",
+    "duration_seconds",
 )
 
 

@@ -51,8 +51,10 @@ MIN_UNIT_CHARS = 20
 MAX_IDLE_FLUSH_MS = 600_000
 
 
-def text_splitter(config: synthesizer_pb2.SessionConfig) -> SentenceSplitter:
-    """The session's splitter from `config.text_splitting`; INVALID_ARGUMENT naming the field at fault."""
+def text_splitter(config: synthesizer_pb2.SessionConfig, whole_input: bool = False) -> SentenceSplitter:
+    """The session's splitter from `config.text_splitting`; INVALID_ARGUMENT naming the field at fault.
+
+    `whole_input` (a model whose text is one instruction): granularity AUTO means NONE."""
     splitting = config.text_splitting
     if splitting.granularity not in GRANULARITIES:
         raise invalid_argument(
@@ -72,7 +74,10 @@ def text_splitter(config: synthesizer_pb2.SessionConfig) -> SentenceSplitter:
             "OUT_OF_RANGE",
             f"text_splitting.idle_flush_ms must be from 0 (off) to {MAX_IDLE_FLUSH_MS}, got {idle_flush_ms}",
         )
-    return SentenceSplitter(GRANULARITIES[splitting.granularity], max_unit_chars, idle_flush_ms / 1000 or None)
+    granularity = GRANULARITIES[splitting.granularity]
+    if whole_input and granularity is Granularity.AUTO:
+        granularity = Granularity.NONE
+    return SentenceSplitter(granularity, max_unit_chars, idle_flush_ms / 1000 or None)
 
 
 @dataclass(frozen=True)
@@ -244,4 +249,5 @@ def resolve(settings: SessionSettings, voice: ResolvedVoice) -> ResolvedSession:
         stage_input = model.adapter.stage_input(params)
     except RequestError as error:
         raise from_request_error(error) from error
-    return ResolvedSession(settings=settings, voice=voice.name, stage_input=stage_input)
+    notes = tuple(synthesizer_pb2.Warning(code="MODEL_NOTE", message=message, field=name) for name, message in params.notes)
+    return ResolvedSession(settings=settings, voice=voice.name, stage_input=stage_input, warnings=notes)

@@ -44,6 +44,9 @@ class StageDeploy:
     lookahead_frames: int = 0
     chunk_growth: float = 1.0
     max_chunk_frames: int = 100
+    weights_dir: str = ""
+    """A second directory this stage loads weights from, where a model is published in two parts (AuK served from
+    its upstream directory: the condition stage's Qwen2.5-Omni-3B snapshot). Empty: none."""
 
     def chunk_policy(self) -> ChunkPolicy:
         return ChunkPolicy(

@@ -12,7 +12,7 @@ from typing import Any
 
 from vocalis.stages.errors import InvalidField
 
-TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
 """Python type of a value -> its JSON type name, as GetModel reports it."""
 
 
@@ -22,7 +22,7 @@ class ExtraParam:
 
     name: str
     kind: type
-    """bool, int, float or str."""
+    """bool, int, float, str or list (a JSON array, checked by the family)."""
     description: str
     minimum: float | None = None
     maximum: float | None = None
@@ -68,6 +68,10 @@ class ExtraParam:
                 wanted = f"one of {', '.join(self.choices)}" if self.choices else "a string"
                 raise InvalidField(field, "INVALID_VALUE", f"{field} must be {wanted}")
             return value
+        if self.kind is list:
+            if not isinstance(value, list):
+                raise InvalidField(field, "INVALID_VALUE", f"{field} must be a list")
+            return list(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InvalidField(field, "INVALID_VALUE", f"{field} must be {'an integer' if self.kind is int else 'a number'}")
         if self.kind is int and int(value) != value:

@@ -38,9 +38,11 @@ class ModelFamily:
     deploy_defaults: Path
     load: Callable[[Path, DeployConfig], LoadedModel]
     """Load the checkpoint at a path with a resolved deploy config."""
+    detect: Callable[[Path], bool] | None = None
+    """For a published layout without config.json: whether a directory is this family's (by its file names only)."""
 
 
-def checkpoint_family(name: str, model_types: tuple[str, ...], package: str) -> ModelFamily:
+def checkpoint_family(name: str, model_types: tuple[str, ...], package: str, detect: Callable[[Path], bool] | None = None) -> ModelFamily:
     """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
     imported only when a checkpoint is loaded (so registering the family imports no torch)."""
 
@@ -48,7 +50,7 @@ def checkpoint_family(name: str, model_types: tuple[str, ...], package: str) -> 
         return importlib.import_module(f"{package}.loader").load(path, deploy)
 
     folder = Path(importlib.import_module(package).__file__ or "").parent
-    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load)
+    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect)
 
 
 _FAMILIES: dict[str, ModelFamily] = {}
@@ -71,6 +73,9 @@ def family_for_checkpoint(path: Path) -> ModelFamily:
     if not config.is_file() and (path / MISTRAL_PARAMS).is_file():
         config = path / MISTRAL_PARAMS
     if not config.is_file():
+        for family in _FAMILIES.values():
+            if family.detect is not None and family.detect(path):
+                return family
         raise ValueError(f"{path} has no config.json (nor a Mistral-format {MISTRAL_PARAMS}): is it a checkpoint directory?")
     data = json.loads(config.read_text())
     model_type = data.get("model_type") or data.get("architecture", "")  # VoxCPM configs name only an architecture

@@ -31,6 +31,9 @@ class Capabilities:
     """A preset `voice` given beside `ref_audio` is the voice and ref_audio is ignored (vLLM-Omni's Voxtral rule); by
     default ref_audio gives the voice and the preset is ignored."""
     languages: tuple[str, ...] = ()
+    whole_input: bool = False
+    """The model takes a session's whole text as one unit (an instruction, not sentences): the server does not
+    split it unless the caller asks for a granularity."""
     min_speed: float = 0.25
     max_speed: float = 4.0
 

@@ -49,6 +49,9 @@ class RequestParams:
     streamed: bool = True
     """Whether the caller hears the audio as it is made (False: it gets a complete file per request or
     utterance, so a family may treat an utterance's audio as a whole, as OmniVoice levels its loudness)."""
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    """(field, message) pairs the adapter appends: what it accepted but the caller should hear of (an input it
+    takes in another role, a setting the checkpoint overrides); the server sends each as a Warning."""
 
 
 InputT = TypeVar("InputT")

@@ -42,4 +42,11 @@ def test_refusals_name_the_key_and_say_what_it_must_be():
 def test_a_spec_names_its_json_type():
     assert [p.type_name for p in SPEC] == ["integer", "number", "boolean", "string", "integer"]
     with pytest.raises(TypeError):
-        ExtraParam("x", list, "lists are not a kind")
+        ExtraParam("x", dict, "objects are not a kind")
+
+
+def test_a_list_kind_takes_json_arrays_only():
+    grid = ExtraParam("t_grid", list, "time points")
+    assert grid.type_name == "array" and grid.parse([0, 0.5, 1]) == [0, 0.5, 1]
+    with pytest.raises(InvalidField, match="extra_params.t_grid must be a list"):
+        grid.parse(0.5)

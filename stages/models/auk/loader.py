@@ -1,0 +1,127 @@
+"""Load an assembled AuK checkpoint directory (vLLM-Omni's `prepare_auk_checkpoint.py` layout), or the upstream AuK
+directory with the Qwen2.5-Omni-3B snapshot named by the condition stage's `weights_dir`, into a served model.
+
+`auk.safetensors` (a link to `auk_base.safetensors` or `auk_flash.safetensors`) holds the DiT under `transformer.`
+and the fusion's `layer_weights`/`layer_scale`; `vae.safetensors` the VAE; `model-*.safetensors` the Qwen2.5-Omni-3B
+snapshot, of which only the thinker's text model and audio tower are used. Loading is strict: every parameter must be
+found, and every tensor in the files used or declared unused by design (below).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+from vocalis.stages.models.auk.adapter import AuKAdapter
+from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
+from vocalis.stages.models.auk.dit import AuKDiT
+from vocalis.stages.models.auk.encoder import ConditionEncoder
+from vocalis.stages.models.auk.prompt import PromptBuilder
+from vocalis.stages.models.auk.runtime import ConditionStage, DecodeStage, FlowStage
+from vocalis.stages.models.auk.vae import AuKVAE
+from vocalis.stages.pipeline import Pipeline
+from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors
+
+DIT_FILES = ("auk.safetensors", "auk_base.safetensors", "auk_flash.safetensors")
+QWEN_UNUSED = (
+    r"thinker\.lm_head\..*",  # prefill only: no tokens are sampled
+    r"thinker\.visual\..*",  # no images or video
+    r"thinker\.audio_tower\.audio_bos_eos_token\..*",  # the tower's forward never reads it
+    r"talker\..*",  # Qwen2.5-Omni's speech generator, not AuK's
+    r"token2wav\..*",
+)
+VAE_UNUSED = (r"flow\..*",)
+"""The VAE's normalising flow regularises the posterior in training only."""
+
+
+def dit_file(path: Path) -> Path:
+    for name in DIT_FILES:
+        if (path / name).is_file():
+            return path / name
+    raise ValueError(f"{path} has none of {', '.join(DIT_FILES)}")
+
+
+def variant_of(path: Path, config_variant: str) -> str:
+    """"flash" or "base": the file auk.safetensors links to, else config.json's `variant`."""
+    resolved = dit_file(path).resolve().name
+    if resolved == "auk_flash.safetensors":
+        return "flash"
+    if resolved == "auk_base.safetensors":
+        return "base"
+    return config_variant
+
+
+def _qwen_weights(path: Path) -> Weights:
+    files = sorted(p for p in path.glob("model*.safetensors"))
+    if not files:
+        raise ValueError(f"{path} has no model*.safetensors (the Qwen2.5-Omni-3B snapshot)")
+    weights: Weights = {}
+    for file in files:
+        weights |= read_safetensors(file)
+    return weights
+
+
+def upstream_variant(path: Path) -> str:
+    """The upstream directory's variant: the weights file it holds, else "flash" in its name."""
+    if (path / "auk_flash.safetensors").is_file() and not (path / "auk_base.safetensors").is_file():
+        return "flash"
+    if (path / "auk_base.safetensors").is_file():
+        return "base"
+    return "flash" if "flash" in path.resolve().name.lower() else "base"
+
+
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
+    """The modules of an assembled bundle at `path`, or of the upstream AuK directory at `path` with the
+    Qwen2.5-Omni-3B snapshot at `qwen_dir` (nothing is assembled on disk)."""
+    import json
+
+    if qwen_dir is None:
+        qwen_dir = path
+        data = json.loads((path / "config.json").read_text())
+        config = AuKConfig.from_dict(data, variant=variant_of(path, str(data.get("variant", "base"))))
+    else:
+        config = AuKConfig.from_dict(upstream_dict(path, json.loads((qwen_dir / "config.json").read_text()), upstream_variant(path)))
+    dit_weights = read_safetensors(dit_file(path))
+    encoder = ConditionEncoder(config.text, config.audio)
+    qwen = _qwen_weights(qwen_dir)
+    fusion = {name: dit_weights[name] for name in ("layer_weights", "layer_scale") if name in dit_weights}
+    load_strict(encoder, {**qwen, **fusion}, path, unused=QWEN_UNUSED)
+    dit = AuKDiT(config.dit, config.vae.latent_dim)
+    holder = torch.nn.Module()  # so that errors name the published keys (transformer.*)
+    holder.transformer = dit
+    load_strict(holder, {k: v for k, v in dit_weights.items() if k not in fusion}, dit_file(path))
+    vae = AuKVAE(config.vae)
+    load_strict(vae, fold_weight_norm(read_safetensors(path / "vae.safetensors")), path / "vae.safetensors", unused=VAE_UNUSED)
+    for module in (encoder, dit, vae):
+        module.eval().requires_grad_(False)
+    return config, encoder, dit.to(dtype), vae, PromptBuilder.from_dir(qwen_dir, config)
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    condition_deploy, flow_deploy, decode_deploy = deploy.stage("condition"), deploy.stage("flow"), deploy.stage("decode")
+    qwen_dir = None
+    if not (path / "config.json").is_file():
+        if not condition_deploy.weights_dir:
+            raise ValueError(
+                f"{path} is the upstream AuK directory: serving it needs the Qwen2.5-Omni-3B snapshot too; give it with "
+                "--stage-overrides '{\"condition\": {\"weights_dir\": \"/path/to/Qwen2.5-Omni-3B\"}}' (or serve the "
+                "directory prepare_auk_checkpoint.py assembles)"
+            )
+        qwen_dir = Path(condition_deploy.weights_dir)
+    config, encoder, dit, vae, prompts = load_modules(path, flow_deploy.torch_dtype, qwen_dir)
+    encoder = encoder.to(condition_deploy.device, condition_deploy.torch_dtype)
+    dit = dit.to(flow_deploy.device)
+    decoder_vae = vae.to(decode_deploy.device)
+    adapter = AuKAdapter(config)
+    stages = [
+        ConditionStage("condition", config, encoder, decoder_vae, prompts, condition_deploy.device, condition_deploy.max_num_seqs),
+        FlowStage("flow", dit, flow_deploy.max_num_seqs, flow_deploy.device),
+        DecodeStage("decode", decoder_vae, decode_deploy.first_chunk_frames, decode_deploy.chunk_frames,
+                    decode_deploy.left_context_frames, decode_deploy.max_num_seqs, decode_deploy.device),
+    ]
+    name = "AuK-Flash" if config.flash else "AuK"
+    return LoadedModel(name=name if path.name in ("", ".") else path.name, family="auk", capabilities=adapter.capabilities,
+                       adapter=adapter, pipeline=Pipeline(stages))

@@ -42,6 +42,8 @@ class GepardConfig:
     repetition_target_tokens: int
     repetition_apply_below: int
     repetition_max_repeats: int
+    codec_id: str
+    """The Hub repo of the NanoCodec .nemo archive."""
     sample_rate: int
     frame_rate_hz: float
     fsq_levels: tuple[int, ...]
@@ -91,6 +93,7 @@ class GepardConfig:
             repetition_target_tokens=int(repetition.get("target_text_tokens", 16)),
             repetition_apply_below=int(repetition.get("apply_below", 13)),
             repetition_max_repeats=int(repetition.get("max_repeats", 8)),
+            codec_id=str(codec.get("codec_id", "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps")),
             sample_rate=int(codec.get("sample_rate", 22050)),
             frame_rate_hz=float(codec.get("frame_rate_hz", 21.5)),
             fsq_levels=fsq,

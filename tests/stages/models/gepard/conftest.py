@@ -1,77 +1,12 @@
-"""A tiny Gepard checkpoint in the published layout, built per test session.
-
-The backbone is the tiny `qwen3_5_text` of tests/goldens/qwen3_5 (checked against transformers there), so
-`model.*` here is backed by that parity; the heads, audio embeddings, stop head and speaker prefix are random
-(seeded), and a few tensors of each declared-unused group (voice-clone compressor, training-only heads) ride
-along as the published file has them.
-"""
+"""The tiny Gepard checkpoint (tests/tiny_gepard/build.py), built once per test session."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer, models, pre_tokenizers
 
-GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "qwen3_5"
-WORDS = ("hello world the quick brown fox jumps over a lazy dog this is tiny gepard speaking now and then some more "
-         "words to make longer sentences with").split()
-LEVELS = [8, 7, 6, 6]
-GROUPS = 8
-SIDECAR = {
-    "backbone_config": {"model_type": "qwen3_5_text", "rope_parameters": {"mrope_section": [1, 1, 0], "mrope_interleaved": True}},
-    # out of order on purpose: heads are ordered by their numeric suffix
-    "audio_heads": {f"level_audio_{i}": LEVELS[i % 4] for i in reversed(range(4 * GROUPS))},
-    "audio_embed_dim": 4,
-    "special_tokens": {"start_of_speech": 90, "end_of_speech": 91, "start_of_text": 93, "end_of_text": 94,
-                       "tts_pad": 95, "tokeniser_length": 96},
-    "text_repetition": {"enabled": True, "target_text_tokens": 16, "apply_below": 13, "max_repeats": 8},
-    "codec": {"codec_id": "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps", "sample_rate": 22050, "frame_rate_hz": 21.5,
-              "fsq_levels": LEVELS, "num_layers": GROUPS, "do_unfold": True},
-    "voice_cloning": {"enabled": True, "compressor": {"num_queries": 3, "num_layers": 2, "num_heads": 8, "d_model": 32}},
-    "stop_threshold": 0.5,
-    "temperature": 0.3,
-}
-
-
-def build_checkpoint(path: Path, seed: int = 7) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    config = json.loads((GOLDENS / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps(config, indent=2))
-    (path / "gepard_config.json").write_text(json.dumps(SIDECAR, indent=2))
-    vocab = {word: i for i, word in enumerate(["<unk>", *WORDS])}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.save(str(path / "tokenizer.json"))
-    g = torch.Generator().manual_seed(seed)
-    hidden, dim, queries = config["hidden_size"], SIDECAR["audio_embed_dim"], 3
-
-    def rand(*shape, gain=1.0):
-        fan_in = shape[-1] if len(shape) > 1 else 1
-        return torch.randn(*shape, generator=g) * gain / fan_in**0.5
-
-    weights = {k: v for k, v in load_file(str(GOLDENS / "goldens.safetensors")).items() if k.startswith("model.")}
-    heads = [LEVELS[i % 4] for i in range(4 * GROUPS)]
-    for i, levels in enumerate(heads):
-        weights[f"audio_embeddings.{i}.weight"] = torch.randn(levels, dim, generator=g)
-        weights[f"codebook_heads.{i}.weight"] = rand(levels, hidden, gain=3.0)
-        weights[f"codebook_heads.{i}.bias"] = rand(levels, gain=0.5)
-    weights["audio_embed_proj.0.weight"] = rand(hidden, len(heads) * dim)
-    weights["audio_embed_proj.0.bias"] = rand(hidden, gain=0.2)
-    weights["audio_embed_proj.2.weight"] = rand(hidden, hidden)
-    weights["audio_embed_proj.2.bias"] = rand(hidden, gain=0.2)
-    weights["audio_embed_scale"] = torch.tensor([0.8])
-    weights["stop_head.weight"] = rand(1, hidden)
-    weights["stop_head.bias"] = torch.tensor([-6.0])  # rarely fires on its own; tests force it both ways
-    weights["null_prefix"] = torch.randn(queries, hidden, generator=g)
-    weights["ref_compressor.queries"] = torch.randn(queries, hidden, generator=g)
-    weights["aligner.proj.weight"] = rand(4, hidden)
-    weights["supcon_head.net.0.weight"] = rand(4, hidden)
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(path / "model.safetensors"))
-    return path
+from tests.tiny_gepard.build import build_checkpoint
 
 
 @pytest.fixture(scope="session")

@@ -9,61 +9,12 @@ mixed-radix index decode, causality, and chunked decoding with left context repr
 from __future__ import annotations
 
 import copy
-import io
-import tarfile
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
-from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig, load_nanocodec, read_nemo
-
-TINY = {
-    "sample_rate": 22050,
-    "samples_per_frame": 16,
-    "vector_quantizer": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.GroupFiniteScalarQuantizer",
-                         "num_groups": 8, "num_levels_per_group": [8, 7, 6, 6]},
-    "audio_decoder": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.CausalHiFiGANDecoder",
-                      "input_dim": 32, "up_sample_rates": [4, 2, 2], "base_channels": 32, "in_kernel_size": 7,
-                      "out_kernel_size": 3, "resblock_kernel_sizes": [3, 5], "resblock_dilation_sizes": [1, 2],
-                      "activation": "half_snake", "output_activation": "tanh", "pad_mode": "zeros"},
-    "audio_encoder": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.HiFiGANEncoder", "encoded_dim": 32},
-}
-
-
-def build_nemo(path: Path, seed: int = 11, extra: dict[str, torch.Tensor] | None = None) -> Path:
-    """A .nemo archive in NeMo's layout: weight-normed convolutions stored as parametrizations (g, v)."""
-    torch.manual_seed(seed)
-    codec = NanoCodec(NanoCodecConfig.from_yaml(TINY))
-    weights: dict[str, torch.Tensor] = {}
-    for name, tensor in codec.state_dict().items():
-        key = "audio_decoder." + name.removeprefix("audio_decoder.")
-        if name.endswith("alpha"):
-            weights[key] = 0.5 + torch.rand_like(tensor)
-        elif name.endswith("conv.weight"):
-            v = torch.randn_like(tensor)
-            g = torch.rand(tensor.shape[0], *[1] * (tensor.ndim - 1)) * 1.5 + 0.5
-            stem = key.removesuffix("weight")
-            weights[stem + "parametrizations.weight.original0"] = g
-            weights[stem + "parametrizations.weight.original1"] = v
-        else:
-            weights[key] = torch.randn_like(tensor) * 0.1
-    for group in range(8):
-        weights[f"vector_quantizer.fsqs.{group}.num_levels"] = torch.tensor([8, 7, 6, 6], dtype=torch.int32).view(1, 4, 1)
-        weights[f"vector_quantizer.fsqs.{group}.dim_base_index"] = torch.tensor([1, 8, 56, 336], dtype=torch.int32).view(1, 4, 1)
-    weights["audio_encoder.pre_conv.conv.parametrizations.weight.original0"] = torch.ones(4, 1, 1)
-    weights["audio_encoder.pre_conv.conv.parametrizations.weight.original1"] = torch.ones(4, 1, 7)
-    weights["discriminator.discriminators.0.conv.weight"] = torch.ones(2)
-    weights |= extra or {}
-    buffer = io.BytesIO()
-    torch.save(weights, buffer)
-    with tarfile.open(path, "w") as archive:
-        for name, data in (("./model_config.yaml", yaml.safe_dump(TINY).encode()), ("./model_weights.ckpt", buffer.getvalue())):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return path
+from tests.tiny_gepard.build import build_nemo
+from vocalis.stages.models.gepard.nanocodec import load_nanocodec, read_nemo
 
 
 @pytest.fixture(scope="module")

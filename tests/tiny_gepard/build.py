@@ -106,6 +106,8 @@ def build_nemo(path: Path, seed: int = 11, extra: dict[str, torch.Tensor] | None
         elif name.endswith("conv.weight"):
             v = torch.randn_like(tensor)
             g = torch.rand(tensor.shape[0], *[1] * (tensor.ndim - 1)) * 1.5 + 0.5
+            if "post_conv" in key:
+                g = g * 0.02  # keeps the output off tanh's saturation
             stem = key.removesuffix("weight")
             weights[stem + "parametrizations.weight.original0"] = g
             weights[stem + "parametrizations.weight.original1"] = v

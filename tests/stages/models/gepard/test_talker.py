@@ -193,3 +193,15 @@ def test_every_loaded_tensor_changes_the_heads_or_the_stop(talker, gepard_dir):
             p.grad = None
         for p in frozen:
             p.requires_grad_(False)
+
+
+def test_the_registry_serves_qwen3_5_text_as_gepard_only_with_the_sidecar(gepard_dir, tmp_path):
+    from vocalis.stages import family as families
+
+    families.discover()
+    assert families.family_for_checkpoint(gepard_dir).name == "gepard"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(gepard_dir / "config.json", plain / "config.json")
+    with pytest.raises(ValueError, match="gepard_config.json"):
+        families.family_for_checkpoint(plain)

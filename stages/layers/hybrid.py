@@ -6,7 +6,8 @@ the runtime's paged KV cache (numbered among themselves: the cache has only thos
 state per sequence in its RecurrentStates (also numbered among themselves). Full attention has an output gate,
 zero-centred q/k-norms and partial RoPE (the first `head_dim * partial_rotary_factor` channels); text positions
 are the same in every M-RoPE row, so plain RoPE over those channels is exact for text. Norms are zero-centred
-RMSNorms (`1 + weight`). Attribute names are the published ones (`embed_tokens`, `layers.N.linear_attn.*`,
+RMSNorms (`1 + weight`). `qwen3_5_moe_text` configs (`num_experts` set) put a top-k routed MoE with a gated
+shared expert (stages/layers/moe.py) in place of every dense MLP. Attribute names are the published ones (`embed_tokens`, `layers.N.linear_attn.*`,
 `layers.N.self_attn.*`, `layers.N.mlp.*`, `norm`).
 """
 
@@ -24,6 +25,7 @@ from vocalis.stages.block_manager import CacheShape, StateShape
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.gated_deltanet import GatedDeltaNet
 from vocalis.stages.layers.mlp import GatedMLP
+from vocalis.stages.layers.moe import SparseMoE
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 
@@ -53,6 +55,11 @@ class HybridConfig:
     partial_rotary_factor: float
     max_position_embeddings: int
     tie_word_embeddings: bool = False
+    num_experts: int = 0
+    """`qwen3_5_moe_text`: experts per MoE layer (0: dense MLPs)."""
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> HybridConfig:
@@ -72,7 +79,7 @@ class HybridConfig:
         return cls(
             vocab_size=int(config["vocab_size"]),
             hidden_size=int(config["hidden_size"]),
-            intermediate_size=int(config["intermediate_size"]),
+            intermediate_size=int(config.get("intermediate_size", 0)),  # absent in MoE configs
             num_hidden_layers=layers,
             layer_types=tuple(types),
             num_attention_heads=heads,
@@ -88,6 +95,10 @@ class HybridConfig:
             partial_rotary_factor=float(partial),
             max_position_embeddings=int(config.get("max_position_embeddings", 32768)),
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            num_experts=int(config.get("num_experts", 0)),
+            num_experts_per_tok=int(config.get("num_experts_per_tok", 0)),
+            moe_intermediate_size=int(config.get("moe_intermediate_size", 0)),
+            shared_expert_intermediate_size=int(config.get("shared_expert_intermediate_size", 0)),
         )
 
     @property
@@ -142,13 +153,19 @@ class HybridDecoderLayer(nn.Module):
 
 
 class HybridDecoder(nn.Module):
-    """`embed_tokens`, `layers`, `norm`. `mlp` builds each layer's MLP (default: the dense SiLU GatedMLP of
-    `qwen3_5`; a sparse MoE block for `qwen3_5_moe`)."""
+    """`embed_tokens`, `layers`, `norm`. Each layer's MLP is the dense SiLU GatedMLP of `qwen3_5`, or with
+    `num_experts` set the sparse MoE block of `qwen3_5_moe` (stages/layers/moe.py)."""
 
-    def __init__(self, config: HybridConfig, mlp=None) -> None:
+    def __init__(self, config: HybridConfig) -> None:
         super().__init__()
         self.config = config
-        make_mlp = mlp or (lambda: GatedMLP(config.hidden_size, config.intermediate_size))
+
+        def make_mlp() -> nn.Module:
+            if config.num_experts:
+                return SparseMoE(config.hidden_size, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,
+                                 config.shared_expert_intermediate_size)
+            return GatedMLP(config.hidden_size, config.intermediate_size)
+
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(HybridDecoderLayer(config, kind, make_mlp()) for kind in config.layer_types)
         self.norm = zero_centred_norm(config.hidden_size, config.rms_norm_eps)

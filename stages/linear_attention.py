@@ -116,10 +116,10 @@ def gated_delta_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_deca
     [B, H, Dk, Dv] (float32). The state decays, the value it predicts for k is corrected toward v by beta, and q
     reads it. Returns out [B, H, Dv] and the new state."""
     state = state * log_decay.exp()[..., None, None]
-    predicted = torch.einsum("bhkv,bhk->bhv", state, k)
+    predicted = (k[..., None, :] @ state)[..., 0, :]  # batched matmuls: several times faster than einsum on CPU
     delta = (v - predicted) * beta[..., None]
     state = state + k[..., :, None] * delta[..., None, :]
-    return torch.einsum("bhkv,bhk->bhv", state, q), state
+    return (q[..., None, :] @ state)[..., 0, :], state
 
 
 def gated_delta_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, beta: torch.Tensor,

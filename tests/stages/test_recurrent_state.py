@@ -165,3 +165,25 @@ def test_preempted_sequences_restart_their_state_and_recompute_the_same_frames(d
     for r, expected in zip(rs, alone, strict=True):
         assert torch.equal(got[id(r)], expected)
     assert s.scheduler.slots.num_free == 3
+
+
+def test_slots_follow_blocks_through_admission_preemption_and_finish():
+    from vocalis.stages.block_manager import BlockManager, SlotManager
+    from vocalis.stages.scheduler import Scheduler
+    from vocalis.stages.sequence import Sequence
+
+    slots = SlotManager(2)
+    scheduler = Scheduler(BlockManager(8, 4), max_num_seqs=2, max_num_batched_tokens=64, max_len=32, slots=slots)
+    a, b, c = (Sequence(i, prompt_len=5, max_new_tokens=4) for i in range(3))
+    for seq in (a, b, c):
+        scheduler.add(seq)
+    scheduler.schedule()
+    assert {a.state_slot, b.state_slot} == {0, 1} and c.state_slot is None and slots.num_free == 0
+    scheduler.preempt(b)
+    assert b.state_slot is None and slots.num_free == 1
+    scheduler.finish(a)
+    assert a.state_slot is None and slots.num_free == 2
+    with pytest.raises(ValueError, match="not allocated"):
+        slots.give(0)
+    with pytest.raises(ValueError, match="cannot seat"):
+        Scheduler(BlockManager(8, 4), max_num_seqs=3, max_num_batched_tokens=64, max_len=32, slots=SlotManager(2))

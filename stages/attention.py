@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from vocalis.stages.linear_attention import RecurrentBatch
+
 
 @dataclass
 class AttentionGroup:
@@ -54,6 +56,8 @@ class AttentionBatch:
     """Tokens of each sequence in this step."""
     start_positions: list[int]
     groups: list[AttentionGroup]
+    recurrent: RecurrentBatch | None = None
+    """The step's rows and state slots, for a model with linear-attention layers (None otherwise)."""
 
     @classmethod
     def build(
@@ -63,6 +67,7 @@ class AttentionBatch:
         query_lens: list[int],
         block_size: int,
         device: str | torch.device = "cpu",
+        state_slots: list[int] | None = None,
     ) -> AttentionBatch:
         positions: list[int] = []
         slots: list[int] = []
@@ -87,6 +92,7 @@ class AttentionBatch:
             list(query_lens),
             list(start_positions),
             groups,
+            None if state_slots is None else RecurrentBatch.build(state_slots, query_lens, device),
         )
 
 

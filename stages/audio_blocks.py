@@ -29,6 +29,19 @@ class Snake(nn.Module):
         return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
 
 
+class HalfSnake(nn.Module):
+    """Snake on the first half of the channels (`snake_act`), LeakyReLU (slope 0.01) on the rest (NeMo's codecs)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.snake_channels = channels // 2
+        self.snake_act = Snake(self.snake_channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = self.snake_channels
+        return torch.cat([self.snake_act(x[:, :half]), F.leaky_relu(x[:, half:], 0.01)], dim=1)
+
+
 class SnakeBeta(nn.Module):
     """x + sin^2(x e^alpha) / e^beta, per channel (`alpha`, `beta` [C], stored in log scale, as BigVGAN-style decoders)."""
 
@@ -75,10 +88,12 @@ class CausalConv1d(nn.Conv1d):
 
 
 class CausalConvTranspose1d(nn.ConvTranspose1d):
-    """ConvTranspose1d trimmed on the right by (kernel - stride), so its output is exactly stride x its input."""
+    """ConvTranspose1d trimmed on the right by (kernel - stride), so its output is exactly stride x its input.
+    `groups`: grouped upsampling (NeMo's HiFi-GAN decoders use one group per output channel)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, bias: bool = True) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias)
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, bias: bool = True,
+                 groups: int = 1) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias, groups=groups)
         self.trim = kernel_size - stride
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

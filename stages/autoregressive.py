@@ -16,9 +16,11 @@ from typing import Any, Protocol
 import torch
 
 from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.block_manager import SlotManager, StateShape
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
+from vocalis.stages.linear_attention import RecurrentStates
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams
 from vocalis.stages.scheduler import Scheduler
@@ -44,6 +46,9 @@ class AutoregressiveModel(Protocol):
     """The tensor side of an autoregressive stage (e.g. a TTS talker emitting codec frames)."""
 
     cache_shape: CacheShape
+    state_shape: StateShape | None
+    """The per-sequence recurrent state of linear-attention layers (Gated DeltaNet), or None (a model of attention
+    layers only may leave it out). The stage keeps one slot per seat beside the KV cache, as `cache.states`."""
     emits_eos_frame: bool
     """False: the frame `is_eos` flags ends its sequence and is not emitted (an EOS code). True: it is the
     sequence's last output (a stop head deciding beside a real frame)."""
@@ -129,7 +134,12 @@ class AutoregressiveStage:
 
     KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
     room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
-    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it."""
+    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it.
+
+    A model with linear-attention layers (`state_shape`) gets `max_num_seqs` recurrent-state slots beside the KV
+    cache: a sequence takes one when admitted, it is zeroed when the sequence computes position 0 (first chunk, or
+    the recompute after a preemption), every step updates the slots of its sequences in place (so chunked prefill
+    carries the state over), and it is given back with the blocks on finish, cancel or preemption."""
 
     def __init__(
         self,
@@ -150,10 +160,15 @@ class AutoregressiveStage:
         budget = kv_cache_budget(shape, dtype, device, max_num_seqs, kv_cache_bytes, kv_cache_fraction)
         self.cache = PagedKVCache.from_budget(shape, budget, block_size, dtype=dtype, device=device)
         self.device = self.cache.device
+        state_shape = getattr(model, "state_shape", None)
+        slots = None
+        if state_shape is not None:
+            self.cache.states = RecurrentStates(state_shape, max_num_seqs, dtype=dtype, device=device)
+            slots = SlotManager(max_num_seqs)
         self.handover = handover
         """The next stage's chunking: frames are handed over when its next chunk can be decoded (or the sequence
         ends), not every step, so the next stage wakes once per chunk. None: every frame at once."""
-        self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len)
+        self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len, slots)
         self._sequences: dict[int, Sequence[SequenceTensors]] = {}  # by id(request)
         self._ids = itertools.count()
         self._batch: list[SynthesisRequest] = []
@@ -202,8 +217,15 @@ class AutoregressiveStage:
         if not chunks:
             return []
         embeds = torch.cat([chunk.seq.data.inputs(chunk.seq.num_computed, chunk.num_tokens) for chunk in chunks])
+        slots = None
+        if self.cache.states is not None:
+            slots = [chunk.seq.state_slot for chunk in chunks]
+            fresh = [chunk.seq.state_slot for chunk in chunks if chunk.seq.num_computed == 0]
+            if fresh:
+                self.cache.states.reset(torch.tensor(fresh, device=self.device))
         batch = self.cache.batch(
-            [chunk.seq.block_table for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks]
+            [chunk.seq.block_table for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks],
+            slots,
         )
         hidden = self.model.forward(embeds, batch, self.cache)
         ends = list(itertools.accumulate(c.num_tokens for c in chunks))

@@ -80,3 +80,50 @@ class BlockManager:
             self._used.remove(block)
             self._free.appendleft(block)
         table.clear()
+
+
+@dataclass(frozen=True)
+class StateShape:
+    """Per-sequence recurrent state of a model's linear-attention layers (Gated DeltaNet): fixed-size, whatever the
+    sequence's length, so each sequence holds one slot of it rather than blocks."""
+
+    num_layers: int
+    """Linear-attention layers (the full-attention layers keep the KV cache)."""
+    conv_channels: int
+    """Channels of the short causal convolution before the recurrence (q, k and v together)."""
+    conv_width: int
+    """Inputs of the convolution's past it keeps: kernel size - 1."""
+    num_heads: int
+    key_dim: int
+    value_dim: int
+
+    def bytes_per_sequence(self, element_size: int) -> int:
+        """Conv state in the model's dtype plus the recurrent state in float32, over every linear layer."""
+        conv = self.conv_channels * self.conv_width * element_size
+        recurrent = self.num_heads * self.key_dim * self.value_dim * 4
+        return self.num_layers * (conv + recurrent)
+
+
+class SlotManager:
+    """Which recurrent-state slots are free; a sequence takes one on admission and gives it back when it finishes,
+    is cancelled or is preempted (a preempted sequence is recomputed from position 0 into a fresh slot)."""
+
+    def __init__(self, num_slots: int) -> None:
+        if num_slots < 1:
+            raise ValueError("num_slots must be >= 1")
+        self.num_slots = num_slots
+        self._free: deque[int] = deque(range(num_slots))
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def take(self) -> int:
+        if not self._free:
+            raise MemoryError(f"all {self.num_slots} recurrent-state slots are in use")
+        return self._free.popleft()
+
+    def give(self, slot: int) -> None:
+        if slot in self._free or not 0 <= slot < self.num_slots:
+            raise ValueError(f"state slot {slot} is not allocated")
+        self._free.appendleft(slot)

@@ -40,9 +40,14 @@ class ModelFamily:
     """Load the checkpoint at a path with a resolved deploy config."""
     detect: Callable[[Path], bool] | None = None
     """For a published layout without config.json: whether a directory is this family's (by its file names only)."""
+    sidecar: str = ""
+    """A file beside config.json that the family's checkpoints have and others of the same `model_type` lack (Gepard's
+    gepard_config.json beside a `qwen3_5_text` config): the family loads a checkpoint only when it is there."""
 
 
-def checkpoint_family(name: str, model_types: tuple[str, ...], package: str, detect: Callable[[Path], bool] | None = None) -> ModelFamily:
+def checkpoint_family(
+    name: str, model_types: tuple[str, ...], package: str, detect: Callable[[Path], bool] | None = None, sidecar: str = ""
+) -> ModelFamily:
     """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
     imported only when a checkpoint is loaded (so registering the family imports no torch)."""
 
@@ -50,7 +55,7 @@ def checkpoint_family(name: str, model_types: tuple[str, ...], package: str, det
         return importlib.import_module(f"{package}.loader").load(path, deploy)
 
     folder = Path(importlib.import_module(package).__file__ or "").parent
-    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect)
+    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar)
 
 
 _FAMILIES: dict[str, ModelFamily] = {}
@@ -81,9 +86,14 @@ def family_for_checkpoint(path: Path) -> ModelFamily:
     model_type = data.get("model_type") or data.get("architecture", "")  # VoxCPM configs name only an architecture
     if not model_type and config.name == MISTRAL_PARAMS and "audio_tokenizer_args" in (data.get("multimodal") or {}):
         model_type = "voxtral_tts"  # published Voxtral TTS params.json name no model_type; only they carry a codec
-    for family in _FAMILIES.values():
-        if model_type in family.model_types:
+    candidates = [family for family in _FAMILIES.values() if model_type in family.model_types]
+    for family in sorted(candidates, key=lambda f: not f.sidecar):  # a family known by its sidecar first
+        if not family.sidecar or (path / family.sidecar).is_file():
             return family
+    if candidates:
+        wanted = ", ".join(f"{f.sidecar} ({f.name})" for f in candidates if f.sidecar)
+        raise ValueError(f"{config} says model_type {model_type!r}, which is served only with a sidecar file beside it: {wanted}; "
+                         f"{path} has none")
     raise ValueError(f"no model family loads model_type {model_type!r} (from {config}); known: {known_model_types()}")
 
 

@@ -14,12 +14,18 @@ import torch
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.block_manager import BlockManager, CacheShape
+from vocalis.stages.linear_attention import RecurrentStates
 
 __all__ = ["CacheShape", "PagedKVCache", "SlotKVCache", "kv_cache_budget"]
 
 
 class PagedKVCache:
-    """k and v: [num_layers, num_blocks, block_size, num_kv_heads, head_dim], allocated once at start-up."""
+    """k and v: [num_layers, num_blocks, block_size, num_kv_heads, head_dim], allocated once at start-up.
+
+    `states`: the per-sequence recurrent states of a model's linear-attention layers, held beside the blocks (set
+    by the stage for such a model; None otherwise)."""
+
+    states: RecurrentStates | None = None
 
     def __init__(
         self,
@@ -64,9 +70,11 @@ class PagedKVCache:
     def bytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
-    def batch(self, block_tables: list[list[int]], start_positions: list[int], query_lens: list[int]) -> AttentionBatch:
-        """Where a step's flattened tokens go, on the cache's device."""
-        return AttentionBatch.build(block_tables, start_positions, query_lens, self.block_size, self.device)
+    def batch(self, block_tables: list[list[int]], start_positions: list[int], query_lens: list[int],
+              state_slots: list[int] | None = None) -> AttentionBatch:
+        """Where a step's flattened tokens go (and, with `state_slots`, whose recurrent state each continues), on the
+        cache's device."""
+        return AttentionBatch.build(block_tables, start_positions, query_lens, self.block_size, self.device, state_slots)
 
 
 SlotKVCache = PagedKVCache

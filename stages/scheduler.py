@@ -12,6 +12,10 @@ free preempts the most recently admitted sequence (its blocks are freed and it i
 recomputed from its prompt and generated frames later, so nothing is corrupted);
 a sequence that cannot grow even with the whole cache to itself is finished with
 FinishReason.CACHE_FULL.
+
+A model with linear-attention layers also keeps a fixed-size recurrent state per sequence: the scheduler then holds
+a SlotManager with one slot per seat (`max_num_seqs`), gives a sequence a slot when it is admitted and takes it back
+whenever its blocks go (finish, cancel, preemption), so slots and blocks always travel together.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from vocalis.stages.block_manager import BlockManager
+from vocalis.stages.block_manager import BlockManager, SlotManager
 from vocalis.stages.sequence import FinishReason, Sequence, SequenceStatus
 
 
@@ -37,10 +41,14 @@ class ScheduledChunk:
 
 
 class Scheduler:
-    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int, max_len: int) -> None:
+    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int, max_len: int,
+                 slots: SlotManager | None = None) -> None:
         if max_num_batched_tokens < max_num_seqs:
             raise ValueError("max_num_batched_tokens must be at least max_num_seqs (one decode token each)")
+        if slots is not None and slots.num_slots < max_num_seqs:
+            raise ValueError(f"{slots.num_slots} recurrent-state slots cannot seat max_num_seqs={max_num_seqs} sequences")
         self.blocks = blocks
+        self.slots = slots
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_len = max_len
@@ -90,6 +98,8 @@ class Scheduler:
                 break
             self.waiting.popleft()
             self.blocks.grow(seq.block_table, seq.num_computed + take)
+            if self.slots is not None:
+                seq.state_slot = self.slots.take()
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             chunks.append(ScheduledChunk(seq, take))
@@ -132,6 +142,7 @@ class Scheduler:
         """Free `seq`'s blocks and queue it first, to be recomputed from position 0."""
         self.running.remove(seq)
         self.blocks.release(seq.block_table)
+        self._give_slot(seq)
         seq.num_computed = 0
         seq.num_preemptions += 1
         self.num_preemptions += 1
@@ -169,6 +180,12 @@ class Scheduler:
             self.waiting.remove(seq)
         if seq.block_table:
             self.blocks.release(seq.block_table)
+        self._give_slot(seq)
         if seq.status is not SequenceStatus.FINISHED:
             seq.finish_reason = reason
         seq.status = SequenceStatus.FINISHED
+
+    def _give_slot(self, seq: Sequence) -> None:
+        if self.slots is not None and seq.state_slot is not None:
+            self.slots.give(seq.state_slot)
+            seq.state_slot = None

@@ -46,6 +46,8 @@ class Sequence(Generic[D]):
     """Cache blocks holding positions 0..num_computed-1 (and room for this step's chunk), in order."""
     num_computed: int = 0
     """Positions whose keys/values are in the cache."""
+    state_slot: int | None = None
+    """Recurrent-state slot held while running, for a model with linear-attention layers (None otherwise)."""
     num_generated: int = 0
     num_preemptions: int = 0
     finish_reason: FinishReason | None = None

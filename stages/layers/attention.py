@@ -34,28 +34,38 @@ def causal_mask(length: int, window: int | None = None, device: torch.device | s
 class QKVAttention(nn.Module):
     """`q_proj`, `k_proj`, `v_proj`, `o_proj` (+ `q_norm`, `k_norm` over each head when `qk_norm_eps` is set).
 
-    `bias`: on all four projections; `rope_upcast`: rotate in float32 (see `apply_rotary`).
+    `bias`: on all four projections; `rope_upcast`: rotate in float32 (see `apply_rotary`). `output_gate` (Qwen3.5):
+    `q_proj` also yields a per-channel gate (each head's query then its gate), and the attention output is multiplied
+    by sigmoid(gate) before `o_proj`. `norm_weight_offset`: the q/k-norms store their weight as an offset (Qwen3.5's
+    zero-centred `1 + weight`).
     """
 
     def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False,
-                 qk_norm_eps: float | None = None, rope_upcast: bool = False) -> None:
+                 qk_norm_eps: float | None = None, rope_upcast: bool = False, output_gate: bool = False,
+                 norm_weight_offset: float = 0.0) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.rope_upcast = rope_upcast
-        self.q_proj = nn.Linear(hidden, heads * head_dim, bias=bias)
+        self.output_gate = output_gate
+        self.q_proj = nn.Linear(hidden, heads * head_dim * (2 if output_gate else 1), bias=bias)
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
         if qk_norm_eps is not None:
-            self.q_norm = RMSNorm(head_dim, qk_norm_eps)
-            self.k_norm = RMSNorm(head_dim, qk_norm_eps)
+            self.q_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
+            self.k_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
         else:
             self.q_norm = self.k_norm = None
 
-    def _qkv(self, x: torch.Tensor, rope: Rope | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q [..., T, Hq, D], k/v [..., T, Hkv, D] of x [..., T, hidden]: projected, q/k-normed, rotated."""
+    def _qkv(self, x: torch.Tensor, rope: Rope | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """q [..., T, Hq, D], k/v [..., T, Hkv, D] of x [..., T, hidden]: projected, q/k-normed, rotated; and the
+        output gate [..., T, Hq * D] (None without `output_gate`)."""
         lead = x.shape[:-1]
-        q = self.q_proj(x).view(*lead, self.heads, self.head_dim)
+        q, gate = self.q_proj(x), None
+        if self.output_gate:
+            q, gate = q.view(*lead, self.heads, 2 * self.head_dim).chunk(2, dim=-1)
+            gate = gate.reshape(*lead, self.heads * self.head_dim)
+        q = q.reshape(*lead, self.heads, self.head_dim)
         k = self.k_proj(x).view(*lead, self.kv_heads, self.head_dim)
         v = self.v_proj(x).view(*lead, self.kv_heads, self.head_dim)
         if self.q_norm is not None:
@@ -64,13 +74,17 @@ class QKVAttention(nn.Module):
             cos, sin = rope[0][:, None], rope[1][:, None]  # broadcast over heads
             q = apply_rotary(q, cos, sin, self.rope_upcast)
             k = apply_rotary(k, cos, sin, self.rope_upcast)
-        return q, k, v
+        return q, k, v, gate
+
+    def _out(self, out: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+        """o_proj of the attended values out [..., T, Hq * D] (gated first with `output_gate`)."""
+        return self.o_proj(out if gate is None else out * torch.sigmoid(gate))
 
     def cached(self, x: torch.Tensor, rope: Rope | None, cache, layer: int, batch: AttentionBatch) -> torch.Tensor:
         """Causal attention of a step's flattened tokens x [T, hidden] over their sequences' cached prefixes."""
-        q, k, v = self._qkv(x, rope)
+        q, k, v, gate = self._qkv(x, rope)
         out = cached_attention(q, k, v, cache, layer, batch)
-        return self.o_proj(out.reshape(x.shape[0], -1))
+        return self._out(out.reshape(x.shape[0], -1), gate)
 
     def dense(self, x: torch.Tensor, rope: Rope | None, mask: torch.Tensor | None = None,
               kv: list[torch.Tensor] | None = None) -> torch.Tensor:
@@ -78,7 +92,8 @@ class QKVAttention(nn.Module):
 
         `kv`: [k, v] of earlier positions, extended in place (an empty list starts one)."""
         b, length, _ = x.shape
-        q, k, v = (t.transpose(1, 2) for t in self._qkv(x, rope))
+        q, k, v, gate = self._qkv(x, rope)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if kv is not None:
             if kv:
                 k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
@@ -86,4 +101,4 @@ class QKVAttention(nn.Module):
             else:
                 kv.extend([k, v])
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
-        return self.o_proj(out.transpose(1, 2).reshape(b, length, -1))
+        return self._out(out.transpose(1, 2).reshape(b, length, -1), gate)

@@ -102,7 +102,11 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, upcast: 
     """x [..., D] rotated by cos/sin [..., D] (broadcast over x's leading dims).
 
     `upcast`: rotate in float32 and cast back (MiniCPM); otherwise cos/sin are cast to x's dtype first (Qwen3).
+    Partial rotary (Qwen3.5): when cos/sin cover fewer channels than x, only the first ones rotate, the rest pass.
     """
+    rotary_dim = cos.shape[-1]
+    if rotary_dim < x.shape[-1]:
+        return torch.cat([apply_rotary(x[..., :rotary_dim], cos, sin, upcast), x[..., rotary_dim:]], dim=-1)
     if upcast:
         xf = x.float()
         cos, sin = cos.to(x.device, torch.float32), sin.to(x.device, torch.float32)

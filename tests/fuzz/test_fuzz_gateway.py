@@ -27,7 +27,7 @@ def test_no_server_errors(server):
             if isinstance(case.body, dict) and isinstance(case.body.get("input"), str):
                 case.body["input"] = case.body["input"][:200]  # short synthesis; length limits have their own tests
             since = server.log_path.stat().st_size
-            label = f"{operation.method.upper()} {operation.path}"
+            label = f"{case.method.upper()} {case.path}"
             cases[label] = cases.get(label, 0) + 1
             response = case.call(timeout=60)
             case.validate_response(response, checks=(not_a_server_error,))

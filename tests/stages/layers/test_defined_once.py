@@ -11,7 +11,8 @@ SHARED = {
     "RMSNorm", "LayerNorm", "GatedMLP", "MLP", "Attention", "QKVAttention", "DenseAttention", "DecoderLayer", "LayerScale",
     "RotaryEmbedding", "LongRoPE", "rotary", "rope", "rotate", "rotate_half", "apply_rope", "apply_rotary", "causal_mask",
     "Snake", "Snake1d", "SnakeBeta", "CausalConv", "CausalConv1d", "CausalTransposeConv", "CausalConvTranspose1d",
-    "ResidualUnit", "fold_weight_norm", "load_strict", "load_into", "load_weights", "read_safetensors", "take", "_build",
+    "ResidualUnit", "HalfSnake", "GatedDeltaNet", "GatedRMSNorm", "HybridDecoder", "HybridDecoderLayer", "SparseMoE", "Experts",
+    "RecurrentStates", "fold_weight_norm", "load_strict", "load_into", "load_weights", "read_safetensors", "take", "_build",
 }
 
 

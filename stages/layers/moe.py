@@ -1,0 +1,97 @@
+"""The sparse mixture-of-experts MLP of Qwen3.5-MoE (and the Qwen2-MoE line): top-k routed experts plus a gated
+shared expert.
+
+Names as transformers holds them: `gate.weight` (the router, [experts, hidden]), `experts.gate_up_proj`
+([experts, 2 x moe_intermediate, hidden]: each expert's gate rows then its up rows), `experts.down_proj`
+([experts, hidden, moe_intermediate]), `shared_expert.{gate,up,down}_proj`, `shared_expert_gate.weight`. Published
+checkpoints store the experts one by one (`experts.<e>.gate_proj.weight`, ...): `fuse_expert_weights` stacks them.
+
+Routing: softmax over all experts in float32, the top k renormalised to sum to 1. Dispatch is batched: the step's
+(token, choice) pairs are sorted by expert, each expert runs once over its contiguous slice (one matrix product per
+expert hit, never a loop over tokens), and the weighted outputs are scattered back with index_add.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vocalis.stages.layers.mlp import GatedMLP
+
+
+class Experts(nn.Module):
+    def __init__(self, num_experts: int, hidden: int, intermediate: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * intermediate, hidden))
+        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden, intermediate))
+        nn.init.normal_(self.gate_up_proj, std=hidden**-0.5)
+        nn.init.normal_(self.down_proj, std=intermediate**-0.5)
+
+    def forward(self, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """x [T, H]; chosen/weights [T, k]: each token's experts and their weights. Returns [T, H]."""
+        k = chosen.shape[1]
+        flat = chosen.reshape(-1)
+        order = flat.argsort(stable=True)
+        tokens = order // k
+        counts = torch.bincount(flat, minlength=self.num_experts).tolist()  # one host sync per layer
+        rows = x[tokens]
+        out = torch.empty_like(rows)
+        start = 0
+        for expert, count in enumerate(counts):
+            if count == 0:
+                continue
+            part = rows[start : start + count]
+            gate, up = F.linear(part, self.gate_up_proj[expert]).chunk(2, dim=-1)
+            out[start : start + count] = F.linear(F.silu(gate) * up, self.down_proj[expert])
+            start += count
+        out = out * weights.reshape(-1)[order, None].to(out.dtype)
+        return torch.zeros_like(x).index_add_(0, tokens, out)
+
+
+class SparseMoE(nn.Module):
+    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, shared_intermediate: int) -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.gate = nn.Linear(hidden, num_experts, bias=False)
+        self.experts = Experts(num_experts, hidden, intermediate)
+        self.shared_expert = GatedMLP(hidden, shared_intermediate)
+        self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        probs = torch.softmax(self.gate(flat), dim=-1, dtype=torch.float32)
+        weights, chosen = probs.topk(self.top_k, dim=-1)
+        weights = (weights / weights.sum(-1, keepdim=True)).to(flat.dtype)
+        routed = self.experts(flat, chosen, weights)
+        shared = torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
+        return (routed + shared).reshape(shape)
+
+
+_PER_EXPERT = re.compile(r"(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight")
+
+
+def fuse_expert_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Per-expert tensors (`<prefix>.experts.<e>.{gate,up,down}_proj.weight`, as published) stacked into the fused
+    `<prefix>.experts.gate_up_proj` / `down_proj`; other tensors unchanged. Raises if an expert is missing a part."""
+    out: dict[str, torch.Tensor] = {}
+    groups: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
+    for name, tensor in weights.items():
+        match = _PER_EXPERT.fullmatch(name)
+        if match is None:
+            out[name] = tensor
+        else:
+            groups.setdefault(match[1], {}).setdefault(int(match[2]), {})[match[3]] = tensor
+    for prefix, experts in groups.items():
+        count = max(experts) + 1
+        for e in range(count):
+            missing = {"gate_proj", "up_proj", "down_proj"} - set(experts.get(e, {}))
+            if missing:
+                raise ValueError(f"{prefix}.{e} lacks {sorted(missing)}")
+        out[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat([experts[e]["gate_proj"], experts[e]["up_proj"]]) for e in range(count)])
+        out[f"{prefix}.down_proj"] = torch.stack([experts[e]["down_proj"] for e in range(count)])
+    return out

@@ -1,0 +1,24 @@
+"""NanoCodec as the ChunkDecoder of Gepard's second stage: frames [B, T, 32] of FSQ codes to 22.05 kHz samples."""
+
+from __future__ import annotations
+
+import torch
+
+from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.models.gepard.nanocodec import NanoCodec
+from vocalis.stages.request import SynthesisRequest
+
+
+class NanoCodecDecoder(ChunkDecoder):
+    causal = True
+
+    def __init__(self, codec: NanoCodec) -> None:
+        self.codec = codec
+        self.samples_per_frame = codec.samples_per_frame
+
+    def start(self, request: SynthesisRequest) -> DecodeStream:
+        return DecodeStream()
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        device = next(self.codec.parameters()).device
+        return self.codec(frames.to(device))

@@ -1,0 +1,48 @@
+"""Build a ready-to-serve Gepard-1.0: the talker stage (continuously batched over KV blocks and recurrent-state
+slots) and the NanoCodec decoder stage. Registering the family imports no torch; loading a checkpoint does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+
+
+def codec_archive(path: Path, codec_id: str) -> Path:
+    """The NanoCodec .nemo: one inside the checkpoint directory, else the one of `codec_id`'s Hub snapshot."""
+    local = sorted(path.glob("*.nemo"))
+    if len(local) > 1:
+        raise ValueError(f"{path} holds several .nemo files ({[p.name for p in local]}); keep the NanoCodec one")
+    if local:
+        return local[0]
+    from vocalis.stages.models.hub_checkpoint import resolve_repo
+
+    found = sorted(resolve_repo(codec_id).glob("*.nemo"))
+    if not found:
+        raise ValueError(f"the codec repository {codec_id} has no .nemo archive")
+    return found[0]
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.models.gepard.adapter import GepardAdapter
+    from vocalis.stages.models.gepard.codec_stage import NanoCodecDecoder
+    from vocalis.stages.models.gepard.nanocodec import load_nanocodec
+    from vocalis.stages.models.gepard.talker import GepardModel
+    from vocalis.stages.models.gepard.weights import load_talker, load_tokenizer
+    from vocalis.stages.pipeline import Pipeline
+
+    talker_deploy, codec_deploy = deploy.stage("gepard"), deploy.stage("nanocodec")
+    talker = load_talker(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device)
+    config = talker.config
+    codec = load_nanocodec(codec_archive(path, config.codec_id), dtype=codec_deploy.torch_dtype, device=codec_deploy.device)
+    if codec.config.sample_rate != config.sample_rate or codec.config.input_dim != config.num_heads:
+        raise ValueError(f"{path}: the codec ({codec.config.sample_rate} Hz, {codec.config.input_dim} codes) does not match the "
+                         f"sidecar ({config.sample_rate} Hz, {config.num_heads} heads)")
+    adapter = GepardAdapter(config.sample_rate)
+    stages = [
+        autoregressive_stage(GepardModel(talker, load_tokenizer(path), talker_deploy.max_len), talker_deploy, codec_deploy),
+        chunk_stage(NanoCodecDecoder(codec), codec_deploy, codec.audio_decoder.receptive_field_frames()),
+    ]
+    return LoadedModel(name=path.name, family="gepard", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

@@ -1,0 +1,121 @@
+"""Gepard-1.0 served end to end: the tiny checkpoint (tests/tiny_gepard) over HTTP, gRPC and WebSocket at 22.05 kHz.
+
+The checkpoint's config.json says `qwen3_5_text`; the server picks Gepard by its gepard_config.json sidecar. The
+tiny codec makes 16 samples per frame; lengths are pinned with max_new_tokens (the tiny stop head rarely fires) and
+sampling with seed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.sync.client import connect
+
+from tests.serving import start_server
+from tests.tiny_gepard.build import build_checkpoint
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+FRAME = 16
+FRAMES = 24
+PINNED = {"max_new_tokens": FRAMES, "seed": 5}
+TEXT = "hello world the quick brown fox"
+
+
+@pytest.fixture(scope="module")
+def gepard(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gepard-e2e")
+    checkpoint = build_checkpoint(root / "gepard-tiny")
+    overrides = json.dumps({"nanocodec": {"first_chunk_frames": 4, "chunk_frames": 8, "max_chunk_frames": 8, "left_context_frames": 17}})
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        running = start_server(root, "--stage-overrides", overrides, str(checkpoint))
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS")
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+    yield running
+    running.stop()
+
+
+def speak(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": TEXT, **PINNED, **body}, timeout=60)
+
+
+def pcm(response: httpx.Response) -> np.ndarray:
+    assert response.status_code == 200, response.text
+    return np.frombuffer(response.content, dtype="<i2")
+
+
+def test_http_wav_at_22050_of_the_pinned_length(gepard):
+    response = speak(gepard)
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    assert rate == 22050 and response.headers["x-sample-rate"] == "22050"
+    assert len(samples) == FRAMES * FRAME and 0.01 < samples.std() < 0.9
+    again = pcm(speak(gepard, response_format="pcm"))
+    assert np.array_equal(again, pcm(speak(gepard, response_format="pcm")))  # seeded: the same audio
+    assert not np.array_equal(again, pcm(speak(gepard, response_format="pcm", seed=6)))
+
+
+def test_grpc_streams_chunks_that_join_to_the_whole(gepard):
+    whole = pcm(speak(gepard, response_format="pcm")).tobytes()
+    with Client(gepard.grpc_target, timeout=60) as client:
+        responses = list(client.stream(pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, **PINNED), TEXT))
+    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
+    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio"]
+    assert started.sample_rate == 22050
+    assert len(chunks) > 2 and chunks[0].num_samples == 4 * FRAME
+    assert b"".join(c.audio for c in chunks) == whole  # streamed with left context == one whole decode
+
+
+def test_websocket_stream(gepard):
+    with connect(f"ws://127.0.0.1:{gepard.http_port}/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        frames = []
+        while not (isinstance(frames[-1:] and frames[-1], dict) and frames[-1]["type"] == "session.done"):
+            frame = ws.recv(timeout=60)
+            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
+    assert start["sample_rate"] == 22050
+    assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(gepard, response_format="pcm")).tobytes()
+
+
+def test_opus_is_resampled(gepard):
+    response = speak(gepard, response_format="opus")
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    assert rate in (24000, 48000) and len(samples) > 0
+
+
+def test_only_the_default_voice(gepard):
+    """The server resolves voice names before the model (a NOT_FOUND, 404, for every family); the peer answers 400."""
+    response = speak(gepard, voice="alice")
+    assert response.status_code == 404 and response.json()["error"]["param"] == "voice"
+    assert "default" in response.json()["error"]["message"]
+    assert np.array_equal(pcm(speak(gepard, voice="default", response_format="pcm")), pcm(speak(gepard, response_format="pcm")))
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_new_tokens": 4097}, "max_new_tokens"),
+    ],
+)
+def test_bad_fields_are_400_by_name(gepard, body, param):
+    response = speak(gepard, **body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+    assert speak(gepard).status_code == 200  # the server keeps serving

@@ -1,0 +1,99 @@
+"""The Qwen3.5-MoE hybrid decoder (Fish Audio Drama 3's backbone type) against transformers' `qwen3_5_moe`.
+
+Goldens: tests/goldens/qwen3_5_moe/make_goldens.py (tiny random weights, 8 experts top-2, run in the reference
+venv). Only the backbone: Drama 3's codec and codebook decoder are not served by this floor block.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vocalis.stages.block_manager import CacheShape  # noqa: F401  (the cache shape type the decoder reports)
+from vocalis.stages.kv_cache import PagedKVCache
+from vocalis.stages.layers.hybrid import HybridConfig, HybridDecoder
+from vocalis.stages.layers.moe import SparseMoE, fuse_expert_weights
+from vocalis.stages.linear_attention import RecurrentStates
+from vocalis.stages.weights import load_strict, take
+
+GOLDENS = Path(__file__).resolve().parents[2] / "goldens" / "qwen3_5_moe"
+
+
+@pytest.fixture(scope="module")
+def golden():
+    tensors = load_file(str(GOLDENS / "goldens.safetensors"))
+    config = HybridConfig.from_dict(json.loads((GOLDENS / "config.json").read_text()))
+    decoder = load_strict(HybridDecoder(config), take(tensors, "model."), "tiny qwen3_5_moe").eval()
+    return decoder, tensors
+
+
+def test_dense_rows_match_transformers(golden):
+    decoder, tensors = golden
+    with torch.no_grad():
+        hidden = decoder.dense(decoder.embed_tokens(tensors["golden.ids"])[None])[0]
+    torch.testing.assert_close(hidden, tensors["golden.dense"], atol=1e-4, rtol=1e-4)
+
+
+def test_cached_prefill_then_decodes_match_transformers(golden):
+    decoder, tensors = golden
+    ids = tensors["golden.ids"]
+    cache = PagedKVCache(decoder.cache_shape(256), num_blocks=16, block_size=8)
+    cache.states = RecurrentStates(decoder.state_shape(), num_slots=2)
+    table = list(range(cache.blocks.blocks_for(len(ids))))
+    cache.states.reset(torch.tensor([1]))
+    outs, start = [], 0
+    with torch.no_grad():
+        for n in [80] + [1] * 10:
+            batch = cache.batch([table], [start], [n], state_slots=[1])
+            outs.append(decoder.cached(decoder.embed_tokens(ids[start : start + n]), batch, cache))
+            start += n
+    torch.testing.assert_close(torch.cat(outs), tensors["golden.cached"], atol=1e-4, rtol=1e-4)
+
+
+def test_published_per_expert_tensors_fuse_to_the_same_model(golden):
+    decoder, tensors = golden
+    weights = take(tensors, "model.")
+    split = {}
+    for name, tensor in weights.items():
+        match = re.fullmatch(r"(.*\.experts)\.(gate_up_proj|down_proj)", name)
+        if match is None:
+            split[name] = tensor
+        elif match[2] == "down_proj":
+            for e, w in enumerate(tensor):
+                split[f"{match[1]}.{e}.down_proj.weight"] = w
+        else:
+            for e, w in enumerate(tensor):
+                gate, up = w.chunk(2)
+                split[f"{match[1]}.{e}.gate_proj.weight"], split[f"{match[1]}.{e}.up_proj.weight"] = gate, up
+    fused = fuse_expert_weights(split)
+    assert set(fused) == set(weights)
+    for name in weights:
+        assert torch.equal(fused[name], weights[name]), name
+    del split["layers.0.mlp.experts.3.up_proj.weight"]
+    with pytest.raises(ValueError, match=r"experts\.3 lacks \['up_proj'\]"):
+        fuse_expert_weights(split)
+
+
+def test_batched_dispatch_equals_each_token_through_its_own_experts():
+    torch.manual_seed(4)
+    moe = SparseMoE(hidden=16, num_experts=6, top_k=3, intermediate=8, shared_intermediate=12)
+    torch.nn.init.normal_(moe.gate.weight, std=1.0)
+    x = torch.randn(37, 16)
+    with torch.no_grad():
+        batched = moe(x)
+        for t in range(len(x)):
+            probs = torch.softmax(moe.gate(x[t]), -1)
+            top, chosen = probs.topk(3)
+            top = top / top.sum()
+            expected = torch.sigmoid(moe.shared_expert_gate(x[t])) * moe.shared_expert(x[t])
+            for w, e in zip(top, chosen, strict=True):
+                gate, up = (moe.experts.gate_up_proj[e] @ x[t]).chunk(2)
+                expected = expected + w * (moe.experts.down_proj[e] @ (torch.nn.functional.silu(gate) * up))
+            torch.testing.assert_close(batched[t], expected, atol=1e-5, rtol=1e-5)
+        alone = moe(x[5:6])
+    torch.testing.assert_close(alone[0], batched[5], atol=1e-6, rtol=0)  # a token's output does not depend on the batch

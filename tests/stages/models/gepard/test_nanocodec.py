@@ -1,0 +1,93 @@
+"""NanoCodec's decoder from a tiny `.nemo` archive, without NeMo.
+
+No NeMo oracle runs here: `nemo-toolkit[tts]` 3.0.0 needs a ~9 GB venv (parity-method.md §2.9), more than this
+session could install. The decoder is therefore checked by component and self-consistency: the archive's layout
+and key names (NeMo's module tree, weight norm as parametrizations), the FSQ arithmetic against NeMo's documented
+mixed-radix index decode, causality, and chunked decoding with left context reproducing the whole decode.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tests.tiny_gepard.build import build_nemo
+from vocalis.stages.models.gepard.nanocodec import load_nanocodec, read_nemo
+
+
+@pytest.fixture(scope="module")
+def codec(tmp_path_factory):
+    return load_nanocodec(build_nemo(tmp_path_factory.mktemp("nano") / "tiny.nemo"))
+
+
+def codes(frames: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randint(0, levels, (1, frames), generator=g)[0] for levels in [8, 7, 6, 6] * 8], dim=-1)[None]
+
+
+def test_the_archive_loads_as_data_with_only_the_decoder_used(tmp_path, codec):
+    config, weights = read_nemo(build_nemo(tmp_path / "a.nemo"))
+    assert config["audio_decoder"]["_target_"].endswith("CausalHiFiGANDecoder")  # parsed, never instantiated
+    assert "audio_decoder.res_layers.0.res_blocks.1.res_blocks.1.input_conv.conv.parametrizations.weight.original1" in weights
+    assert "audio_decoder.activations.0.activation.snake_act.alpha" in weights
+    with pytest.raises(ValueError, match="surprise"):
+        load_nanocodec(build_nemo(tmp_path / "b.nemo", extra={"audio_decoder.surprise": torch.zeros(1)}))
+    with pytest.raises(ValueError, match="levels"):
+        load_nanocodec(build_nemo(tmp_path / "c.nemo", extra={"vector_quantizer.fsqs.3.num_levels": torch.tensor([8, 8, 6, 6])}))
+
+
+def test_per_dimension_codes_dequantize_as_nemo_s_group_indices_do(codec):
+    frame = codes(5)
+    latents = codec.dequantize(frame)[0]  # [32, 5]
+    levels = torch.tensor([8, 7, 6, 6])
+    base = torch.tensor([1, 8, 56, 336])
+    for group in range(8):
+        digits = frame[0, :, 4 * group : 4 * group + 4]
+        index = (digits * base).sum(-1)  # NeMo's mixed-radix group index
+        back = (index[:, None] // base) % levels  # and its decode, digit by digit
+        expected = (back - levels // 2) / (levels // 2)
+        torch.testing.assert_close(latents[4 * group : 4 * group + 4].T, expected.float())
+    torch.testing.assert_close(codec.dequantize(torch.tensor([[[0, 6, 3, 5] * 8]]))[0, :4, 0], torch.tensor([-1.0, 1.0, 0.0, 2 / 3]))
+
+
+def test_decode_length_range_and_causality(codec):
+    frame = codes(12)
+    with torch.no_grad():
+        audio = codec(frame)
+        changed = frame.clone()
+        changed[:, 8:] = codes(4, seed=5)
+        other = codec(changed)
+    assert audio.shape == (1, 12 * 16) and audio.abs().max() <= 1 and audio.std() > 1e-3
+    torch.testing.assert_close(other[:, : 8 * 16], audio[:, : 8 * 16], atol=1e-6, rtol=0)
+    assert (other[:, 8 * 16 :] - audio[:, 8 * 16 :]).abs().max() > 1e-3
+
+
+def test_chunks_with_left_context_reproduce_the_whole_decode(codec):
+    """In float64, so that what is compared is the arithmetic, not float32 rounding over windows of other lengths."""
+    codec = copy.deepcopy(codec).double()
+    frame = codes(40, seed=3)
+    context = codec.audio_decoder.receptive_field_frames()
+    assert 0 < context < 40
+    with torch.no_grad():
+        whole = codec(frame)[0]
+        parts, start = [], 0
+        for size in (3, 7, 11, 19):
+            left = max(0, start - context)
+            window = codec(frame[:, left : start + size])[0]
+            parts.append(window[(start - left) * 16 :])
+            start += size
+    torch.testing.assert_close(torch.cat(parts), whole, atol=1e-10, rtol=0)
+
+
+def test_every_decoder_tensor_changes_the_audio(codec):
+    params = dict(codec.named_parameters())
+    for p in params.values():
+        p.grad = None
+    audio = codec(codes(6, seed=9))
+    (audio * torch.randn(audio.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
+    dead = [name for name, p in params.items() if p.grad is None or p.grad.abs().max().item() == 0]
+    for p in params.values():
+        p.grad = None
+    assert not dead, dead

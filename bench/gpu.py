@@ -138,8 +138,8 @@ def _build_voxcpm2(out: Path) -> None:
 
 
 def _build_omnivoice(out: Path) -> None:
+    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
     from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
-    from vocalis.stages.models.omnivoice.codec import AudioTokenizer
     from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
 
     sizes = json.loads((ROOT / "bench" / "configs" / "omnivoice_real_sizes.json").read_text())

@@ -124,7 +124,8 @@ def test_grpc_streams_a_small_first_chunk(higgs):
         (model,) = client.list_models()
     chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio" and r.audio.num_samples]
     dones = [r.utterance_done for r in responses if r.WhichOneof("response") == "utterance_done"]
-    assert len(dones) == 2 and chunks[0].num_samples == HOP and all(c.sample_rate == RATE for c in chunks)
+    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
+    assert started.sample_rate == RATE and len(dones) == 2 and chunks[0].num_samples == HOP
     caps = model.capabilities
     assert caps.voice_cloning and caps.sample_rate == RATE and {"temperature", "top_p", "top_k", "ras_win_len"} <= set(caps.extra_params)
 

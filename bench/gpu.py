@@ -2,8 +2,8 @@
 
 One command, no download: for each family it builds a checkpoint with random weights
 at the published sizes (the committed tiny checkpoint's files, with the published
-sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json
-and bench/configs/omnivoice_real_sizes.json laid over its config), loads it as the
+sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
+bench/configs/omnivoice_real_sizes.json and bench/configs/higgs_audio_v2_real_sizes.json laid over its config), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -57,7 +57,17 @@ CASES = {
     "qwen3-1.7b-customvoice": Case("Qwen3-TTS-12Hz-1.7B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-1b7"),
     "voxcpm2": Case("VoxCPM2", GOLDENS / "voxcpm2" / "tiny"),
     "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
+    "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", GOLDENS / "higgs_audio_v2" / "tiny"),
 }
+
+
+def tiny_path(key: str, work: Path) -> Path:
+    """The committed tiny checkpoint of `key`, assembled where its parts live apart (higgs-audio v2's codec is OmniVoice's)."""
+    if key == "higgs-audio-v2":
+        from tests.goldens.higgs_audio_v2 import checkpoint
+
+        return checkpoint.native(work / "higgs-audio-v2-tiny")
+    return CASES[key].tiny
 
 
 # -- real-size checkpoints ------------------------------------------------------------------------
@@ -86,13 +96,15 @@ def build_real(key: str, work: Path, device: str) -> Path:
     if (out / ".complete").exists():
         return out
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(case.tiny, out, ignore=shutil.ignore_patterns("*.safetensors"))
+    shutil.copytree(tiny_path(key, work), out, ignore=shutil.ignore_patterns("*.safetensors"))
     torch.manual_seed(0)
     with torch.device(device), torch.no_grad():
         if key.startswith("qwen3"):
             _build_qwen3(case, out)
         elif key == "voxcpm2":
             _build_voxcpm2(out)
+        elif key == "higgs-audio-v2":
+            _build_higgs(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -149,6 +161,24 @@ def _build_omnivoice(out: Path) -> None:
     _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
 
 
+def _build_higgs(out: Path) -> None:
+    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig
+    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
+    from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
+    from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
+
+    sizes = json.loads((ROOT / "bench" / "configs" / "higgs_audio_v2_real_sizes.json").read_text())
+    codec_sizes = json.loads((ROOT / "bench" / "configs" / "omnivoice_real_sizes.json").read_text())["audio_tokenizer"]
+    for name, top in (("config.json", sizes["config"]), ("audio_tokenizer/config.json", codec_sizes)):
+        (out / name).write_text(json.dumps(_overlay(json.loads((out / name).read_text()), top), indent=2))
+    config = HiggsAudioV2Config.from_dir(out)
+    talker = HiggsAudioV2Talker(config)
+    for k in range(config.num_codebooks):  # never stop early
+        talker.audio_lm_head.weight[k * config.codebook_size + config.audio_stream_eos_id] = 0
+    _save(talker, out / "model.safetensors")
+    _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
+
+
 # -- serving --------------------------------------------------------------------------------------
 
 
@@ -178,6 +208,8 @@ def make_request(model, case: Case, frames: int) -> SynthesisRequest:
         reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32), 24000,
                                    text="A short reference clip for the voice.")
     fields = {"max_new_tokens": frames, "seed": 1} if not isinstance(model.family, str) or model.family != "omnivoice" else {"seed": 1}
+    if model.family == "higgs_audio_v2":  # frames of audio: the opening BOS frame and the delay pattern's 7 rows come first
+        fields["max_new_tokens"] = frames + 8
     params = RequestParams(model=model.name, voice=model.adapter.resolve_voice(""), fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 
@@ -263,7 +295,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print("|---|---|---|---|---|---|---|")
     for key in args.families.split(","):
         start = time.perf_counter()
-        path = CASES[key].tiny if args.tiny else build_real(key, args.work_dir, args.device)
+        path = tiny_path(key, args.work_dir) if args.tiny else build_real(key, args.work_dir, args.device)
         built = time.perf_counter() - start
         rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -100,6 +100,13 @@ def test_what_the_peer_refuses_is_a_400_naming_the_field(higgs, body, field):
     assert speech(higgs, input="Still serving.").status_code == 200
 
 
+def test_multi_speaker_tags_are_refused(higgs):
+    response = speech(higgs, input="[SPEAKER0] Hello. [SPEAKER1] Hi.")
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "input" and "SPEAKER" in response.json()["error"]["message"]
+    assert speech(higgs, input="Still serving.").status_code == 200
+
+
 def test_uploaded_voice_clones(higgs):
     files = {"audio_sample": ("ref.wav", clip(seed=5), "audio/wav")}
     form = {"name": "higgs-voice", "consent": "consent-1", "ref_text": "A stored reference."}

@@ -24,9 +24,10 @@ from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
+from vocalis.stages.errors import InvalidField
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.higgs_audio_v2.delay import DelayState, resample_repeats
-from vocalis.stages.models.higgs_audio_v2.prompt import Prompt, build_prompt, undo_delay
+from vocalis.stages.models.higgs_audio_v2.prompt import SPEAKER_TAG, Prompt, build_prompt, undo_delay
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.reference import ReferenceCache, content_key
@@ -111,6 +112,9 @@ class HiggsTalkerModel(AutoregressiveModel):
 
     def start(self, request: SynthesisRequest[HiggsInput]) -> SequenceStart:
         stage_input = request.stage_input
+        if SPEAKER_TAG.search(request.text):
+            raise InvalidField("input", "FIELD_NOT_SUPPORTED",
+                               "higgs-audio v2 does not take multi-speaker [SPEAKERn] tags: remove them from the input")
         prompt = self.prompt(request.text, stage_input)
         c = self.config
         state = DelayState(c.num_codebooks, c.audio_stream_bos_id, c.audio_stream_eos_id,

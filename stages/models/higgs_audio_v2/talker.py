@@ -20,16 +20,28 @@ from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import inverse_frequencies, llama3_inverse_frequencies, rope
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
 
+Route = tuple[str, torch.Tensor | None, torch.Tensor | None]
+"""("audio" | "text" | "mixed", audio row indices, text row indices): where each expert runs in a step."""
 
-def routed(x: torch.Tensor, audio: torch.Tensor, route: str, text_fn, audio_fn) -> torch.Tensor:
-    """text_fn at text rows of x [T, H], audio_fn at audio rows (`route`: "audio", "text" or "mixed")."""
-    if route == "audio":
+
+def route_of(audio: torch.Tensor) -> Route:
+    if bool(audio.all()):
+        return "audio", None, None
+    if not bool(audio.any()):
+        return "text", None, None
+    return "mixed", audio.nonzero()[:, 0], (~audio).nonzero()[:, 0]
+
+
+def routed(x: torch.Tensor, route: Route, text_fn, audio_fn) -> torch.Tensor:
+    """text_fn at text rows of x [T, H], audio_fn at audio rows."""
+    kind, audio_rows, text_rows = route
+    if kind == "audio":
         return audio_fn(x)
-    if route == "text":
+    if kind == "text":
         return text_fn(x)
     out = torch.empty_like(x)
-    out[audio] = audio_fn(x[audio]).to(x.dtype)
-    out[~audio] = text_fn(x[~audio]).to(x.dtype)
+    out.index_copy_(0, audio_rows, audio_fn(x.index_select(0, audio_rows)).to(x.dtype))
+    out.index_copy_(0, text_rows, text_fn(x.index_select(0, text_rows)).to(x.dtype))
     return out
 
 
@@ -44,12 +56,12 @@ class DualFFNDecoderLayer(nn.Module):
         self.audio_input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.audio_post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, audio: torch.Tensor, route: str, rotary, cache: SlotKVCache, index: int,
+    def forward(self, x: torch.Tensor, route: Route, rotary, cache: SlotKVCache, index: int,
                 batch: AttentionBatch) -> torch.Tensor:
-        h = routed(x, audio, route, self.input_layernorm, self.audio_input_layernorm)
+        h = routed(x, route, self.input_layernorm, self.audio_input_layernorm)
         x = x + self.self_attn.cached(h, rotary, cache, index, batch)
         return x + routed(
-            x, audio, route,
+            x, route,
             lambda t: self.mlp(self.post_attention_layernorm(t)),
             lambda t: self.audio_mlp(self.audio_post_attention_layernorm(t)),
         )
@@ -93,10 +105,10 @@ class HiggsAudioV2Talker(nn.Module):
     def forward(self, x: torch.Tensor, audio: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Final hidden states [T, H] of inputs x [T, H] (audio [T] bool marks audio positions)."""
         c = self.config
-        route = "audio" if bool(audio.all()) else "text" if not bool(audio.any()) else "mixed"
+        route = route_of(audio)
         rotary = rope(batch.token_positions.to(x.device), c.head_dim, c.rope_theta, self.inv_freq)
         for index, layer in enumerate(self.model.layers):
-            x = layer(x, audio, route, rotary, cache, index, batch)
+            x = layer(x, route, rotary, cache, index, batch)
         return self.model.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ class NullOutput:
 
 
 def request(adapter: HiggsAudioV2Adapter, text: str, seed: int, reference: ReferenceAudio | None = None) -> SynthesisRequest:
-    params = RequestParams(model="tiny", voice="default", fields={"seed": seed, "max_new_tokens": 40}, reference=reference)
+    params = RequestParams(model="tiny", voice="default", fields={"seed": seed, "max_new_tokens": 24}, reference=reference)
     return SynthesisRequest(text=text, stage_input=adapter.stage_input(params), output=NullOutput())
 
 

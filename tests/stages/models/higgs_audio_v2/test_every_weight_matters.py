@@ -15,13 +15,14 @@ from vocalis.stages.request import ReferenceAudio
 from vocalis.stages.sampling import SamplingParams
 
 
-def probe(model: HiggsTalkerModel, rows: torch.Tensor) -> torch.Tensor:
-    cache = PagedKVCache.from_budget(model.cache_shape, 1 << 22, 16)
+def probe(model: HiggsTalkerModel, rows: torch.Tensor, cache: PagedKVCache) -> torch.Tensor:
     table: list[int] = []
     cache.blocks.grow(table, len(rows))
     batch = cache.batch([table], [0], [len(rows)])
     with torch.inference_mode():
-        return model.talker.logits(model.forward(rows, batch, cache))
+        out = model.talker.logits(model.forward(rows, batch, cache))
+    cache.blocks.release(table)
+    return out
 
 
 def test_every_weight_matters(native_dir, goldens):
@@ -33,7 +34,8 @@ def test_every_weight_matters(native_dir, goldens):
     prompt = model.prompt(meta["text"], HiggsInput(SamplingParams(), reference))
     with torch.inference_mode():
         rows = torch.cat([model.prompt_rows(prompt), model.audio_rows(g["clone.generated"][1:6].long())])
-    base = probe(model, rows)
+    cache = PagedKVCache.from_budget(model.cache_shape, len(rows) * model.cache_shape.bytes_per_position(4) * 2, 16)
+    base = probe(model, rows, cache)
     generator = torch.Generator().manual_seed(0)
     for name, tensor in talker.state_dict().items():
         original = tensor.clone()
@@ -41,7 +43,7 @@ def test_every_weight_matters(native_dir, goldens):
             tensor.add_(torch.randn(tensor.shape, generator=generator) * 0.1)
         with torch.inference_mode():
             rows_now = torch.cat([model.prompt_rows(prompt), model.audio_rows(g["clone.generated"][1:6].long())])
-        changed = not torch.allclose(probe(model, rows_now), base, atol=1e-6, rtol=0)
+        changed = not torch.allclose(probe(model, rows_now, cache), base, atol=1e-6, rtol=0)
         with torch.no_grad():
             tensor.copy_(original)
         assert changed, f"{name} does not change the output"

@@ -3,7 +3,8 @@
 Plain text: a system turn ("Generate audio following instruction."), the user turn with the text, and the assistant
 header followed by `<|audio_out_bos|>`. Voice cloning puts a first exchange before it: the reference transcript as
 a user turn and the reference clip's codes as the assistant's answer (`<|audio_out_bos|>`, its frames in the delay
-pattern, `<|audio_eos|>`), as vLLM-Omni and the transformers processor lay it out.
+pattern, `<|audio_eos|>`). This is the chat template transformers' conversion script gives the native checkpoint
+(and vLLM-Omni renders), with the system message vLLM-Omni sends.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ SPEAKER_TAG = re.compile(r"\[SPEAKER\d+\]", re.IGNORECASE)
 
 
 def turn(role: str, content: str) -> str:
-    return f"<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>"
+    """One chat turn; its text trimmed, as the chat template trims it."""
+    return f"<|start_header_id|>{role}<|end_header_id|>\n\n{content.strip()}<|eot_id|>"
 
 
 def assistant_header() -> str:

@@ -2,8 +2,8 @@
 
 `native(dst)`: tiny/ (written by make_goldens.py) with the tiny Higgs Audio v2 tokenizer of the OmniVoice goldens
 as its `audio_tokenizer/`. `boson(dst)`: the same weights written in Boson's original layout (model_type
-"higgs_audio", the backbone under `text_config`, Boson's tensor names, and its text head, which the talker does
-not use).
+"higgs_audio", the backbone under `text_config`, Boson's tensor names, its token embedding saved as a frozen and a
+trainable part, and its text head, which the talker does not use).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ CODEC = HERE.parent / "omnivoice" / "tiny" / "audio_tokenizer"
 NATIVE_TO_BOSON = (
     ("model.embed_audio_tokens.embed_audio_tokens.", "audio_codebook_embeddings."),
     ("audio_lm_head.", "audio_decoder_proj.audio_lm_head."),
+    ("text_lm_head.", "audio_decoder_proj.text_lm_head."),
     ("model.", ""),
 )
 
@@ -46,6 +47,10 @@ def boson(dst: Path) -> Path:
     weights = {boson_name(k): v for k, v in load_file(str(dst / "model.safetensors")).items()}
     config = json.loads((dst / "config.json").read_text())
     weights["audio_decoder_proj.text_lm_head.weight"] = torch.randn(config["vocab_size"], config["hidden_size"])
+    # as Boson's training saved it: the pretrained rows frozen, the added special tokens' rows trainable
+    embed = weights.pop("embed_tokens.weight")
+    weights["embed_tokens.embedding_frozen.weight"] = embed[:-8].clone()
+    weights["embed_tokens.embedding_trainable.weight"] = embed[-8:].clone()
     save_file(weights, str(dst / "model.safetensors"))
     text_keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                  "num_key_value_heads", "head_dim", "rms_norm_eps", "max_position_embeddings", "hidden_act")

@@ -19,8 +19,8 @@ It writes, beside itself:
   the codec is tests/goldens/omnivoice/tiny/audio_tokenizer/, which `checkpoint.py` puts beside it;
 - goldens.safetensors + goldens.json: per case the prompt ids, the prompt's audio rows, every generated frame, the
   raw logits of the first steps, which ids the delay processor left allowed, and the decoded waveform;
-- real_keys.json: tensor names and shapes of the published 3B model, from the reference class at its default
-  (published) configuration on the meta device.
+- real_keys.json: tensor names and shapes of the published 3B model, from the reference class as transformers'
+  conversion script builds it (codebook_size 1026, the text head kept), on the meta device.
 """
 
 from __future__ import annotations
@@ -180,9 +180,9 @@ def run_case(model, processor, name: str, text: str, ref_text: str | None, seed:
 def real_keys() -> dict[str, list[int]]:
     from transformers import HiggsAudioV2Config, HiggsAudioV2ForConditionalGeneration
 
-    config = HiggsAudioV2Config(codebook_size=1026)
+    config = HiggsAudioV2Config(codebook_size=1026)  # as transformers' conversion script builds the published model
     with torch.device("meta"):
-        model = HiggsAudioV2ForConditionalGeneration(config)
+        model = HiggsAudioV2ForConditionalGeneration(config, use_text_head=True)
     return {k: list(v.shape) for k, v in model.state_dict().items()}
 
 

@@ -17,7 +17,7 @@ import torch
 from tests.goldens.higgs_audio_v2 import checkpoint
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
-from vocalis.stages.models.higgs_audio_v2.weights import BOSON_UNUSED, NATIVE_UNUSED, boson_to_native
+from vocalis.stages.models.higgs_audio_v2.weights import BOSON_UNUSED, NATIVE_UNUSED, boson_to_native, join_partially_frozen
 from vocalis.stages.weights import load_strict
 
 REAL_KEYS = json.loads((checkpoint.HERE / "real_keys.json").read_text())
@@ -32,17 +32,24 @@ def built() -> dict[str, list[int]]:
 
 
 def test_native_key_set_is_the_published_one():
-    assert built() == REAL_KEYS
-    assert len(REAL_KEYS) == 4 + 28 * 14  # text and audio embeddings, head, final norm; 4 attention, 6 MLP, 4 norms a layer
+    unused = [k for k in REAL_KEYS if any(re.fullmatch(p, k) for p in NATIVE_UNUSED)]
+    assert unused == ["text_lm_head.weight"]
+    assert built() == {k: v for k, v in REAL_KEYS.items() if k not in unused}
+    assert len(REAL_KEYS) == 5 + 28 * 14  # embeddings, 2 heads, final norm; 4 attention, 6 MLP, 4 norms a layer
 
 
 def test_boson_names_map_onto_the_same_set_and_only_the_declared_ones_are_left():
-    boson = {checkpoint.boson_name(k): v for k, v in REAL_KEYS.items()} | {"audio_decoder_proj.text_lm_head.weight": [128256, 3072]}
-    mapped = {boson_to_native(k): v for k, v in boson.items()}
-    unused = [k for k in boson if any(re.fullmatch(p, k) for p in BOSON_UNUSED)]
-    assert unused == ["audio_decoder_proj.text_lm_head.weight"]
-    assert {k: v for k, v in mapped.items() if k != "audio_decoder_proj.text_lm_head.weight"} == built()
-    assert NATIVE_UNUSED == (r"text_lm_head\.weight",)
+    boson = {checkpoint.boson_name(k): v for k, v in REAL_KEYS.items()}
+    boson |= {"audio_codebook_weights": [8], "layers.0.self_attn.rotary_emb.inv_freq": [64]}
+    # Boson's training saved the token embedding as a frozen and a trainable part
+    vocab, width = boson.pop("embed_tokens.weight")
+    parts = {"embed_tokens.embedding_frozen.weight": [128000, width], "embed_tokens.embedding_trainable.weight": [vocab - 128000, width]}
+    weights = {k: torch.empty(v, device="meta") for k, v in (boson | parts).items()}
+    joined = join_partially_frozen(weights)
+    unused = sorted(k for k in joined if any(re.fullmatch(p, k) for p in BOSON_UNUSED))
+    assert unused == ["audio_codebook_weights", "audio_decoder_proj.text_lm_head.weight", "layers.0.self_attn.rotary_emb.inv_freq"]
+    mapped = {boson_to_native(k): list(v.shape) for k, v in joined.items() if k not in unused}
+    assert mapped == built()
 
 
 def test_a_missing_or_unknown_tensor_fails_by_name(native_dir):

@@ -1,8 +1,8 @@
 """Load a higgs-audio v2 checkpoint directory into a served model.
 
 The directory holds config.json (either vocabulary, `config.py`), the talker's safetensors (one file or shards),
-tokenizer.json, and the codec as `audio_tokenizer/` in the `higgs_audio_v2_tokenizer` layout (as OmniVoice ships
-it and vLLM-Omni loads it), read by the shared tokenizer code in `stages/codecs/`.
+tokenizer.json, and the codec in the `higgs_audio_v2_tokenizer` layout (found as `codec_location.py` says), read by
+the shared tokenizer code in `stages/codecs/`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
+from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsCodecDecoder, HiggsTalkerModel
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
@@ -23,16 +24,11 @@ from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.models.higgs_audio_v2.weights import load_talker
 from vocalis.stages.pipeline import Pipeline
 
-CODEC_DIR = "audio_tokenizer"
-
 
 def load_modules(path: Path) -> tuple[HiggsAudioV2Talker, AudioTokenizer, TextTokenizer]:
     """Talker, codec and tokenizer of checkpoint `path` (float32, CPU)."""
     config = HiggsAudioV2Config.from_dir(path)
-    codec_dir = path / CODEC_DIR
-    if not (codec_dir / "config.json").is_file():
-        raise ValueError(f"{path}: no {CODEC_DIR}/ with the higgs_audio_v2_tokenizer codec (config.json, model.safetensors)")
-    codec = load_audio_tokenizer(codec_dir)
+    codec = load_audio_tokenizer(codec_dir(path))
     if codec.config.num_quantizers != config.num_codebooks:
         raise ValueError(f"{path}: the codec has {codec.config.num_quantizers} codebooks, the talker {config.num_codebooks}")
     if codec.config.codebook_size != config.num_codes:

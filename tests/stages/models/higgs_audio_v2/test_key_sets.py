@@ -63,3 +63,25 @@ def test_a_missing_or_unknown_tensor_fails_by_name(native_dir):
         load_strict(talker, missing, native_dir)
     with pytest.raises(ValueError, match="unexpected.*model.layers.9.mlp.extra"):
         load_strict(talker, weights | {"model.layers.9.mlp.extra": torch.zeros(1)}, native_dir)
+
+
+def test_the_codec_is_found_inside_or_where_the_processor_points(native_dir, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # a repo id that is not cached fails at once
+    from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
+
+    assert codec_dir(native_dir) == native_dir / "audio_tokenizer"
+    pointed = tmp_path / "pointed"
+    shutil.copytree(native_dir, pointed, ignore=shutil.ignore_patterns("audio_tokenizer"))
+    with pytest.raises(ValueError, match="no codec"):
+        codec_dir(pointed)
+    entry = {"audio_tokenizer_class": "HiggsAudioV2TokenizerModel", "audio_tokenizer_name_or_path": str(native_dir / "audio_tokenizer")}
+    (pointed / "processor_config.json").write_text(json.dumps({"audio_tokenizer": entry}))
+    assert codec_dir(pointed) == native_dir / "audio_tokenizer"
+    (pointed / "audio_tokenizer_config.json").write_text(json.dumps(entry | {"audio_tokenizer_name_or_path": "no/such-dir-or-repo"}))
+    with pytest.raises(ValueError, match="no/such-dir-or-repo"):
+        codec_dir(pointed)

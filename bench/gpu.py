@@ -3,7 +3,8 @@
 One command, no download: for each family it builds a checkpoint with random weights
 at the published sizes (the committed tiny checkpoint's files, with the published
 sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
-bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
+bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
+bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
@@ -60,9 +61,19 @@ CASES = {
     "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
     "voxtral": Case("Voxtral-4B-TTS-2603", GOLDENS / "voxtral" / "tiny"),
     "auk": Case("AuK", GOLDENS / "auk" / "tiny"),
+    "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", GOLDENS / "higgs_audio_v2" / "tiny"),
 }
 BUILT_TINY = {"voxtral"}
 """Families whose tiny checkpoint is built by a script (into the work dir) rather than committed."""
+
+
+def tiny_path(key: str, work: Path) -> Path:
+    """The committed tiny checkpoint of `key`, assembled where its parts live apart (higgs-audio v2's codec is OmniVoice's)."""
+    if key == "higgs-audio-v2":
+        from tests.goldens.higgs_audio_v2 import checkpoint
+
+        return checkpoint.native(work / "higgs-audio-v2-tiny")
+    return CASES[key].tiny
 
 
 # -- real-size checkpoints ------------------------------------------------------------------------
@@ -92,7 +103,7 @@ def build_real(key: str, work: Path, device: str) -> Path:
         return out
     shutil.rmtree(out, ignore_errors=True)
     if key not in BUILT_TINY:
-        shutil.copytree(case.tiny, out, ignore=shutil.ignore_patterns("*.safetensors"))
+        shutil.copytree(tiny_path(key, work), out, ignore=shutil.ignore_patterns("*.safetensors"))
     torch.manual_seed(0)
     with torch.device(device), torch.no_grad():
         if key == "voxtral":
@@ -103,6 +114,8 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_voxcpm2(out)
         elif key == "auk":
             _build_auk(out)
+        elif key == "higgs-audio-v2":
+            _build_higgs(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -148,8 +161,8 @@ def _build_voxcpm2(out: Path) -> None:
 
 
 def _build_omnivoice(out: Path) -> None:
+    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
     from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
-    from vocalis.stages.models.omnivoice.codec import AudioTokenizer
     from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
 
     sizes = json.loads((ROOT / "bench" / "configs" / "omnivoice_real_sizes.json").read_text())
@@ -190,7 +203,7 @@ def _build_voxtral(out: Path) -> None:
 
 def tiny_checkpoint(key: str, work: Path) -> Path:
     if key not in BUILT_TINY:
-        return CASES[key].tiny
+        return tiny_path(key, work)
     from tests.goldens.voxtral.build_tiny import build
 
     work.mkdir(parents=True, exist_ok=True)
@@ -216,6 +229,24 @@ def _build_auk(out: Path) -> None:
     (out / "auk.safetensors").symlink_to("auk_base.safetensors")
     vae = {k: v for k, v in _save(AuKVAE(parsed.vae), out, "", {}).items()}
     save_file(vae, str(out / "vae.safetensors"))
+
+
+def _build_higgs(out: Path) -> None:
+    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig
+    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
+    from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
+    from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
+
+    sizes = json.loads((ROOT / "bench" / "configs" / "higgs_audio_v2_real_sizes.json").read_text())
+    codec_sizes = json.loads((ROOT / "bench" / "configs" / "omnivoice_real_sizes.json").read_text())["audio_tokenizer"]
+    for name, top in (("config.json", sizes["config"]), ("audio_tokenizer/config.json", codec_sizes)):
+        (out / name).write_text(json.dumps(_overlay(json.loads((out / name).read_text()), top), indent=2))
+    config = HiggsAudioV2Config.from_dir(out)
+    talker = HiggsAudioV2Talker(config)
+    for k in range(config.num_codebooks):  # never stop early
+        talker.audio_lm_head.weight[k * config.codebook_size + config.audio_stream_eos_id] = 0
+    _save(talker, out / "model.safetensors")
+    _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
 
 
 # -- serving --------------------------------------------------------------------------------------
@@ -250,6 +281,8 @@ def make_request(model, case: Case, frames: int) -> SynthesisRequest:
     voice = model.adapter.resolve_voice("") or (model.capabilities.voices[0] if model.capabilities.voices and not case.clone else "")
     if model.family == "auk":  # told its length: `frames` latent frames (50 per second)
         fields = {"seed": 1, "duration_seconds": frames / 50}
+    if model.family == "higgs_audio_v2":  # frames of audio: the opening BOS frame and the delay pattern's 7 rows come first
+        fields["max_new_tokens"] = frames + 8
     params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 
-from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.errors import RequestError, SynthesisFailed
 from vocalis.stages.output import batched_delivery
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stage import Stage, StageItem
@@ -105,5 +105,9 @@ class StageWorker:
     def _fail(self, requests: list[SynthesisRequest], exc: Exception) -> None:
         for request in requests:
             self.stage.drop(request)
-            if not request.closed:
+            if request.closed:
+                continue
+            if isinstance(exc, RequestError):  # the request's own input, refused by the stage: the caller can fix it
+                request.fail(exc)
+            else:
                 request.fail(SynthesisFailed(f"{self.stage.name} failed: {type(exc).__name__}: {exc}"))

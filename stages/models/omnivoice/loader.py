@@ -13,24 +13,18 @@ from pathlib import Path
 
 import torch
 
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.deploy import DeployConfig
 from vocalis.stages.iterative import IterativeStage
 from vocalis.stages.model import LoadedModel
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
-from vocalis.stages.models.omnivoice.codec import AudioTokenizer
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
 from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import TextTokenizer
 from vocalis.stages.pipeline import Pipeline
 from vocalis.stages.weights import fold_weight_norm, load_strict, read_safetensors
-
-CODEC_UNUSED = (
-    r"decoder_semantic\..*",  # reconstructs semantic features: training only
-    r"fc1\..*",  # likewise
-    r"quantizer\.quantizers\.\d+\.codebook\.(embed_avg|cluster_size|inited)",  # codebook EMA statistics
-    r"semantic_model\.masked_spec_embed",  # SpecAugment, training only
-)
 
 
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:
@@ -46,9 +40,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     if offsets is not None and not torch.equal(offsets.long(), lm.codebook_layer_offsets):
         raise ValueError(f"{path}: codebook_layer_offsets differ from audio_vocab_size x codebook")
     load_strict(lm, fold_weight_norm(weights), path / "model.safetensors")
-    codec = AudioTokenizer(codec_config)
-    codec_weights = fold_weight_norm(read_safetensors(path / "audio_tokenizer" / "model.safetensors"))
-    load_strict(codec, codec_weights, path / "audio_tokenizer", unused=CODEC_UNUSED)
+    codec = load_audio_tokenizer(path / "audio_tokenizer", codec_config)
     return lm.to(device, dtype).eval(), codec.to(device).eval(), TextTokenizer(path)
 
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
-from vocalis.stages.models.omnivoice.codec import AudioTokenizer
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
 from vocalis.stages.models.omnivoice.duration import estimate_frames
 from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
-from vocalis.stages.models.omnivoice.resample import resample
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
 from vocalis.stages.reference import ReferenceCache, content_key
 from vocalis.stages.request import ReferenceAudio, SynthesisRequest

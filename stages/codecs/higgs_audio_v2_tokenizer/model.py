@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.audio_blocks import ResidualUnit, Snake, nearest_code, residual_encode, snake_residual_units
-from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, DacConfig, HubertConfig
-from vocalis.stages.models.omnivoice.resample import resample
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig, HubertConfig
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
 
 DAC_UNIT = ("snake1", "conv1", "snake2", "conv2")
 """Attribute names of a DAC residual unit's layers in the checkpoint."""

@@ -1,0 +1,159 @@
+"""higgs-audio v2 served end to end from the tiny checkpoint: HTTP (vLLM-Omni's batch_speech_client.py request
+shapes, plain and cloning), the WebSocket and gRPC; the peer's refusals; uploaded voices; speed by time-stretch."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.sync.client import connect
+
+from tests.goldens.higgs_audio_v2 import checkpoint
+from tests.serving import start_server
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+RATE = 24000
+HOP = 960
+NAME = "higgs_audio_v2"
+
+
+@pytest.fixture(scope="module")
+def higgs(tmp_path_factory):
+    path = checkpoint.native(tmp_path_factory.mktemp("higgs-ckpt") / "tiny-higgs")
+    running = start_server(tmp_path_factory.mktemp("higgs-server"), str(path), "--served-model-name", NAME, timeout=120)
+    yield running
+    running.stop()
+
+
+def speech(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"model": NAME, "max_new_tokens": 60, **body}, timeout=120)
+
+
+def clip(seconds: float = 1.0, seed: int = 3) -> bytes:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(RATE * seconds)) / RATE
+    samples = 0.2 * np.sin(2 * np.pi * 180 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t)) + 0.01 * rng.standard_normal(len(t))
+    buffer = io.BytesIO()
+    sf.write(buffer, samples.astype(np.float32), RATE, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def data_url() -> str:
+    return "data:audio/wav;base64," + base64.b64encode(clip()).decode()
+
+
+@pytest.mark.parametrize("response_format", ["wav", "pcm"])
+def test_batch_speech_client_request_shape(higgs, response_format):
+    """vLLM-Omni's examples/online_serving/text_to_speech/higgs_audio_v2/batch_speech_client.py payload."""
+    body = {"model": NAME, "input": "Hello world.", "response_format": response_format, "max_new_tokens": 300, "seed": 42}
+    response = httpx.post(f"{higgs.http_url}/v1/audio/speech", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    if response_format == "wav":
+        samples, rate = sf.read(io.BytesIO(response.content))
+        assert rate == RATE
+    else:
+        samples = np.frombuffer(response.content, "<i2")
+    assert len(samples) > 0 and len(samples) % HOP == 0 and np.abs(samples).max() > 0
+
+
+def test_seed_reproduces(higgs):
+    a, b, c = (speech(higgs, input="Seeded words.", seed=s).content for s in (7, 7, 8))
+    assert a == b and a != c
+
+
+def test_cloning_with_ref_audio_and_ref_text_and_the_references_alias(higgs):
+    cloned = speech(higgs, input="Nice to meet you.", ref_audio=data_url(), ref_text="A short reference.", seed=1)
+    assert cloned.status_code == 200, cloned.text
+    alias = speech(higgs, input="Nice to meet you.", references=[{"audio_path": data_url(), "text": "A short reference."}], seed=1)
+    assert alias.status_code == 200, alias.text
+    assert alias.content == cloned.content
+    plain = speech(higgs, input="Nice to meet you.", seed=1)
+    assert plain.content != cloned.content
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"ref_audio": "REF"}, "ref_text"),
+        ({"ref_text": "no audio"}, "ref_text"),
+        ({"instructions": "speak softly"}, "instructions"),
+        ({"language": "French"}, "language"),
+        ({"task_type": "Base"}, "task_type"),
+        ({"x_vector_only_mode": True}, "x_vector_only_mode"),
+        ({"max_new_tokens": 1}, "max_new_tokens"),
+        ({"extra_params": {"top_p": 0}}, "extra_params.top_p"),
+        ({"voice": "alloy"}, "voice"),
+    ],
+)
+def test_what_the_peer_refuses_is_a_400_naming_the_field(higgs, body, field):
+    body = {k: (data_url() if v == "REF" else v) for k, v in body.items()}
+    response = speech(higgs, input="Hello.", **body)
+    assert response.status_code in (400, 404), response.text
+    assert response.json()["error"]["param"] == field
+    assert speech(higgs, input="Still serving.").status_code == 200
+
+
+def test_multi_speaker_tags_are_refused(higgs):
+    response = speech(higgs, input="[SPEAKER0] Hello. [SPEAKER1] Hi.")
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "input" and "SPEAKER" in response.json()["error"]["message"]
+    assert speech(higgs, input="Still serving.").status_code == 200
+
+
+def test_uploaded_voice_clones(higgs):
+    files = {"audio_sample": ("ref.wav", clip(seed=5), "audio/wav")}
+    form = {"name": "higgs-voice", "consent": "consent-1", "ref_text": "A stored reference."}
+    created = httpx.post(f"{higgs.http_url}/v1/audio/voices", files=files, data=form, timeout=60)
+    assert created.status_code == 200, created.text
+    response = speech(higgs, input="Spoken in a stored voice.", voice="higgs-voice", seed=2)
+    assert response.status_code == 200, response.text
+    assert response.content != speech(higgs, input="Spoken in a stored voice.", seed=2).content
+
+
+def test_speed_is_the_servers_time_stretch(higgs):
+    normal = sf.read(io.BytesIO(speech(higgs, input="Faster please.", seed=4).content))[0]
+    fast = speech(higgs, input="Faster please.", seed=4, speed=2.0)
+    assert fast.status_code == 200, fast.text
+    assert abs(len(sf.read(io.BytesIO(fast.content))[0]) - len(normal) / 2) < HOP
+
+
+def test_grpc_streams_a_small_first_chunk(higgs):
+    config = pb.SessionConfig(model=NAME, encoding=audio_pb2.AUDIO_ENCODING_PCM, seed=3, max_new_tokens=60)
+    with Client(higgs.grpc_target, timeout=120) as client:
+        responses = list(client.stream(config, "The first sentence. And the second."))
+        (model,) = client.list_models()
+    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio" and r.audio.num_samples]
+    dones = [r.utterance_done for r in responses if r.WhichOneof("response") == "utterance_done"]
+    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
+    assert started.sample_rate == RATE and len(dones) == 2 and chunks[0].num_samples == HOP
+    caps = model.capabilities
+    assert caps.voice_cloning and caps.sample_rate == RATE and {"temperature", "top_p", "top_k", "ras_win_len"} <= set(caps.extra_params)
+
+
+def test_websocket_session(higgs):
+    url = f"ws://127.0.0.1:{higgs.http_port}/v1/audio/speech/stream"
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "session.config", "model": NAME, "response_format": "pcm", "stream_audio": True,
+                            "max_new_tokens": 60}))
+        ws.send(json.dumps({"type": "input.text", "text": "Hello there. How are you?"}))
+        ws.send(json.dumps({"type": "input.done"}))
+        audio, done = bytearray(), []
+        while True:
+            frame = ws.recv(timeout=120)
+            if isinstance(frame, bytes):
+                audio += frame
+                continue
+            message = json.loads(frame)
+            assert message["type"] != "error", message
+            if message["type"] == "audio.done":
+                done.append(message)
+            if message["type"] == "session.done":
+                break
+    assert len(done) == 2 and len(audio) == sum(d["total_bytes"] for d in done) and len(audio) % (2 * HOP) == 0

@@ -36,9 +36,11 @@ class ModelFamily:
     deploy_defaults: Path
     load: Callable[[Path, DeployConfig], LoadedModel]
     """Load the checkpoint at a path with a resolved deploy config."""
+    file_set: tuple[str, ...] = ()
+    """Files (or folders) that identify the family's checkpoints when they ship no config.json (CosyVoice3)."""
 
 
-def checkpoint_family(name: str, model_types: tuple[str, ...], package: str) -> ModelFamily:
+def checkpoint_family(name: str, model_types: tuple[str, ...], package: str, file_set: tuple[str, ...] = ()) -> ModelFamily:
     """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
     imported only when a checkpoint is loaded (so registering the family imports no torch)."""
 
@@ -46,7 +48,7 @@ def checkpoint_family(name: str, model_types: tuple[str, ...], package: str) -> 
         return importlib.import_module(f"{package}.loader").load(path, deploy)
 
     folder = Path(importlib.import_module(package).__file__ or "").parent
-    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load)
+    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, file_set=file_set)
 
 
 _FAMILIES: dict[str, ModelFamily] = {}
@@ -67,6 +69,9 @@ def import_family_module(module: str) -> ModelFamily:
 def family_for_checkpoint(path: Path) -> ModelFamily:
     config = path / "config.json"
     if not config.is_file():
+        for family in _FAMILIES.values():
+            if family.file_set and all((path / name).exists() for name in family.file_set):
+                return family
         raise ValueError(f"{path} has no config.json: is it a checkpoint directory?")
     data = json.loads(config.read_text())
     model_type = data.get("model_type") or data.get("architecture", "")  # VoxCPM configs name only an architecture

@@ -34,18 +34,19 @@ def causal_mask(length: int, window: int | None = None, device: torch.device | s
 class QKVAttention(nn.Module):
     """`q_proj`, `k_proj`, `v_proj`, `o_proj` (+ `q_norm`, `k_norm` over each head when `qk_norm_eps` is set).
 
-    `bias`: on all four projections; `rope_upcast`: rotate in float32 (see `apply_rotary`).
+    `bias`: on all four projections, or on q/k/v only with `o_bias=False` (Qwen2); `rope_upcast`: rotate in float32
+    (see `apply_rotary`).
     """
 
     def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False,
-                 qk_norm_eps: float | None = None, rope_upcast: bool = False) -> None:
+                 qk_norm_eps: float | None = None, rope_upcast: bool = False, o_bias: bool | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.rope_upcast = rope_upcast
         self.q_proj = nn.Linear(hidden, heads * head_dim, bias=bias)
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias if o_bias is None else o_bias)
         if qk_norm_eps is not None:
             self.q_norm = RMSNorm(head_dim, qk_norm_eps)
             self.k_norm = RMSNorm(head_dim, qk_norm_eps)

@@ -24,7 +24,7 @@ class Qwen2Model(nn.Module):
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(
             gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                                c.rms_norm_eps, bias=True)
+                                c.rms_norm_eps, bias=True, o_bias=False)
             for _ in range(c.num_hidden_layers)
         )
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)

@@ -249,6 +249,8 @@ def build(out: Path, onnx_files: bool = True) -> Path:
     torch.save(llm_state, out / "llm.pt")
     torch.save(randomize(build_flow(config), generator), out / "flow.pt")
     hift_state = randomize(build_hift(config), generator)
+    hift_state["f0_predictor.classifier.weight"] *= 40.0  # F0 around 150 Hz: voiced, above the 10 Hz threshold
+    hift_state["f0_predictor.classifier.bias"] += 150.0
     torch.save(weight_normed(hift_state, ("conv_pre", "ups.", "resblocks.", "source_resblocks.", "conv_post", "f0_predictor.condnet")),
                out / "hift.pt")
     torch.save({}, out / "spk2info.pt")

@@ -185,3 +185,25 @@ def test_bad_requests_are_400_naming_the_field(cosy, body, param, message):
     error = response.json()["error"]
     assert error["param"] == param and message in error["message"]
     assert speak(cosy).status_code == 200  # and the server keeps serving
+
+
+def test_the_peers_streaming_client_session(cosy):
+    """The request shapes of vLLM-Omni's cosyvoice3/streaming_speech_client.py: a data-URI clip, split_granularity,
+    stream_audio with pcm, and the text sent word by word (--simulate-stt)."""
+    config = {"response_format": "pcm", "ref_audio": "data:audio/wav;base64," + REF, "ref_text": REF_TEXT,
+              "split_granularity": "sentence", "stream_audio": True, "max_new_tokens": TOKENS, "seed": 5}
+    words = TEXT.split(" ")
+    with connect(f"ws://127.0.0.1:{cosy.http_port}/v1/audio/speech/stream", max_size=64 * 1024 * 1024) as ws:
+        ws.send(json.dumps({"type": "session.config", **config}))
+        for index, word in enumerate(words):
+            ws.send(json.dumps({"type": "input.text", "text": word + (" " if index < len(words) - 1 else "")}))
+        ws.send(json.dumps({"type": "input.done"}))
+        frames = []
+        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
+            frame = ws.recv(timeout=120)
+            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    events = [f for f in frames if isinstance(f, dict)]
+    start = next(e for e in events if e["type"] == "audio.start")
+    assert start["sentence_index"] == 0 and start["sentence_text"].strip() == TEXT and start["sample_rate"] == RATE
+    assert events[-1]["total_sentences"] == 1 and not any(e["type"] == "error" for e in events)
+    assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(cosy, response_format="pcm"))

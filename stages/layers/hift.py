@@ -17,33 +17,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.audio_blocks import CausalConv1d, Snake
+
 NOISE_SECONDS = 30
 """Length of the fixed source noise, wrapped around for longer audio (the published module holds 300 s: 260 MB)."""
 
 
-class Snake(nn.Module):
-    """x + sin^2(alpha x) / alpha with `alpha` [C] (BigVGAN's layout, not log-scale)."""
+class LookaheadConv1d(nn.Conv1d):
+    """Stride-1 conv padded with zeros on the right only: each output reads kernel - 1 frames ahead."""
 
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.alpha = nn.Parameter(torch.ones(channels))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        alpha = self.alpha[None, :, None]
-        return x + (alpha + 1e-9).reciprocal() * torch.sin(x * alpha).pow(2)
-
-
-class CausalConv1d(nn.Conv1d):
-    """Stride-1 conv padded with zeros on one side only: "left" (causal) or "right" (reads ahead)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, side: str = "left") -> None:
-        super().__init__(in_channels, out_channels, kernel_size, dilation=dilation)
-        self.causal_padding = (kernel_size * dilation - dilation) // 2 * 2 + (kernel_size + 1) % 2
-        self.side = side
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int) -> None:
+        super().__init__(in_channels, out_channels, kernel_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        pad = (self.causal_padding, 0) if self.side == "left" else (0, self.causal_padding)
-        return super().forward(F.pad(x, pad))
+        return super().forward(F.pad(x, (0, self.kernel_size[0] - 1)))
 
 
 class CausalConv1dUpsample(nn.Conv1d):
@@ -71,10 +58,10 @@ class ResBlock(nn.Module):
 
     def __init__(self, channels: int, kernel_size: int, dilations: list[int]) -> None:
         super().__init__()
-        self.convs1 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size, d) for d in dilations)
-        self.convs2 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size, 1) for _ in dilations)
-        self.activations1 = nn.ModuleList(Snake(channels) for _ in dilations)
-        self.activations2 = nn.ModuleList(Snake(channels) for _ in dilations)
+        self.convs1 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size, dilation=d) for d in dilations)
+        self.convs2 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size) for _ in dilations)
+        self.activations1 = nn.ModuleList(Snake(channels, flat=True) for _ in dilations)
+        self.activations2 = nn.ModuleList(Snake(channels, flat=True) for _ in dilations)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for conv1, conv2, act1, act2 in zip(self.convs1, self.convs2, self.activations1, self.activations2, strict=True):
@@ -87,7 +74,7 @@ class CausalConvRNNF0Predictor(nn.Module):
 
     def __init__(self, num_class: int = 1, in_channels: int = 80, cond_channels: int = 512) -> None:
         super().__init__()
-        layers: list[nn.Module] = [CausalConv1d(in_channels, cond_channels, 4, side="right"), nn.ELU()]
+        layers: list[nn.Module] = [LookaheadConv1d(in_channels, cond_channels, 4), nn.ELU()]
         for _ in range(4):
             layers += [CausalConv1d(cond_channels, cond_channels, 3), nn.ELU()]
         self.condnet = nn.Sequential(*layers)
@@ -161,7 +148,7 @@ class CausalHiFTGenerator(nn.Module):
         self.upsample_rates = list(upsample_rates)
         self.samples_per_frame = int(math.prod(upsample_rates) * self.hop)
         self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold)
-        self.conv_pre = CausalConv1d(in_channels, base_channels, conv_pre_look_right + 1, side="right")
+        self.conv_pre = LookaheadConv1d(in_channels, base_channels, conv_pre_look_right + 1)
         self.ups = nn.ModuleList(
             CausalConv1dUpsample(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u)
             for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))

@@ -67,13 +67,13 @@ class CosyVoice3LM(nn.Module):
         prompt = self.speech_embedding(torch.tensor(prompt_speech, dtype=torch.long, device=device))
         return torch.cat([speech[self.config.sos][None], text, speech[self.config.task_id][None], prompt])
 
-    def rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = rope(positions, self.qwen.head_dim, self.qwen.rope_theta)
         return cos.to(dtype), sin.to(dtype)
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
-        rotary = self.rotary(batch.token_positions.to(embeds.device), embeds.dtype)
+        rotary = self.rope_tables(batch.token_positions.to(embeds.device), embeds.dtype)
         x = embeds
         for index, layer in enumerate(self.backbone.layers):
             x = layer.cached(x, rotary, cache, index, batch)
@@ -82,7 +82,7 @@ class CosyVoice3LM(nn.Module):
     def dense(self, embeds: torch.Tensor) -> torch.Tensor:
         """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
         length = embeds.shape[1]
-        rotary = self.rotary(torch.arange(length, device=embeds.device), embeds.dtype)
+        rotary = self.rope_tables(torch.arange(length, device=embeds.device), embeds.dtype)
         mask = causal_mask(length, device=embeds.device)
         x = embeds
         for layer in self.backbone.layers:

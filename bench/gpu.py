@@ -3,7 +3,8 @@
 One command, no download: for each family it builds a checkpoint with random weights
 at the published sizes (the committed tiny checkpoint's files, with the published
 sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json
-and bench/configs/omnivoice_real_sizes.json laid over its config), loads it as the
+and bench/configs/omnivoice_real_sizes.json laid over its config; CosyVoice3: the published
+cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -50,6 +51,8 @@ class Case:
     """Committed tiny checkpoint in the real layout."""
     clone: bool = False
     """Needs a reference clip (a Base checkpoint)."""
+    built: bool = False
+    """The tiny checkpoint is built by its script (tests/goldens/<family>/tiny.py), not committed."""
 
 
 CASES = {
@@ -57,6 +60,7 @@ CASES = {
     "qwen3-1.7b-customvoice": Case("Qwen3-TTS-12Hz-1.7B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-1b7"),
     "voxcpm2": Case("VoxCPM2", GOLDENS / "voxcpm2" / "tiny"),
     "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
+    "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", GOLDENS / "cosyvoice3" / "real", clone=True, built=True),
 }
 
 
@@ -93,6 +97,8 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_qwen3(case, out)
         elif key == "voxcpm2":
             _build_voxcpm2(out)
+        elif key == "cosyvoice3":
+            _build_cosyvoice3(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -147,6 +153,37 @@ def _build_omnivoice(out: Path) -> None:
         (out / name).write_text(json.dumps(_overlay(json.loads((out / name).read_text()), top), indent=2))
     _save(OmniVoiceLM(OmniVoiceConfig.from_dir(out)), out / "model.safetensors")
     _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
+
+
+def _build_cosyvoice3(out: Path) -> None:
+    """The published yaml and Qwen2 sizes (copied from tests/goldens/cosyvoice3/real), the tiny tokenizer and ONNX
+    frontend (their cost is not what is measured), and random llm.pt / flow.pt / hift.pt at the published sizes."""
+    from tests.goldens.cosyvoice3.tiny import write_onnx, write_tokenizer
+    from vocalis.stages.models.cosyvoice3.config import load_config
+    from vocalis.stages.models.cosyvoice3.lm import CosyVoice3LM
+    from vocalis.stages.models.cosyvoice3.weights import build_flow, build_hift
+
+    real_qwen = (out / "CosyVoice-BlankEN" / "config.json").read_text()
+    write_tokenizer(out / "CosyVoice-BlankEN")
+    (out / "CosyVoice-BlankEN" / "config.json").write_text(real_qwen)
+    write_onnx(out, torch.Generator().manual_seed(0))
+    config = load_config(out)
+    lm = CosyVoice3LM(config.qwen, config.lm)
+    lm.llm_decoder.weight[config.lm.speech_token_size :] = 0  # stop tokens rarely win: requests run to --frames
+    state = {k: v.detach().cpu() for k, v in lm.state_dict().items()}
+    state["llm.model.lm_head.weight"] = state["llm.model.model.embed_tokens.weight"]
+    torch.save(state, out / "llm.pt")
+    torch.save({k: v.detach().cpu() for k, v in build_flow(config).state_dict().items()}, out / "flow.pt")
+    torch.save({k: v.detach().cpu() for k, v in build_hift(config).state_dict().items()}, out / "hift.pt")
+
+
+def tiny_path(key: str, work: Path) -> Path:
+    case = CASES[key]
+    if not case.built:
+        return case.tiny
+    from tests.goldens.cosyvoice3.tiny import build
+
+    return build(work / f"{key}-tiny")
 
 
 # -- serving --------------------------------------------------------------------------------------
@@ -263,7 +300,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print("|---|---|---|---|---|---|---|")
     for key in args.families.split(","):
         start = time.perf_counter()
-        path = CASES[key].tiny if args.tiny else build_real(key, args.work_dir, args.device)
+        path = tiny_path(key, args.work_dir) if args.tiny else build_real(key, args.work_dir, args.device)
         built = time.perf_counter() - start
         rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args))
     args.out.parent.mkdir(parents=True, exist_ok=True)

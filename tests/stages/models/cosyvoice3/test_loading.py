@@ -131,3 +131,19 @@ def test_frontend_encodes_a_clip_once(tiny_checkpoint, modules):
     assert frontend.prompt(clip.copy(), 16000) is prompt and len(frontend.cache) == 1
     with pytest.raises(ValueError, match="at most 30 s"):
         frontend.prompt(np.zeros(16000 * 31, dtype=np.float32), 16000)
+
+
+def test_prompt_tokens_match_s3tokenizer(tiny_checkpoint, modules, tmp_path):
+    """Our Whisper log-mel against s3tokenizer's (whose filters are Whisper's own), and the frontend's ONNX path on a
+    tiny random S3TokenizerV3 exported from s3tokenizer 0.3.0 (make_tokenizer_goldens.py): the same tokens."""
+    from safetensors.torch import load_file
+
+    from vocalis.stages.speech_features import whisper_log_mel
+
+    golden = load_file(str(GOLDENS / "tokenizer_goldens.safetensors"))
+    clip = reference_clip(3.2)
+    assert (whisper_log_mel(torch.from_numpy(clip)) - golden["mel"]).abs().max() < 1e-4
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, checkpoint)
+    shutil.copy(GOLDENS / "speech_tokenizer_v3_tiny.onnx", checkpoint / "speech_tokenizer_v3.onnx")
+    assert Frontend(checkpoint, modules.config).speech_tokens(clip) == golden["tokens"].tolist()

@@ -64,6 +64,10 @@ def conditioning(request: SynthesisRequest[CosyVoice3Input]) -> FlowConditioning
     return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long), voice.mel, voice.embedding)
 
 
+MAX_TOKENS = 2048
+"""The text-length budget's ceiling (the peer's: min(2048, text tokens x 20)); max_new_tokens may go past it."""
+
+
 class SpeechLM(AutoregressiveModel):
     emits_eos_frame = False
 
@@ -75,10 +79,10 @@ class SpeechLM(AutoregressiveModel):
         self.speech_tokens = modules.config.lm.speech_token_size
 
     def token_budget(self, text: str) -> tuple[int, int]:
-        """(min, max) speech tokens for `text`: its token count times the ratios (2 and 20)."""
+        """(min, max) speech tokens for `text`: its token count times the ratios (2 and 20), the max at most 2048."""
         count = len(self.modules.tokenizer.encode(text))
         lm = self.modules.config.lm
-        return max(1, int(count * lm.min_token_text_ratio)), max(1, int(count * lm.max_token_text_ratio))
+        return max(1, int(count * lm.min_token_text_ratio)), min(MAX_TOKENS, max(1, int(count * lm.max_token_text_ratio)))
 
     def start(self, request: SynthesisRequest[CosyVoice3Input]) -> SequenceStart:
         inputs = request.stage_input

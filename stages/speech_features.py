@@ -42,18 +42,18 @@ def matcha_log_mel(samples: torch.Tensor, sample_rate: int, n_fft: int, num_mels
     """[N] samples -> [frames, num_mels]: reflect-padded STFT magnitude, Slaney mel, natural log clamped at 1e-5."""
     pad = (n_fft - hop_size) // 2
     y = F.pad(samples.float()[None, None], (pad, pad), mode="reflect")[0]
-    spec = torch.stft(y, n_fft, hop_length=hop_size, win_length=win_size, window=torch.hann_window(win_size), center=center,
+    spec = torch.stft(y, n_fft, hop_length=hop_size, win_length=win_size, window=torch.hann_window(win_size, device=y.device), center=center,
                       return_complex=True)
     magnitude = torch.sqrt(torch.view_as_real(spec).pow(2).sum(-1) + 1e-9)
-    mel = torch.from_numpy(slaney_mel_filters(sample_rate, n_fft, num_mels, fmin, fmax)) @ magnitude
+    mel = torch.from_numpy(slaney_mel_filters(sample_rate, n_fft, num_mels, fmin, fmax)).to(magnitude.device) @ magnitude
     return torch.log(mel.clamp(min=1e-5))[0].T
 
 
 def whisper_log_mel(samples: torch.Tensor, n_mels: int = 128) -> torch.Tensor:
     """[N] samples at 16 kHz -> [n_mels, frames] Whisper log-mel (100 Hz, log10, floored at max - 8, scaled)."""
-    spec = torch.stft(samples.float(), 400, 160, window=torch.hann_window(400), return_complex=True)
+    spec = torch.stft(samples.float(), 400, 160, window=torch.hann_window(400, device=samples.device), return_complex=True)
     power = spec[..., :-1].abs() ** 2
-    mel = torch.from_numpy(slaney_mel_filters(16000, 400, n_mels)) @ power
+    mel = torch.from_numpy(slaney_mel_filters(16000, 400, n_mels)).to(power.device) @ power
     log_spec = torch.clamp(mel, min=1e-10).log10()
     log_spec = torch.maximum(log_spec, log_spec.max() - 8.0)
     return (log_spec + 4.0) / 4.0
@@ -82,12 +82,12 @@ def kaldi_fbank(samples: torch.Tensor, num_mel_bins: int = 80, sample_rate: int 
     waveform = samples.float()
     length, shift = int(sample_rate * 0.025), int(sample_rate * 0.010)
     if len(waveform) < length:
-        return torch.zeros(0, num_mel_bins)
+        return torch.zeros(0, num_mel_bins, device=waveform.device)
     frames = waveform.unfold(0, length, shift)
     frames = frames - frames.mean(dim=1, keepdim=True)
     frames = torch.cat([frames[:, :1] - 0.97 * frames[:, :1], frames[:, 1:] - 0.97 * frames[:, :-1]], dim=1)
-    window = torch.hann_window(length, periodic=False).pow(0.85)
+    window = torch.hann_window(length, periodic=False, device=waveform.device).pow(0.85)
     padded = 1 << (length - 1).bit_length()
     spectrum = torch.fft.rfft(F.pad(frames * window, (0, padded - length)), dim=1).abs().pow(2)
-    banks = torch.from_numpy(_kaldi_mel_banks(num_mel_bins, padded, float(sample_rate)))
+    banks = torch.from_numpy(_kaldi_mel_banks(num_mel_bins, padded, float(sample_rate))).to(spectrum.device)
     return torch.clamp(spectrum @ banks.T, min=torch.finfo(torch.float32).eps).log()

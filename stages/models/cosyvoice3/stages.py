@@ -61,7 +61,7 @@ class VoicePreparer:
 
 def conditioning(request: SynthesisRequest[CosyVoice3Input]) -> FlowConditioning:
     voice: VoicePrompt = request.prepared
-    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long), voice.mel, voice.embedding)
+    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)
 
 
 MAX_TOKENS = 2048
@@ -107,7 +107,7 @@ class SpeechLM(AutoregressiveModel):
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[SequenceState]) -> torch.Tensor:
         logits = self.lm.logits(hidden).cpu()
-        out = torch.empty(len(states), 1, dtype=torch.long)
+        out = torch.empty(len(states), 1, dtype=torch.long, device="cpu")
         for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
             row_logits = logits[row]
             if len(state.history) < state.min_tokens:  # no stop token before the text's minimum
@@ -117,7 +117,7 @@ class SpeechLM(AutoregressiveModel):
                 scaled = row_logits / sampler.params.temperature if sampler.params.temperature != 1.0 else row_logits
                 token = ras_sample(scaled, state.history, state.ras, sampler.generator)
             else:
-                history = torch.tensor(state.history, dtype=torch.long)
+                history = torch.tensor(state.history, dtype=torch.long, device="cpu")
                 token = int(sample_row(row_logits, sampler, history))
             state.history.append(token)
             out[row, 0] = token

@@ -104,7 +104,8 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
                 raise
             warnings.append(ignored)
             voice = await self.voices.resolve(model_config, model)
-        resolved = dataclasses.replace(session_config.resolve(settings, voice), warnings=tuple(warnings))
+        resolved = session_config.resolve(settings, voice)
+        resolved = dataclasses.replace(resolved, warnings=(*warnings, *resolved.warnings))
         request_id = config.request_id or f"tts-{uuid.uuid4().hex}"
         REQUEST_ID.set(request_id)
         return Session(self.engine, self.limits, resolved, splitter, request_id, config.delivery)

@@ -207,3 +207,15 @@ def test_the_peers_streaming_client_session(cosy):
     assert start["sentence_index"] == 0 and start["sentence_text"].strip() == TEXT and start["sample_rate"] == RATE
     assert events[-1]["total_sentences"] == 1 and not any(e["type"] == "error" for e in events)
     assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(cosy, response_format="pcm"))
+
+
+def test_reference_length_is_warned_outside_3_to_10_s_and_refused_past_30_s(cosy):
+    short = base64.b64encode(clip_wav(1.5)).decode()
+    response = speak(cosy, response_format="pcm", ref_audio=short)
+    assert response.status_code == 200, response.text
+    assert "REFERENCE_LENGTH ref_audio" in response.headers.get("x-vocalis-warning", "") and "clones best from 3 to 10 s" in response.headers["x-vocalis-warning"]
+    assert "x-vocalis-warning" not in speak(cosy, response_format="pcm").headers  # 3.2 s: nothing to say
+    long = base64.b64encode(clip_wav(31, rate=8000)).decode()
+    refused = speak(cosy, response_format="pcm", ref_audio=long)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "ref_audio"
+    assert "30 s" in refused.json()["error"]["message"]  # the server's own limit is the tokenizer's

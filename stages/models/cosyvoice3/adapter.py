@@ -15,6 +15,7 @@ from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
+from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.cosyvoice3.stages import CosyVoice3Input
 from vocalis.stages.ras_sampling import RASParams
 from vocalis.stages.request import RequestParams
@@ -64,8 +65,16 @@ class CosyVoice3Adapter:
         if not text:
             field = "voice" if reference.name else "ref_text"
             raise InvalidField(field, "REF_TEXT_REQUIRED", "CosyVoice3 requires 'ref_text' (transcript of the reference audio)")
+        field = "voice" if reference.name else "ref_audio"
         if reference.samples is None or len(reference.samples) == 0:
-            raise InvalidField("voice" if reference.name else "ref_audio", "VOICE_NOT_SUPPORTED", "the voice has no audio for CosyVoice3 to clone")
+            raise InvalidField(field, "VOICE_NOT_SUPPORTED", "the voice has no audio for CosyVoice3 to clone")
+        seconds = len(reference.samples) / reference.sample_rate
+        if seconds > MAX_REFERENCE_SECONDS:
+            raise InvalidField(field, "REFERENCE_TOO_LONG", f"the reference clip is {seconds:.1f} s; CosyVoice3's speech tokenizer "
+                               f"takes at most {MAX_REFERENCE_SECONDS:.0f} s (3 to 10 s clone best)")
+        if not RECOMMENDED_SECONDS[0] <= seconds <= RECOMMENDED_SECONDS[1]:
+            params.warnings.append((field, "REFERENCE_LENGTH", f"the reference clip is {seconds:.1f} s; CosyVoice3 clones best "
+                                    f"from {RECOMMENDED_SECONDS[0]:.0f} to {RECOMMENDED_SECONDS[1]:.0f} s"))
         extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
         standard = extra.pop("sampler", "ras") == "standard"
         settings: dict[str, Any] = {}

@@ -67,3 +67,15 @@ def test_token_budget_from_text_length(modules):
     assert lm.token_budget("Hello world, this is a tiny voice.") == (2 * count, 20 * count)
     assert lm.token_budget("hello " * 200)[1] == 2048  # the peer's ceiling
     assert modules.tokenizer.token_id("<|endofprompt|>") is not None
+
+
+def test_reference_length_warnings_and_refusal(adapter):
+    short = params(reference=ReferenceAudio(np.zeros(16000, dtype=np.float32), 16000, text="hi."))
+    adapter.stage_input(short)
+    assert short.warnings == [("ref_audio", "REFERENCE_LENGTH", "the reference clip is 1.0 s; CosyVoice3 clones best from 3 to 10 s")]
+    fine = params()
+    adapter.stage_input(fine)
+    assert fine.warnings == []
+    with pytest.raises(InvalidField) as too_long:
+        adapter.stage_input(params(reference=ReferenceAudio(np.zeros(16000 * 31, dtype=np.float32), 16000, text="hi.", name="bob")))
+    assert too_long.value.field == "voice" and too_long.value.reason == "REFERENCE_TOO_LONG"

@@ -219,3 +219,15 @@ def test_reference_length_is_warned_outside_3_to_10_s_and_refused_past_30_s(cosy
     refused = speak(cosy, response_format="pcm", ref_audio=long)
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "ref_audio"
     assert "30 s" in refused.json()["error"]["message"]  # the server's own limit is the tokenizer's
+
+
+def test_a_requests_audio_does_not_depend_on_what_else_runs(cosy):
+    from concurrent.futures import ThreadPoolExecutor
+
+    alone = pcm(speak(cosy, response_format="pcm"))
+    others = [{"seed": 20 + i, "input": "Hello world, this is a tiny voice. " * (i + 1)} for i in range(3)]
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(speak, cosy, response_format="pcm", **body) for body in others]
+        target = pool.submit(speak, cosy, response_format="pcm")
+        assert all(f.result().status_code == 200 for f in futures)
+        assert pcm(target.result()) == alone

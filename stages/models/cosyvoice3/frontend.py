@@ -4,7 +4,6 @@ shared by every request and stored voice that uses the same clip."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,12 +14,11 @@ from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.reference import ReferenceCache, content_key, resample
 from vocalis.stages.speech_features import kaldi_fbank, matcha_log_mel, whisper_log_mel
 
-log = logging.getLogger(__name__)
-
 TOKENIZER_RATE = 16000
 MAX_REFERENCE_SECONDS = 30.0
 """The speech tokenizer's limit (the published frontend asserts it)."""
 RECOMMENDED_SECONDS = (3.0, 10.0)
+"""Reference lengths that clone best; the adapter warns outside them."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,8 +68,6 @@ class Frontend:
         seconds = len(samples) / sample_rate
         if seconds > MAX_REFERENCE_SECONDS:
             raise ValueError(f"the reference clip is {seconds:.1f} s; CosyVoice3's speech tokenizer takes at most {MAX_REFERENCE_SECONDS:.0f} s")
-        if not RECOMMENDED_SECONDS[0] <= seconds <= RECOMMENDED_SECONDS[1]:
-            log.warning("reference clip of %.1f s: CosyVoice3 clones best from 3 to 10 s", seconds)
         at_16k = resample(samples, sample_rate, TOKENIZER_RATE)
         tokens = self.speech_tokens(at_16k)
         embedding = self.speaker_embedding(at_16k)

@@ -29,7 +29,8 @@ class CosyVoice3Modules:
 
 
 def _args(section: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in section.items() if k != CLASS_KEY and not isinstance(v, dict) or k == "istft_params"}
+    """A yaml section's plain arguments: nested modules (dicts with a class) and the class name left out."""
+    return {k: v for k, v in section.items() if k != CLASS_KEY and not (isinstance(v, dict) and CLASS_KEY in v)}
 
 
 def build_flow(config: CosyVoice3Config) -> CausalMaskedDiffWithDiT:

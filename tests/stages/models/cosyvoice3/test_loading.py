@@ -147,3 +147,13 @@ def test_prompt_tokens_match_s3tokenizer(tiny_checkpoint, modules, tmp_path):
     shutil.copytree(tiny_checkpoint, checkpoint)
     shutil.copy(GOLDENS / "speech_tokenizer_v3_tiny.onnx", checkpoint / "speech_tokenizer_v3.onnx")
     assert Frontend(checkpoint, modules.config).speech_tokens(clip) == golden["tokens"].tolist()
+
+
+def test_speaker_features_match_torchaudio_kaldi_fbank():
+    from safetensors.torch import load_file
+
+    from vocalis.stages.speech_features import kaldi_fbank
+
+    golden = load_file(str(GOLDENS / "fbank_goldens.safetensors"))["fbank"]
+    ours = kaldi_fbank(torch.from_numpy(reference_clip(3.2)))
+    assert ours.shape == golden.shape and (ours - golden).abs().max() < 1e-3

@@ -5,7 +5,8 @@ at the published sizes (the committed tiny checkpoint's files, with the publishe
 sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
 bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
 bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
-tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json), loads it as the
+tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
+cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -52,6 +53,8 @@ class Case:
     """Committed tiny checkpoint in the real layout."""
     clone: bool = False
     """Needs a reference clip (a Base checkpoint)."""
+    built: bool = False
+    """The tiny checkpoint is built by its script (tests/goldens/<family>/tiny.py), not committed."""
 
 
 CASES = {
@@ -62,6 +65,7 @@ CASES = {
     "voxtral": Case("Voxtral-4B-TTS-2603", GOLDENS / "voxtral" / "tiny"),
     "auk": Case("AuK", GOLDENS / "auk" / "tiny"),
     "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", GOLDENS / "higgs_audio_v2" / "tiny"),
+    "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", GOLDENS / "cosyvoice3" / "real", clone=True, built=True),
 }
 BUILT_TINY = {"voxtral"}
 """Families whose tiny checkpoint is built by a script (into the work dir) rather than committed."""
@@ -116,6 +120,8 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_auk(out)
         elif key == "higgs-audio-v2":
             _build_higgs(out)
+        elif key == "cosyvoice3":
+            _build_cosyvoice3(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -202,6 +208,10 @@ def _build_voxtral(out: Path) -> None:
 
 
 def tiny_checkpoint(key: str, work: Path) -> Path:
+    if CASES[key].built:
+        from tests.goldens.cosyvoice3.tiny import build
+
+        return build(work / f"{key}-tiny")
     if key not in BUILT_TINY:
         return tiny_path(key, work)
     from tests.goldens.voxtral.build_tiny import build
@@ -247,6 +257,30 @@ def _build_higgs(out: Path) -> None:
         talker.audio_lm_head.weight[k * config.codebook_size + config.audio_stream_eos_id] = 0
     _save(talker, out / "model.safetensors")
     _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
+
+
+def _build_cosyvoice3(out: Path) -> None:
+    """The published yaml and Qwen2 sizes (copied from tests/goldens/cosyvoice3/real), the tiny tokenizer and ONNX
+    frontend (their cost is not what is measured), and random llm.pt / flow.pt / hift.pt at the published sizes."""
+    from tests.goldens.cosyvoice3.tiny import write_onnx, write_tokenizer
+    from vocalis.stages.models.cosyvoice3.config import load_config
+    from vocalis.stages.models.cosyvoice3.lm import CosyVoice3LM
+    from vocalis.stages.models.cosyvoice3.weights import build_flow, build_hift
+
+    real_qwen = (out / "CosyVoice-BlankEN" / "config.json").read_text()
+    write_tokenizer(out / "CosyVoice-BlankEN")
+    (out / "CosyVoice-BlankEN" / "config.json").write_text(real_qwen)
+    write_onnx(out, torch.Generator().manual_seed(0))
+    config = load_config(out)
+    lm = CosyVoice3LM(config.qwen, config.lm)
+    lm.llm_decoder.weight[config.lm.speech_token_size :] = 0  # stop tokens rarely win: requests run to --frames
+    state = {k: v.detach().cpu() for k, v in lm.state_dict().items()}
+    state["llm.model.lm_head.weight"] = state["llm.model.model.embed_tokens.weight"]
+    torch.save(state, out / "llm.pt")
+    torch.save({k: v.detach().cpu() for k, v in build_flow(config).state_dict().items()}, out / "flow.pt")
+    torch.save({k: v.detach().cpu() for k, v in build_hift(config).state_dict().items()}, out / "hift.pt")
+
+
 
 
 # -- serving --------------------------------------------------------------------------------------

@@ -249,5 +249,5 @@ def resolve(settings: SessionSettings, voice: ResolvedVoice) -> ResolvedSession:
         stage_input = model.adapter.stage_input(params)
     except RequestError as error:
         raise from_request_error(error) from error
-    notes = tuple(synthesizer_pb2.Warning(code="MODEL_NOTE", message=message, field=name) for name, message in params.notes)
-    return ResolvedSession(settings=settings, voice=voice.name, stage_input=stage_input, warnings=notes)
+    warnings = tuple(synthesizer_pb2.Warning(code=code, message=message, field=name) for name, code, message in params.warnings)
+    return ResolvedSession(settings=settings, voice=voice.name, stage_input=stage_input, warnings=warnings)

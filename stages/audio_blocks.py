@@ -19,14 +19,16 @@ from torch import nn
 
 
 class Snake(nn.Module):
-    """x + sin^2(alpha x) / alpha, per channel (`alpha` [1, C, 1], as DAC and AudioVAE store it)."""
+    """x + sin^2(alpha x) / alpha, per channel (`alpha` [1, C, 1], as DAC and AudioVAE store it; [C] with `flat`, as
+    BigVGAN-style HiFT vocoders do)."""
 
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, flat: bool = False) -> None:
         super().__init__()
-        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+        self.alpha = nn.Parameter(torch.ones(channels) if flat else torch.ones(1, channels, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+        alpha = self.alpha.view(1, -1, 1)
+        return x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2)
 
 
 class HalfSnake(nn.Module):

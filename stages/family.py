@@ -10,6 +10,7 @@ no torch: a server that loads one family never imports the others' dependencies.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import pkgutil
@@ -46,7 +47,12 @@ class ModelFamily:
 
 
 def checkpoint_family(
-    name: str, model_types: tuple[str, ...], package: str, detect: Callable[[Path], bool] | None = None, sidecar: str = ""
+    name: str,
+    model_types: tuple[str, ...],
+    package: str,
+    detect: Callable[[Path], bool] | None = None,
+    sidecar: str = "",
+    file_set: tuple[str, ...] = (),
 ) -> ModelFamily:
     """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
     imported only when a checkpoint is loaded (so registering the family imports no torch)."""
@@ -55,7 +61,13 @@ def checkpoint_family(
         return importlib.import_module(f"{package}.loader").load(path, deploy)
 
     folder = Path(importlib.import_module(package).__file__ or "").parent
+    if file_set and detect is None:  # a published file set without config.json (CosyVoice3)
+        detect = functools.partial(_has_files, file_set)
     return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar)
+
+
+def _has_files(names: tuple[str, ...], path: Path) -> bool:
+    return all((path / name).exists() for name in names)
 
 
 _FAMILIES: dict[str, ModelFamily] = {}

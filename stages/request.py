@@ -46,12 +46,13 @@ class RequestParams:
     `ref_audio` is not among them: the server resolves it into `reference`."""
     reference: ReferenceAudio | None = None
     """The voice to clone, from `ref_audio` or a stored voice."""
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    """(field, code, message) an adapter reports about a request it serves all the same (a reference clip outside
+    the model's recommended length, an input taken in another role, a setting the checkpoint overrides); the server
+    passes them on as the session's warnings."""
     streamed: bool = True
     """Whether the caller hears the audio as it is made (False: it gets a complete file per request or
     utterance, so a family may treat an utterance's audio as a whole, as OmniVoice levels its loudness)."""
-    notes: list[tuple[str, str]] = field(default_factory=list)
-    """(field, message) pairs the adapter appends: what it accepted but the caller should hear of (an input it
-    takes in another role, a setting the checkpoint overrides); the server sends each as a Warning."""
 
 
 InputT = TypeVar("InputT")

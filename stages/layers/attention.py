@@ -34,15 +34,15 @@ def causal_mask(length: int, window: int | None = None, device: torch.device | s
 class QKVAttention(nn.Module):
     """`q_proj`, `k_proj`, `v_proj`, `o_proj` (+ `q_norm`, `k_norm` over each head when `qk_norm_eps` is set).
 
-    `bias`: on all four projections; `rope_upcast`: rotate in float32 (see `apply_rotary`). `output_gate` (Qwen3.5):
-    `q_proj` also yields a per-channel gate (each head's query then its gate), and the attention output is multiplied
-    by sigmoid(gate) before `o_proj`. `norm_weight_offset`: the q/k-norms store their weight as an offset (Qwen3.5's
-    zero-centred `1 + weight`).
+    `bias`: on all four projections, or on q/k/v only with `o_bias=False` (Qwen2); `rope_upcast`: rotate in float32
+    (see `apply_rotary`). `output_gate` (Qwen3.5): `q_proj` also yields a per-channel gate (each head's query then its
+    gate), and the attention output is multiplied by sigmoid(gate) before `o_proj`. `norm_weight_offset`: the q/k-norms
+    store their weight as an offset (Qwen3.5's zero-centred `1 + weight`).
     """
 
     def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False,
                  qk_norm_eps: float | None = None, rope_upcast: bool = False, output_gate: bool = False,
-                 norm_weight_offset: float = 0.0) -> None:
+                 norm_weight_offset: float = 0.0, o_bias: bool | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.rope_upcast = rope_upcast
@@ -50,7 +50,7 @@ class QKVAttention(nn.Module):
         self.q_proj = nn.Linear(hidden, heads * head_dim * (2 if output_gate else 1), bias=bias)
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
-        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias if o_bias is None else o_bias)
         if qk_norm_eps is not None:
             self.q_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
             self.k_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)

@@ -18,7 +18,7 @@ import torch
 from tests.tiny_tts.build import build_checkpoint
 from vocalis.stages.deploy import load_deploy
 from vocalis.stages.family import ModelFamily, discover, family_for_checkpoint
-from vocalis.stages.request import RequestParams, SynthesisRequest
+from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
 from vocalis.stages.stage import StageItem
 
 GOLDENS = Path(__file__).parents[1] / "goldens"
@@ -48,7 +48,10 @@ CASES = {
     "qwen3_tts": (GOLDENS / "qwen3_tts" / "cv-0b6", "Hello there.", {"max_new_tokens": 6}),
     "voxcpm2": (GOLDENS / "voxcpm2" / "tiny", "Hello there.", {"max_new_tokens": 4}),
     "omnivoice": (GOLDENS / "omnivoice" / "tiny", "Hello there.", {}),
+    "cosyvoice3": ("build", "Hello there.", {"max_new_tokens": 4}),
 }
+CLONES = {"cosyvoice3"}
+"""Families that need a voice to clone (a reference clip with its transcript) on every request."""
 
 
 @pytest.fixture(autouse=True)
@@ -64,13 +67,19 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, tmp_path):
     path, text, fields = CASES[name]
     if path is None:
         path = build_checkpoint(tmp_path / "tiny-tts")
+    elif path == "build":
+        from tests.goldens.cosyvoice3.tiny import build
+
+        path = build(tmp_path / f"{name}-tiny")
+    t = np.arange(16000 * 3) / 16000
+    reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32), 16000, text="a short prompt.") if name in CLONES else None
     fam = family(name, path)
     model = fam.load(path, load_deploy(fam.deploy_defaults))
     try:
         requests = []
         for extra in ({}, {"seed": 7, "extra_params": {"temperature": 0.8}} if name == "tiny_tts" else {"seed": 7}):
             voice = model.adapter.resolve_voice("")
-            params = RequestParams(model=model.name, voice=voice, fields={**fields, **extra})
+            params = RequestParams(model=model.name, voice=voice, fields={**fields, **extra}, reference=reference)
             requests.append(SynthesisRequest(text=text, stage_input=model.adapter.stage_input(params), output=Collect()))
         stages = model.pipeline.stages
         # stage 0 takes its requests outside the meta scope: adapters and prompt building run on the event loop /

@@ -115,7 +115,7 @@ class AuKAdapter:
         settings = EXTRA_PARAMS.parse(extra)
         schedule, flash_notes = resolve(self.config, settings.get("num_inference_steps"), settings.get("guidance_scale"),
                                         settings.get("sway"), settings.get("t_grid"))
-        params.notes.extend(notes + [("extra_params", note) for note in flash_notes])
+        params.warnings.extend((name, "MODEL_NOTE", note) for name, note in notes + [("extra_params", note) for note in flash_notes])
         seed = fields.get("seed")
         return AuKInput(
             instruction=instruction, task_prefix=prefix, duration_seconds=duration, reference=params.reference,

@@ -11,50 +11,14 @@ positions follow each row's real lengths), so a request's velocity does not depe
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.layers.flow_dit import RotaryEmbedding, TimestepEmbedding, interleaved_rotary
 from vocalis.stages.models.auk.config import DiTConfig
-
-
-def interleaved_rotate(x: torch.Tensor) -> torch.Tensor:
-    pairs = x.unflatten(-1, (-1, 2))
-    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
-
-
-class RotaryEmbedding(nn.Module):
-    def __init__(self, dim: int, base: float = 10000.0) -> None:
-        super().__init__()
-        self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)))
-
-    def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        """Angles [B, L, dim] for positions [B, L]."""
-        freqs = positions.float()[..., None] * self.inv_freq
-        return torch.stack((freqs, freqs), dim=-1).flatten(-2)
-
-
-def rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """x [B, H, L, D] by angles [B, L, D]."""
-    angles = angles[:, None]
-    return (x * angles.cos() + interleaved_rotate(x) * angles.sin()).to(x.dtype)
-
-
-class TimestepEmbedding(nn.Module):
-    def __init__(self, dim: int, freq_dim: int = 256) -> None:
-        super().__init__()
-        self.freq_dim = freq_dim
-        self.time_mlp = nn.Sequential(nn.Linear(freq_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
-
-    def forward(self, t: torch.Tensor) -> torch.Tensor:
-        half = self.freq_dim // 2
-        scale = math.log(10000) / (half - 1)
-        freqs = torch.exp(torch.arange(half, device=t.device).float() * -scale)
-        args = 1000 * t.float()[:, None] * freqs[None]
-        return self.time_mlp(torch.cat((args.sin(), args.cos()), dim=-1))
 
 
 class AdaLayerNorm(nn.Module):
@@ -95,7 +59,7 @@ class FeedForward(nn.Module):
         return self.linear_out(F.silu(a) * b)
 
 
-class Attention(nn.Module):
+class JointAttention(nn.Module):
     """q/k/v in one projection, RMS q/k-norm per head; with `context_dim`, a second stream attended jointly."""
 
     def __init__(self, dim: int, heads: int, dim_head: int, context_dim: int | None = None) -> None:
@@ -114,7 +78,9 @@ class Attention(nn.Module):
 
     def _heads(self, x: torch.Tensor, proj: nn.Linear, q_norm: nn.Module, k_norm: nn.Module, angles: torch.Tensor):
         q, k, v = (t.unflatten(-1, (self.heads, self.dim_head)).transpose(1, 2) for t in proj(x).chunk(3, dim=-1))
-        return rotate(q_norm(q), angles), rotate(k_norm(k), angles), v
+        angles = angles[:, None]  # [B, 1, L, D]: the floor's interleaved rotary, per head
+        q, k = (interleaved_rotary(norm(t), angles).to(t.dtype) for norm, t in ((q_norm, q), (k_norm, k)))
+        return q, k, v
 
     def single(self, x: torch.Tensor, angles: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         q, k, v = self._heads(x, self.to_qkv, self.q_norm, self.k_norm, angles)
@@ -134,7 +100,7 @@ class MMDiTBlock(nn.Module):
         super().__init__()
         self.attn_norm_c = AdaLayerNorm(dim)
         self.attn_norm_x = AdaLayerNorm(dim)
-        self.attn = Attention(dim, heads, dim_head, context_dim=dim)
+        self.attn = JointAttention(dim, heads, dim_head, context_dim=dim)
         self.ff_c = FeedForward(dim, ff_mult)
         self.ff_x = FeedForward(dim, ff_mult)
 
@@ -155,7 +121,7 @@ class DiTBlock(nn.Module):
     def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float) -> None:
         super().__init__()
         self.attn_norm = AdaLayerNorm(dim)
-        self.attn = Attention(dim, heads, dim_head)
+        self.attn = JointAttention(dim, heads, dim_head)
         self.ff = FeedForward(dim, ff_mult)
 
     def forward(self, x, t, mask, angles, bias):
@@ -255,7 +221,7 @@ class AuKDiT(nn.Module):
         ref_pos = torch.arange(r, device=x.device)[None].expand(b, -1)
         audio_pos = torch.cat([ref_pos, target_pos], dim=1)
         text_pos = torch.arange(tl, device=x.device)[None].expand(b, -1)
-        angles, c_angles = self.rotary_embed(audio_pos), self.rotary_embed(text_pos)
+        angles, c_angles = self.rotary_embed.angles(audio_pos), self.rotary_embed.angles(text_pos)
         use_bias = self.config.attn_mask_enabled
         joint_bias = _bias(torch.cat([audio_mask, c_mask], dim=1), audio.dtype) if use_bias else None
         single_mask = torch.cat([c_mask, audio_mask], dim=1)
@@ -263,7 +229,7 @@ class AuKDiT(nn.Module):
         for block in self.transformer_blocks:
             audio, c = block(audio, c, t, audio_mask, c_mask, angles, c_angles, joint_bias)
         h = torch.cat([c, audio], dim=1)
-        single_angles = self.rotary_embed(torch.cat([text_pos, audio_pos + batch.text_len[:, None]], dim=1))
+        single_angles = self.rotary_embed.angles(torch.cat([text_pos, audio_pos + batch.text_len[:, None]], dim=1))
         for block in self.single_transformer_blocks:
             h = block(h, t, single_mask, single_angles, single_bias)
         return self.proj_out(self.norm_out(h[:, tl + r:], t))

@@ -86,10 +86,10 @@ def test_flash_locks_its_schedule_and_says_so():
     asked = params(duration_seconds=1.0, extra_params={"num_inference_steps": 32, "guidance_scale": 3.0})
     schedule = adapter.stage_input(asked).schedule
     assert schedule.grid == time_grid(0, None, FLASH_T_GRID) and schedule.cfg == 0.0 and schedule.steps == 4
-    assert any(field == "extra_params" and "num_inference_steps, guidance_scale" in note for field, note in asked.notes)
+    assert any(field == "extra_params" and "num_inference_steps, guidance_scale" in note for field, _, note in asked.warnings)
     quiet = params(duration_seconds=1.0, instructions="Say hi.")
     adapter.stage_input(quiet)
-    assert not any(field == "extra_params" for field, _ in quiet.notes)
+    assert not any(field == "extra_params" for field, _, _ in quiet.warnings)
 
 
 def test_base_defaults_and_overrides(tiny):

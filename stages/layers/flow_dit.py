@@ -1,0 +1,210 @@
+"""The DiT velocity estimator of CosyVoice3-style flow matching (F5-TTS's DiT with a causal conv position embedding and
+a chunk-causal attention mask), named as the checkpoints' `decoder.estimator.*` tensors.
+
+Written once for every family whose flow decoder is this DiT (CosyVoice3, GLM-TTS). Quirks kept on purpose, as the
+published models were trained with them: rotary embedding on the first `dim_head` channels of the projected queries
+and keys only (x-transformers' partial rotary applied before the heads are split, i.e. to the first head), with
+interleaved pairs; attention where a frame sees every frame up to the end of its `static_chunk_size` chunk.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def chunk_causal_mask(length: int, chunk: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """[length, length] bool: frame i sees frame j when j lies in i's chunk or an earlier one (chunk <= 0: all)."""
+    if chunk <= 0:
+        return torch.ones(length, length, dtype=torch.bool, device=device)
+    position = torch.arange(length, device=device)
+    ends = (position // chunk + 1) * chunk
+    return position[None, :] < ends[:, None]
+
+
+class SinusPositionEmbedding(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, t: torch.Tensor, scale: float = 1000.0) -> torch.Tensor:
+        half = self.dim // 2
+        freq = torch.exp(torch.arange(half, device=t.device).float() * -(math.log(10000) / (half - 1)))
+        angles = scale * t.float()[:, None] * freq[None]
+        return torch.cat([angles.sin(), angles.cos()], dim=-1).to(t.dtype)
+
+
+class TimestepEmbedding(nn.Module):
+    """`time_mlp.0`, `time_mlp.2`: sinusoidal features of t through Linear, SiLU, Linear."""
+
+    def __init__(self, dim: int, freq_embed_dim: int = 256) -> None:
+        super().__init__()
+        self.time_embed = SinusPositionEmbedding(freq_embed_dim)
+        self.time_mlp = nn.Sequential(nn.Linear(freq_embed_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.time_mlp(self.time_embed(t))
+
+
+class CausalConvPositionEmbedding(nn.Module):
+    """Two grouped causal convolutions with Mish (`conv1.0`, `conv2.0`)."""
+
+    def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.conv1 = nn.Sequential(nn.Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+        self.conv2 = nn.Sequential(nn.Conv1d(dim, dim, kernel_size, groups=groups), nn.Mish())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pad = self.kernel_size - 1
+        x = self.conv1(F.pad(x.transpose(1, 2), (pad, 0)))
+        return self.conv2(F.pad(x, (pad, 0))).transpose(1, 2)
+
+
+class InputEmbedding(nn.Module):
+    """proj([noisy mel, condition mel, token features, speaker]) plus its causal conv position embedding."""
+
+    def __init__(self, mel_dim: int, mu_dim: int, dim: int, spk_dim: int) -> None:
+        super().__init__()
+        self.spk_dim = spk_dim
+        self.proj = nn.Linear(mel_dim * 2 + mu_dim + spk_dim, dim)
+        self.conv_pos_embed = CausalConvPositionEmbedding(dim)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor) -> torch.Tensor:
+        parts = [x, cond, mu]
+        if self.spk_dim > 0:
+            parts.append(spks[:, None, :].expand(-1, x.shape[1], -1))
+        x = self.proj(torch.cat(parts, dim=-1))
+        return self.conv_pos_embed(x) + x
+
+
+def interleaved_rotary(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """Rotate the first freqs.shape[-1] channels of x [B, L, C] by freqs [L, R] (pairs (0,1), (2,3), ...)."""
+    rot = freqs.shape[-1]
+    head, rest = x[..., :rot], x[..., rot:]
+    pairs = head.unflatten(-1, (-1, 2))
+    rotated = torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).flatten(-2)
+    return torch.cat([head * freqs.cos() + rotated * freqs.sin(), rest], dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """x-transformers' rotary embedding: `inv_freq` is a persistent buffer, so checkpoints carry it."""
+
+    def __init__(self, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)))
+
+    def forward(self, length: int) -> torch.Tensor:
+        return self.angles(torch.arange(length, device=self.inv_freq.device, dtype=self.inv_freq.dtype))
+
+    def angles(self, positions: torch.Tensor) -> torch.Tensor:
+        """[..., dim] angles for positions of any shape [...], each frequency twice, interleaved."""
+        freqs = positions.to(self.inv_freq.dtype)[..., None] * self.inv_freq
+        return torch.stack([freqs, freqs], dim=-1).flatten(-2)
+
+
+class Attention(nn.Module):
+    """`to_q`, `to_k`, `to_v`, `to_out.0`."""
+
+    def __init__(self, dim: int, heads: int, dim_head: int) -> None:
+        super().__init__()
+        self.heads, self.dim_head = heads, dim_head
+        inner = heads * dim_head
+        self.to_q = nn.Linear(dim, inner)
+        self.to_k = nn.Linear(dim, inner)
+        self.to_v = nn.Linear(dim, inner)
+        self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(0.0))
+
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, length, _ = x.shape
+        q = interleaved_rotary(self.to_q(x), freqs)
+        k = interleaved_rotary(self.to_k(x), freqs)
+        v = self.to_v(x)
+        q, k, v = (t.view(b, length, self.heads, self.dim_head).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.to_out(out.transpose(1, 2).reshape(b, length, -1))
+
+
+class AdaLayerNormZero(nn.Module):
+    """`linear`: six modulations of the block from the time embedding."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, dim * 6)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.linear(F.silu(emb)).chunk(6, dim=1)
+        return self.norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None], gate_msa, shift_mlp, scale_mlp, gate_mlp
+
+
+class AdaLayerNormZeroFinal(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, dim * 2)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        scale, shift = self.linear(F.silu(emb)).chunk(2, dim=1)
+        return self.norm(x) * (1 + scale)[:, None] + shift[:, None]
+
+
+class FeedForward(nn.Module):
+    """`ff.0.0`, `ff.2`: Linear, tanh-GELU, Linear."""
+
+    def __init__(self, dim: int, mult: float) -> None:
+        super().__init__()
+        inner = int(dim * mult)
+        self.ff = nn.Sequential(nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")), nn.Dropout(0.0), nn.Linear(inner, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ff(x)
+
+
+class DiTBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float) -> None:
+        super().__init__()
+        self.attn_norm = AdaLayerNormZero(dim)
+        self.attn = Attention(dim, heads, dim_head)
+        self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.ff = FeedForward(dim, ff_mult)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
+        x = x + gate_msa[:, None] * self.attn(norm, freqs, mask)
+        norm = self.ff_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
+        return x + gate_mlp[:, None] * self.ff(norm)
+
+
+class DiT(nn.Module):
+    """The velocity v(x, t | mu, spks, cond): [B, mel_dim, L] tensors in and out (channels first, as the solver holds them)."""
+
+    def __init__(self, *, dim: int, depth: int, heads: int, dim_head: int, ff_mult: float = 4, mel_dim: int = 80,
+                 mu_dim: int | None = None, spk_dim: int | None = None, static_chunk_size: int = 50,
+                 long_skip_connection: bool = False, **_unused: object) -> None:
+        super().__init__()
+        self.time_embed = TimestepEmbedding(dim)
+        self.input_embed = InputEmbedding(mel_dim, mu_dim or mel_dim, dim, spk_dim or 0)
+        self.rotary_embed = RotaryEmbedding(dim_head)
+        self.transformer_blocks = nn.ModuleList(DiTBlock(dim, heads, dim_head, ff_mult) for _ in range(depth))
+        self.long_skip_connection = nn.Linear(dim * 2, dim, bias=False) if long_skip_connection else None
+        self.norm_out = AdaLayerNormZeroFinal(dim)
+        self.proj_out = nn.Linear(dim, mel_dim)
+        self.static_chunk_size = static_chunk_size
+
+    def forward(self, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        x, mu, cond = x.transpose(1, 2), mu.transpose(1, 2), cond.transpose(1, 2)
+        length = x.shape[1]
+        t = self.time_embed(t)
+        x = self.input_embed(x, cond, mu, spks)
+        residual = x
+        freqs = self.rotary_embed(length).to(x.dtype)
+        mask = chunk_causal_mask(length, self.static_chunk_size, x.device)
+        for block in self.transformer_blocks:
+            x = block(x, t, freqs, mask)
+        if self.long_skip_connection is not None:
+            x = self.long_skip_connection(torch.cat([x, residual], dim=-1))
+        return self.proj_out(self.norm_out(x, t)).transpose(1, 2)

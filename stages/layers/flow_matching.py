@@ -1,0 +1,120 @@
+"""Speech tokens to mel by conditional flow matching: CosyVoice3's `CausalMaskedDiffWithDiT` (`flow.pt`), written once
+for the families that share it (CosyVoice3, GLM-TTS).
+
+Tokens (the prompt's, then the generated ones) are embedded, passed through a pre-lookahead convolution (each token
+sees `pre_lookahead_len` later ones), repeated `token_mel_ratio` times, and a DiT integrates the ODE from fixed noise
+to mel with Euler steps on a cosine time schedule and classifier-free guidance, conditioned on the speaker embedding
+and the prompt's mel. The start noise is a fixed buffer indexed by absolute mel position (as the published causal
+decoder does), so a frame's mel does not depend on how the utterance was chunked.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vocalis.stages.layers.flow_dit import DiT
+
+NOISE_FRAMES = 50 * 300
+"""Frames of the fixed start noise (300 s at 50 Hz), drawn from a generator seeded 0 as the published decoder's."""
+
+
+class PreLookaheadLayer(nn.Module):
+    """`conv1` (kernel lookahead + 1, reading ahead) then `conv2` (kernel 3, causal), residual."""
+
+    def __init__(self, in_channels: int, channels: int, pre_lookahead_len: int = 1) -> None:
+        super().__init__()
+        self.pre_lookahead_len = pre_lookahead_len
+        self.conv1 = nn.Conv1d(in_channels, channels, pre_lookahead_len + 1)
+        self.conv2 = nn.Conv1d(channels, in_channels, 3)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """[B, T, C] -> [B, T, C]; positions past the end read zeros (the published `finalize` path)."""
+        x = F.pad(inputs.transpose(1, 2), (0, self.pre_lookahead_len))
+        x = F.leaky_relu(self.conv1(x))
+        x = self.conv2(F.pad(x, (self.conv2.kernel_size[0] - 1, 0)))
+        return x.transpose(1, 2) + inputs
+
+
+def cosine_time_span(steps: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[steps + 1] times from 0 to 1, denser near 0: 1 - cos(pi/2 * linspace(0, 1))."""
+    span = torch.linspace(0, 1, steps + 1, device=device, dtype=dtype)
+    return 1 - torch.cos(span * 0.5 * math.pi)
+
+
+class CausalConditionalCFM(nn.Module):
+    """`estimator` (the DiT) and the Euler solver with classifier-free guidance."""
+
+    def __init__(self, estimator: DiT, inference_cfg_rate: float = 0.7, t_scheduler: str = "cosine", mel_dim: int = 80) -> None:
+        super().__init__()
+        self.estimator = estimator
+        self.inference_cfg_rate = inference_cfg_rate
+        self.t_scheduler = t_scheduler
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        self.register_buffer("rand_noise", torch.randn([1, mel_dim, NOISE_FRAMES], generator=generator), persistent=False)
+
+    def time_span(self, steps: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        if self.t_scheduler == "cosine":
+            return cosine_time_span(steps, device, dtype)
+        return torch.linspace(0, 1, steps + 1, device=device, dtype=dtype)
+
+    def forward(self, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor, n_timesteps: int = 10,
+                noise: torch.Tensor | None = None) -> torch.Tensor:
+        """mu, cond [1, D, L], spks [1, D] -> mel [1, D, L]. `noise` [1, D, L] replaces the fixed buffer (tests)."""
+        length = mu.shape[2]
+        if noise is None:
+            if length > self.rand_noise.shape[2]:
+                raise ValueError(f"{length} mel frames exceed the flow decoder's {self.rand_noise.shape[2]} frames of start noise")
+            noise = self.rand_noise[:, :, :length]
+        x = noise.to(mu.device, mu.dtype)
+        return self.solve_euler(x, self.time_span(n_timesteps, mu.device, mu.dtype), mu, spks, cond)
+
+    def solve_euler(self, x: torch.Tensor, t_span: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        # Row 0 is conditioned; row 1 has mu, speaker and prompt zeroed (the guidance's unconditional branch).
+        mu_in = torch.cat([mu, torch.zeros_like(mu)])
+        spks_in = torch.cat([spks, torch.zeros_like(spks)])
+        cond_in = torch.cat([cond, torch.zeros_like(cond)])
+        rate = self.inference_cfg_rate
+        t, dt = t_span[0], t_span[1] - t_span[0]
+        for step in range(1, len(t_span)):
+            velocity = self.estimator(torch.cat([x, x]), mu_in, t.expand(2), spks_in, cond_in)
+            conditioned, unconditioned = velocity.chunk(2)
+            x = x + dt * ((1.0 + rate) * conditioned - rate * unconditioned)
+            t = t + dt
+            if step < len(t_span) - 1:
+                dt = t_span[step + 1] - t
+        return x.float()
+
+
+class CausalMaskedDiffWithDiT(nn.Module):
+    """`input_embedding`, `spk_embed_affine_layer`, `pre_lookahead_layer`, `decoder.estimator.*`."""
+
+    def __init__(self, *, vocab_size: int, input_size: int, output_size: int, spk_embed_dim: int, token_mel_ratio: int,
+                 pre_lookahead_layer: PreLookaheadLayer, decoder: CausalConditionalCFM) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.token_mel_ratio = token_mel_ratio
+        self.input_embedding = nn.Embedding(vocab_size, input_size)
+        self.spk_embed_affine_layer = nn.Linear(spk_embed_dim, output_size)
+        self.pre_lookahead_layer = pre_lookahead_layer
+        self.decoder = decoder
+
+    def mu(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Tokens [1, T] -> the decoder's token features [1, D, T * token_mel_ratio]."""
+        h = self.pre_lookahead_layer(self.input_embedding(tokens.clamp(min=0)))
+        return h.repeat_interleave(self.token_mel_ratio, dim=1).transpose(1, 2)
+
+    def inference(self, tokens: torch.Tensor, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor, embedding: torch.Tensor,
+                  n_timesteps: int = 10, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Mel [1, D, T * ratio] of `tokens` [1, T], after the prompt's tokens [1, P] whose mel is `prompt_feat`
+        [1, P * ratio, D], in the voice of speaker `embedding` [1, E]."""
+        spks = self.spk_embed_affine_layer(F.normalize(embedding, dim=1))
+        mu = self.mu(torch.cat([prompt_tokens, tokens], dim=1))
+        prompt_frames = prompt_feat.shape[1]
+        cond = torch.zeros_like(mu)
+        cond[:, :, :prompt_frames] = prompt_feat.transpose(1, 2).to(mu.dtype)
+        mel = self.decoder(mu, spks, cond, n_timesteps, noise)
+        return mel[:, :, prompt_frames:]

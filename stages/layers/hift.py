@@ -1,0 +1,199 @@
+"""Mel to waveform: the causal HiFT vocoder (`CausalHiFTGenerator`: a neural source filter, HiFi-GAN upsampling and an
+inverse STFT), named as the checkpoints' `hift.pt` tensors; written once for CosyVoice3 and GLM-TTS.
+
+An F0 predictor reads the mel; the source module turns F0 into harmonics (phase accumulated at mel rate) plus fixed
+noise indexed by absolute sample position; the generator upsamples the mel, fuses the source's STFT at each scale and
+ends in magnitude and phase of an `n_fft`-point iSTFT. Every convolution is causal except `conv_pre` (reads
+`conv_pre_look_right` frames ahead) and the F0 predictor's first (reads 3 ahead): a sample depends on mel frames up
+to 5 after its own, so a stream decoded with that much lookahead matches a whole-utterance decode.
+Weight-normed convolutions are folded at load (`stages.weights.fold_weight_norm`), so the modules hold plain weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vocalis.stages.audio_blocks import CausalConv1d, Snake
+
+NOISE_SECONDS = 30
+"""Length of the fixed source noise, wrapped around for longer audio (the published module holds 300 s: 260 MB)."""
+
+
+class LookaheadConv1d(nn.Conv1d):
+    """Stride-1 conv padded with zeros on the right only: each output reads kernel - 1 frames ahead."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int) -> None:
+        super().__init__(in_channels, out_channels, kernel_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(F.pad(x, (0, self.kernel_size[0] - 1)))
+
+
+class CausalConv1dUpsample(nn.Conv1d):
+    """Nearest upsampling by `stride`, then a causal conv."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int) -> None:
+        super().__init__(in_channels, out_channels, kernel_size)
+        self.stride_up = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        x = F.interpolate(x, scale_factor=self.stride_up, mode="nearest")
+        return super().forward(F.pad(x, (self.kernel_size[0] - 1, 0)))
+
+
+class CausalConv1dDownSample(nn.Conv1d):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(F.pad(x, (self.stride[0] - 1, 0)))
+
+
+class ResBlock(nn.Module):
+    """`convs1`, `convs2`, `activations1`, `activations2`: causal dilated Snake residual units."""
+
+    def __init__(self, channels: int, kernel_size: int, dilations: list[int]) -> None:
+        super().__init__()
+        self.convs1 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size, dilation=d) for d in dilations)
+        self.convs2 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size) for _ in dilations)
+        self.activations1 = nn.ModuleList(Snake(channels, flat=True) for _ in dilations)
+        self.activations2 = nn.ModuleList(Snake(channels, flat=True) for _ in dilations)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv1, conv2, act1, act2 in zip(self.convs1, self.convs2, self.activations1, self.activations2, strict=True):
+            x = x + conv2(act2(conv1(act1(x))))
+        return x
+
+
+class CausalConvRNNF0Predictor(nn.Module):
+    """`condnet.{0,2,4,6,8}` (ELU between), `classifier`: mel [B, C, M] -> F0 [B, M] (Hz, non-negative)."""
+
+    def __init__(self, num_class: int = 1, in_channels: int = 80, cond_channels: int = 512) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [LookaheadConv1d(in_channels, cond_channels, 4), nn.ELU()]
+        for _ in range(4):
+            layers += [CausalConv1d(cond_channels, cond_channels, 3), nn.ELU()]
+        self.condnet = nn.Sequential(*layers)
+        self.classifier = nn.Linear(cond_channels, num_class)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.condnet(x).transpose(1, 2)).squeeze(-1).abs()
+
+
+class SineGen2(nn.Module):
+    """Harmonics of F0 with phase accumulated at mel rate, plus fixed noise (uniform, as published) by sample position."""
+
+    def __init__(self, sampling_rate: int, upsample_scale: int, harmonic_num: int, sine_amp: float, noise_std: float,
+                 voiced_threshold: float) -> None:
+        super().__init__()
+        self.sampling_rate, self.upsample_scale = sampling_rate, upsample_scale
+        self.sine_amp, self.noise_std, self.voiced_threshold = sine_amp, noise_std, voiced_threshold
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        rand_ini = torch.rand(1, harmonic_num + 1, generator=generator)
+        rand_ini[:, 0] = 0
+        self.register_buffer("harmonic_ids", torch.arange(1, harmonic_num + 2, dtype=torch.float32).view(1, 1, -1), persistent=False)
+        self.register_buffer("rand_ini", rand_ini, persistent=False)
+        noise = torch.rand(1, NOISE_SECONDS * sampling_rate, harmonic_num + 1, generator=generator)
+        self.register_buffer("noise", noise, persistent=False)
+
+    def fixed_noise(self, length: int) -> torch.Tensor:
+        repeats = -(-length // self.noise.shape[1])
+        return (self.noise if repeats == 1 else self.noise.repeat(1, repeats, 1))[:, :length]
+
+    def forward(self, f0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """f0 [B, T, 1] at the sample rate -> sines [B, T, H], uv [B, T, 1]."""
+        rad = (f0 * self.harmonic_ids / self.sampling_rate) % 1
+        rad[:, 0, :] = rad[:, 0, :] + self.rand_ini
+        rad = F.interpolate(rad.transpose(1, 2), scale_factor=1 / self.upsample_scale, mode="linear").transpose(1, 2)
+        phase = torch.cumsum(rad, dim=1) * 2 * math.pi
+        phase = F.interpolate(phase.transpose(1, 2) * self.upsample_scale, scale_factor=self.upsample_scale, mode="nearest").transpose(1, 2)
+        sines = torch.sin(phase) * self.sine_amp
+        uv = (f0 > self.voiced_threshold).to(sines.dtype)
+        noise_amp = uv * self.noise_std + (1 - uv) * self.sine_amp / 3
+        return sines * uv + noise_amp * self.fixed_noise(sines.shape[1]).to(sines), uv
+
+
+class SourceModuleHnNSF(nn.Module):
+    """`l_linear`: the harmonics merged into one excitation, through tanh."""
+
+    def __init__(self, sampling_rate: int, upsample_scale: int, harmonic_num: int, sine_amp: float, add_noise_std: float,
+                 voiced_threshold: float) -> None:
+        super().__init__()
+        self.l_sin_gen = SineGen2(sampling_rate, upsample_scale, harmonic_num, sine_amp, add_noise_std, voiced_threshold)
+        self.l_linear = nn.Linear(harmonic_num + 1, 1)
+
+    def forward(self, f0: torch.Tensor) -> torch.Tensor:
+        sines, _ = self.l_sin_gen(f0)
+        return torch.tanh(self.l_linear(sines))
+
+
+class CausalHiFTGenerator(nn.Module):
+    def __init__(self, *, in_channels: int = 80, base_channels: int = 512, nb_harmonics: int = 8, sampling_rate: int = 24000,
+                 nsf_alpha: float = 0.1, nsf_sigma: float = 0.003, nsf_voiced_threshold: float = 10,
+                 upsample_rates: list[int], upsample_kernel_sizes: list[int], istft_params: dict[str, int],
+                 resblock_kernel_sizes: list[int], resblock_dilation_sizes: list[list[int]],
+                 source_resblock_kernel_sizes: list[int], source_resblock_dilation_sizes: list[list[int]],
+                 lrelu_slope: float = 0.1, audio_limit: float = 0.99, conv_pre_look_right: int = 4,
+                 f0_predictor: CausalConvRNNF0Predictor, **_unused: object) -> None:
+        super().__init__()
+        if sampling_rate == 22050:
+            raise ValueError("the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz")
+        self.n_fft, self.hop = istft_params["n_fft"], istft_params["hop_len"]
+        self.lrelu_slope, self.audio_limit = lrelu_slope, audio_limit
+        self.num_kernels = len(resblock_kernel_sizes)
+        self.upsample_rates = list(upsample_rates)
+        self.samples_per_frame = int(math.prod(upsample_rates) * self.hop)
+        self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold)
+        self.conv_pre = LookaheadConv1d(in_channels, base_channels, conv_pre_look_right + 1)
+        self.ups = nn.ModuleList(
+            CausalConv1dUpsample(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u)
+            for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))
+        )
+        cumulative, rates = [], [1, *upsample_rates[::-1][:-1]]
+        for rate in rates:
+            cumulative.append(rate * (cumulative[-1] if cumulative else 1))
+        self.source_downs = nn.ModuleList()
+        self.source_resblocks = nn.ModuleList()
+        for i, (u, k, d) in enumerate(zip(cumulative[::-1], source_resblock_kernel_sizes, source_resblock_dilation_sizes, strict=True)):
+            channels = base_channels // 2 ** (i + 1)
+            self.source_downs.append(CausalConv1d(self.n_fft + 2, channels, 1) if u == 1 else CausalConv1dDownSample(self.n_fft + 2, channels, u * 2, u))
+            self.source_resblocks.append(ResBlock(channels, k, d))
+        self.resblocks = nn.ModuleList(
+            ResBlock(base_channels // 2 ** (i + 1), k, d)
+            for i in range(len(self.ups)) for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
+        )
+        self.conv_post = CausalConv1d(base_channels // 2 ** len(self.ups), self.n_fft + 2, 7)
+        self.register_buffer("stft_window", torch.hann_window(self.n_fft, periodic=True), persistent=False)
+        self.f0_predictor = f0_predictor
+
+    def source(self, mel: torch.Tensor) -> torch.Tensor:
+        """The excitation [B, 1, M * samples_per_frame] of mel [B, C, M]."""
+        f0 = self.f0_predictor(mel.float())
+        f0 = F.interpolate(f0[:, None], scale_factor=self.samples_per_frame, mode="nearest").transpose(1, 2)
+        return self.m_source(f0).transpose(1, 2)
+
+    def decode(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        spec = torch.stft(source.squeeze(1), self.n_fft, self.hop, self.n_fft, window=self.stft_window, return_complex=True)
+        source_spec = torch.cat([spec.real, spec.imag], dim=1)
+        x = self.conv_pre(mel)
+        for i, up in enumerate(self.ups):
+            x = up(F.leaky_relu(x, self.lrelu_slope))
+            if i == len(self.ups) - 1:
+                x = F.pad(x, (1, 0), mode="reflect")
+            x = x + self.source_resblocks[i](self.source_downs[i](source_spec))
+            blocks = self.resblocks[i * self.num_kernels : (i + 1) * self.num_kernels]
+            x = sum(block(x) for block in blocks) / self.num_kernels
+        x = self.conv_post(F.leaky_relu(x))
+        bins = self.n_fft // 2 + 1
+        magnitude = torch.exp(x[:, :bins]).clamp(max=1e2)
+        phase = torch.sin(x[:, bins:])
+        audio = torch.istft(torch.polar(magnitude, phase), self.n_fft, self.hop, self.n_fft, window=self.stft_window)
+        return audio.clamp(-self.audio_limit, self.audio_limit)
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        """Mel [B, C, M] -> samples [B, M * samples_per_frame] (the published `inference(finalize=True)`)."""
+        return self.decode(mel, self.source(mel))

@@ -1,0 +1,106 @@
+"""Which request fields CosyVoice3 honours, and how a request becomes its stage-0 input.
+
+Every request clones: `ref_audio` + `ref_text`, or a stored voice with its transcript (400 otherwise, with the peer's
+messages). Sampling is RAS by default (top_p 0.8, top_k 25, window 10, as published); `extra_params.sampler =
+"standard"` switches to temperature/top-k/top-p with a repetition penalty (the peer's H200 profile: 0.7, 20, 0.8, 1.21).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.model import Capabilities
+from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
+from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
+from vocalis.stages.models.cosyvoice3.stages import CosyVoice3Input
+from vocalis.stages.ras_sampling import RASParams
+from vocalis.stages.request import RequestParams
+from vocalis.stages.sampling import SamplingParams
+
+VOICE = "default"
+MAX_NEW_TOKENS = 4096
+STANDARD = {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21}
+EXTRA_PARAMS = ExtraParams("CosyVoice3", [
+    ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or standard "
+               "(temperature, top-k, top-p and repetition penalty).", choices=("ras", "standard")),
+    ExtraParam("temperature", float, "Sampling temperature; 0 is greedy. Default 1 (ras), 0.7 (standard).", minimum=0),
+    ExtraParam("top_k", int, "Tokens kept at most. Default 25 (ras), 20 (standard).", minimum=1),
+    ExtraParam("top_p", float, "Nucleus probability, in (0, 1]. Default 0.8.", minimum=0, maximum=1, exclusive_minimum=True),
+    ExtraParam("repetition_penalty", float, "Standard sampler only: penalty on tokens already generated. Default 1.21.",
+               minimum=0, exclusive_minimum=True),
+    ExtraParam("win_size", int, "RAS only: tokens looked back for repetition. Default 10.", minimum=1),
+    ExtraParam("tau_r", float, "RAS only: share of the window that makes a pick a repetition. Default 0.1.", minimum=0, maximum=1),
+])
+
+
+class CosyVoice3Adapter:
+    def __init__(self, config: CosyVoice3Config, max_new_tokens: int = MAX_NEW_TOKENS) -> None:
+        self.config = config
+        self.max_new_tokens = max_new_tokens
+        self.capabilities = Capabilities(
+            sample_rate=config.sample_rate,
+            voices=(VOICE,),
+            default_voice=VOICE,
+            accepted_fields=frozenset({"ref_audio", "ref_text", "seed", "max_new_tokens", "extra_params", "initial_codec_chunk_frames"}),
+            extra_params=tuple(EXTRA_PARAMS),
+            streaming=True,
+            voice_cloning=True,
+        )
+
+    def resolve_voice(self, voice: str) -> str:
+        if voice.lower() in ("", VOICE):
+            return VOICE
+        raise UnknownVoice(voice, [VOICE])
+
+    def stage_input(self, params: RequestParams) -> CosyVoice3Input:
+        fields = params.fields
+        reference = params.reference
+        if reference is None:
+            raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "CosyVoice3 requires 'ref_audio' (reference audio for voice cloning)")
+        text = (reference.text or "").strip()
+        if not text:
+            field = "voice" if reference.name else "ref_text"
+            raise InvalidField(field, "REF_TEXT_REQUIRED", "CosyVoice3 requires 'ref_text' (transcript of the reference audio)")
+        field = "voice" if reference.name else "ref_audio"
+        if reference.samples is None or len(reference.samples) == 0:
+            raise InvalidField(field, "VOICE_NOT_SUPPORTED", "the voice has no audio for CosyVoice3 to clone")
+        seconds = len(reference.samples) / reference.sample_rate
+        if seconds > MAX_REFERENCE_SECONDS:
+            raise InvalidField(field, "REFERENCE_TOO_LONG", f"the reference clip is {seconds:.1f} s; CosyVoice3's speech tokenizer "
+                               f"takes at most {MAX_REFERENCE_SECONDS:.0f} s (3 to 10 s clone best)")
+        if not RECOMMENDED_SECONDS[0] <= seconds <= RECOMMENDED_SECONDS[1]:
+            params.warnings.append((field, "REFERENCE_LENGTH", f"the reference clip is {seconds:.1f} s; CosyVoice3 clones best "
+                                    f"from {RECOMMENDED_SECONDS[0]:.0f} to {RECOMMENDED_SECONDS[1]:.0f} s"))
+        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
+        standard = extra.pop("sampler", "ras") == "standard"
+        settings: dict[str, Any] = {}
+        if "max_new_tokens" in fields:
+            value = fields["max_new_tokens"]
+            if not 1 <= value <= self.max_new_tokens:
+                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {self.max_new_tokens}, got {value}")
+            settings["max_new_tokens"] = int(value)
+        if "initial_codec_chunk_frames" in fields:
+            value = fields["initial_codec_chunk_frames"]
+            if value < 1:
+                raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be at least 1")
+            settings["initial_codec_chunk_frames"] = int(value)
+        seed = int(fields["seed"]) if "seed" in fields else None
+        lm = self.config.lm
+        if standard:
+            for key in ("win_size", "tau_r"):
+                if key in extra:
+                    raise InvalidField(f"extra_params.{key}", "FIELD_NOT_SUPPORTED", f"{key} applies to the ras sampler only")
+            sampling = SamplingParams(**(STANDARD | {k: extra[k] for k in STANDARD if k in extra}), seed=seed)
+            ras = None
+        else:
+            if "repetition_penalty" in extra:
+                raise InvalidField("extra_params.repetition_penalty", "FIELD_NOT_SUPPORTED", "repetition_penalty applies to the standard sampler only")
+            ras = RASParams(top_p=extra.get("top_p", lm.top_p), top_k=extra.get("top_k", lm.top_k), win_size=extra.get("win_size", lm.win_size),
+                            tau_r=extra.get("tau_r", lm.tau_r))
+            sampling = SamplingParams(temperature=extra.get("temperature", 1.0), seed=seed)
+        return CosyVoice3Input(ref_text=text, samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
+                               sample_rate=int(reference.sample_rate), sampling=sampling, ras=ras, **settings)

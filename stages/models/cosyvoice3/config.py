@@ -1,0 +1,121 @@
+"""The sizes of a CosyVoice3 checkpoint, read as data from its own files: `cosyvoice3.yaml` (HyperPyYAML, parsed
+without importing anything it names) for the LM head, flow decoder and vocoder, `CosyVoice-BlankEN/config.json` for
+the Qwen2 LM. Detection: a `config.json` with `model_type: cosyvoice3` (vLLM-Omni's), or the published file set."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vocalis.stages.config_json import from_json
+from vocalis.stages.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
+
+MODEL_TYPE = "cosyvoice3"
+YAML = "cosyvoice3.yaml"
+QWEN_DIR = "CosyVoice-BlankEN"
+FILE_SET = (YAML, "llm.pt", "flow.pt", "hift.pt", "campplus.onnx", "speech_tokenizer_v3.onnx", QWEN_DIR)
+"""What a published CosyVoice3 directory holds; a directory with all of it is CosyVoice3 even without config.json."""
+
+
+@dataclass(frozen=True)
+class Qwen2Config:
+    """CosyVoice-BlankEN/config.json (the LM's transformer)."""
+
+    vocab_size: int = 151936
+    hidden_size: int = 896
+    intermediate_size: int = 4864
+    num_hidden_layers: int = 24
+    num_attention_heads: int = 14
+    num_key_value_heads: int = 2
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1000000.0
+    max_position_embeddings: int = 32768
+    tie_word_embeddings: bool = True
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """`llm` of the yaml: speech tokens and the sampler."""
+
+    speech_token_size: int = 6561
+    llm_input_size: int = 896
+    llm_output_size: int = 896
+    stop_tokens: int = 200
+    """Ids speech_token_size .. speech_token_size + stop_tokens - 1 are sos, eos, task id, fill and other stops."""
+    top_p: float = 0.8
+    top_k: int = 25
+    win_size: int = 10
+    tau_r: float = 0.1
+    min_token_text_ratio: float = 2.0
+    max_token_text_ratio: float = 20.0
+
+    @property
+    def sos(self) -> int:
+        return self.speech_token_size
+
+    @property
+    def task_id(self) -> int:
+        return self.speech_token_size + 2
+
+
+@dataclass(frozen=True)
+class CosyVoice3Config:
+    qwen: Qwen2Config
+    lm: LMConfig
+    flow: dict[str, Any]
+    """`flow` of the yaml, nested dicts with their `__class__`."""
+    hift: dict[str, Any]
+    sample_rate: int = 24000
+    token_frame_rate: int = 25
+    token_mel_ratio: int = 2
+    n_timesteps: int = 10
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mel(self) -> dict[str, Any]:
+        """The prompt mel's STFT settings (the yaml's `feat_extractor`), at the published defaults when absent."""
+        defaults = {"n_fft": 1920, "num_mels": 80, "hop_size": 480, "win_size": 1920, "fmin": 0, "fmax": None, "center": False}
+        found = self.extra.get("feat_extractor") or {}
+        return defaults | {k: v for k, v in found.items() if k in defaults}
+
+    @property
+    def samples_per_token(self) -> int:
+        return self.sample_rate // self.token_frame_rate
+
+
+def is_cosyvoice3_dir(path: Path) -> bool:
+    config = path / "config.json"
+    if config.is_file():
+        return json.loads(config.read_text()).get("model_type") == MODEL_TYPE
+    return all((path / name).exists() for name in FILE_SET)
+
+
+def _without_class(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k != CLASS_KEY}
+
+
+def load_config(path: Path) -> CosyVoice3Config:
+    yaml_path = path / YAML
+    if not yaml_path.is_file():
+        raise ValueError(f"{path} has no {YAML}: is it a CosyVoice3 checkpoint?")
+    data = load_hyperpyyaml(yaml_path)
+    for key in ("llm", "flow", "hift"):
+        if not isinstance(data.get(key), dict):
+            raise ValueError(f"{yaml_path}: no `{key}` section")
+    llm = data["llm"]
+    sampling = llm.get("sampling") or {}
+    lm = from_json(LMConfig, _without_class(llm) | {k: v for k, v in sampling.items() if k != CLASS_KEY})
+    qwen_config = path / QWEN_DIR / "config.json"
+    qwen = from_json(Qwen2Config, json.loads(qwen_config.read_text()) if qwen_config.is_file() else None)
+    flow = data["flow"]
+    return CosyVoice3Config(
+        qwen=qwen, lm=lm, flow=flow, hift=data["hift"], sample_rate=int(data.get("sample_rate", 24000)),
+        token_frame_rate=int(data.get("token_frame_rate", flow.get("input_frame_rate", 25))),
+        token_mel_ratio=int(flow.get("token_mel_ratio", 2)), extra=data,
+    )

@@ -1,0 +1,93 @@
+"""The speech-token LM of CosyVoice3 (`llm.pt`): a Qwen2 decoder over [sos, text, task id, prompt speech tokens] that
+emits 25 Hz speech tokens, named as the file's tensors (`llm.model.model.*`, `llm_decoder`, `speech_embedding`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.norm import RMSNorm
+from vocalis.stages.layers.rotary import rope
+from vocalis.stages.layers.transformer import gated_decoder_layer
+from vocalis.stages.models.cosyvoice3.config import LMConfig, Qwen2Config
+
+UNUSED_KEYS = (r"llm\.model\.lm_head\.weight",)
+"""The Qwen2 text head: the speech LM decodes through `llm_decoder` only (declared unused)."""
+
+
+class Qwen2Model(nn.Module):
+    def __init__(self, c: Qwen2Config) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
+                                c.rms_norm_eps, bias=True, o_bias=False)
+            for _ in range(c.num_hidden_layers)
+        )
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+
+class _CausalLM(nn.Module):
+    def __init__(self, c: Qwen2Config) -> None:
+        super().__init__()
+        self.model = Qwen2Model(c)
+
+
+class _Encoder(nn.Module):
+    def __init__(self, c: Qwen2Config) -> None:
+        super().__init__()
+        self.model = _CausalLM(c)
+
+
+class CosyVoice3LM(nn.Module):
+    def __init__(self, qwen: Qwen2Config, lm: LMConfig, decoder_bias: bool = False) -> None:
+        super().__init__()
+        self.qwen, self.config = qwen, lm
+        self.llm = _Encoder(qwen)
+        vocab = lm.speech_token_size + lm.stop_tokens
+        self.llm_decoder = nn.Linear(lm.llm_output_size, vocab, bias=decoder_bias)
+        self.speech_embedding = nn.Embedding(vocab, lm.llm_input_size)
+
+    @property
+    def backbone(self) -> Qwen2Model:
+        return self.llm.model.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.llm_decoder.weight.device
+
+    def prompt_embeds(self, text_ids: list[int], prompt_speech: list[int]) -> torch.Tensor:
+        """[P, H]: sos, the text (the reference's transcript, then the text to speak), task id, the prompt's speech tokens."""
+        device = self.device
+        speech = self.speech_embedding.weight
+        text = self.backbone.embed_tokens(torch.tensor(text_ids, dtype=torch.long, device=device))
+        prompt = self.speech_embedding(torch.tensor(prompt_speech, dtype=torch.long, device=device))
+        return torch.cat([speech[self.config.sos][None], text, speech[self.config.task_id][None], prompt])
+
+    def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = rope(positions, self.qwen.head_dim, self.qwen.rope_theta)
+        return cos.to(dtype), sin.to(dtype)
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
+        rotary = self.rope_tables(batch.token_positions.to(embeds.device), embeds.dtype)
+        x = embeds
+        for index, layer in enumerate(self.backbone.layers):
+            x = layer.cached(x, rotary, cache, index, batch)
+        return self.backbone.norm(x)
+
+    def dense(self, embeds: torch.Tensor) -> torch.Tensor:
+        """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
+        length = embeds.shape[1]
+        rotary = self.rope_tables(torch.arange(length, device=embeds.device), embeds.dtype)
+        mask = causal_mask(length, device=embeds.device)
+        x = embeds
+        for layer in self.backbone.layers:
+            x = layer.dense(x, rotary, mask)
+        return self.backbone.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.llm_decoder(hidden).float()

@@ -1,0 +1,41 @@
+"""Build a ready-to-serve CosyVoice3 model: modules, adapter, and the voices -> llm -> flow pipeline.
+
+Registering the family imports no torch; loading a checkpoint does.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+
+log = logging.getLogger(__name__)
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.flow_vocoder import FlowVocoderDecoder
+    from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
+    from vocalis.stages.models.cosyvoice3.frontend import Frontend
+    from vocalis.stages.models.cosyvoice3.stages import SpeechLM, VoicePreparer, conditioning
+    from vocalis.stages.models.cosyvoice3.weights import load_modules
+    from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.prepare import PrepareStage
+
+    lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
+    modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
+    decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,
+                                 first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)
+    if flow_deploy.lookahead_frames < decoder.exact_lookahead_tokens:
+        log.info("flow lookahead (%d tokens) is shorter than the %d the decoder needs: streamed chunk ends approximate a "
+                 "whole-utterance decode", flow_deploy.lookahead_frames, decoder.exact_lookahead_tokens)
+    lm = SpeechLM(modules, lm_deploy.max_len)
+    adapter = CosyVoice3Adapter(modules.config, max_new_tokens=lm.cache_shape.max_len - 1)
+    stages = [
+        PrepareStage("voices", VoicePreparer(Frontend(path, modules.config))),
+        autoregressive_stage(lm, lm_deploy, flow_deploy),
+        chunk_stage(decoder, flow_deploy),
+    ]
+    return LoadedModel(name=path.name, family="cosyvoice3", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

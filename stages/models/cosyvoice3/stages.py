@@ -1,0 +1,130 @@
+"""CosyVoice3 on the runtime: the voice prompt encoded ahead (PrepareStage), the speech-token LM as an
+AutoregressiveStage, and flow matching + HiFT as a ChunkStage (the shared FlowVocoderDecoder)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.flow_vocoder import FlowConditioning
+from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.models.cosyvoice3.frontend import Frontend, VoicePrompt
+from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
+from vocalis.stages.models.cosyvoice3.weights import CosyVoice3Modules
+from vocalis.stages.ras_sampling import RASParams, ras_sample
+from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_row
+
+
+@dataclass(frozen=True, eq=False)
+class CosyVoice3Input:
+    """Stage-0 input of a session, made by the adapter."""
+
+    ref_text: str
+    samples: np.ndarray | None
+    """The clip to clone (mono float32), unless `voice` is given."""
+    sample_rate: int
+    sampling: SamplingParams
+    """The standard sampler's settings, and seed; its max_new_tokens is replaced by the text-length rule unless set."""
+    ras: RASParams | None = RASParams()
+    """RAS sampling (the default); None: the standard sampler."""
+    max_new_tokens: int | None = None
+    initial_codec_chunk_frames: int | None = None
+    voice: VoicePrompt | None = None
+    """The prompt already encoded (tests, precomputed voices)."""
+
+
+@dataclass
+class SequenceState:
+    min_tokens: int
+    ras: RASParams | None
+    history: list[int]
+
+
+class VoicePreparer:
+    """Encodes a request's clip on the PrepareStage's thread (kept by content: a session's utterances share it)."""
+
+    def __init__(self, frontend: Frontend) -> None:
+        self.frontend = frontend
+
+    def prepare(self, request: SynthesisRequest[CosyVoice3Input]) -> VoicePrompt:
+        inputs = request.stage_input
+        if inputs.voice is not None:
+            return inputs.voice
+        return self.frontend.prompt(inputs.samples, inputs.sample_rate)
+
+
+def conditioning(request: SynthesisRequest[CosyVoice3Input]) -> FlowConditioning:
+    voice: VoicePrompt = request.prepared
+    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)
+
+
+MAX_TOKENS = 2048
+"""The text-length budget's ceiling (the peer's: min(2048, text tokens x 20)); max_new_tokens may go past it."""
+
+
+class SpeechLM(AutoregressiveModel):
+    emits_eos_frame = False
+
+    def __init__(self, modules: CosyVoice3Modules, max_len: int) -> None:
+        self.modules = modules
+        self.lm = modules.lm
+        q = modules.config.qwen
+        self.cache_shape = CacheShape(q.num_hidden_layers, q.num_key_value_heads, q.head_dim, min(max_len, q.max_position_embeddings))
+        self.speech_tokens = modules.config.lm.speech_token_size
+
+    def token_budget(self, text: str) -> tuple[int, int]:
+        """(min, max) speech tokens for `text`: its token count times the ratios (2 and 20), the max at most 2048."""
+        count = len(self.modules.tokenizer.encode(text))
+        lm = self.modules.config.lm
+        return max(1, int(count * lm.min_token_text_ratio)), min(MAX_TOKENS, max(1, int(count * lm.max_token_text_ratio)))
+
+    def start(self, request: SynthesisRequest[CosyVoice3Input]) -> SequenceStart:
+        inputs = request.stage_input
+        voice: VoicePrompt = request.prepared
+        tokenizer = self.modules.tokenizer
+        ids = tokenizer.encode(prompt_text(inputs.ref_text)) + tokenizer.encode(request.text)
+        with torch.inference_mode():
+            embeds = self.lm.prompt_embeds(ids, voice.speech_tokens)
+        low, high = self.token_budget(request.text)
+        if inputs.max_new_tokens is not None:
+            high = inputs.max_new_tokens
+        room = self.cache_shape.max_len - len(embeds)
+        if room < 1:
+            raise ValueError(f"the prompt ({len(embeds)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
+        high = min(high, room)
+        sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
+        return SequenceStart(embeds, sampling, SequenceState(min(low, high), inputs.ras, []))
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        return self.lm(embeds, batch, cache)
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
+        logits = self.lm.logits(hidden).cpu()
+        out = torch.empty(len(states), 1, dtype=torch.long, device="cpu")
+        for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
+            row_logits = logits[row]
+            if len(state.history) < state.min_tokens:  # no stop token before the text's minimum
+                row_logits = row_logits.clone()
+                row_logits[self.speech_tokens:] = float("-inf")
+            if state.ras is not None and not sampler.params.greedy:
+                scaled = row_logits / sampler.params.temperature if sampler.params.temperature != 1.0 else row_logits
+                token = ras_sample(scaled, state.history, state.ras, sampler.generator)
+            else:
+                history = torch.tensor(state.history, dtype=torch.long, device="cpu")
+                token = int(sample_row(row_logits, sampler, history))
+            state.history.append(token)
+            out[row, 0] = token
+        return out
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        return frames[:, 0] >= self.speech_tokens
+
+    def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
+        return self.lm.speech_embedding(frames[:, 0].to(self.lm.device))

@@ -18,7 +18,15 @@ It writes, beside itself:
   width equal to the latent, so no projections) and the sizes shrunk, every tensor re-randomised with a seed; its
   attention windows shrunk (encoder 512 -> 8, quantiser 128 -> 4) so the windowed paths run on a short clip; the
   state dict saved as the reference's `state_dict()` gives it (weight norm in both spellings, RoPE/mask buffers);
-- dac.safetensors: the input clip, the reference's codes, encoder latents and decoded waveform.
+- dac.safetensors: the input clip, the reference's codes, encoder latents and decoded waveform;
+- tiny/config.json + tiny/model.safetensors: a tiny S2 Pro dual-AR checkpoint in the published layout
+  (`fish_qwen3_omni`, `text_model.model.*`, `audio_decoder.*`), made by building fish-speech 0.1.0's
+  DualARTransformer from a translation of that config (S2 Pro's structural flags: q/k-norm in the slow AR only,
+  tied embeddings, equal slow and fast widths so no projection, scaled codebook embeddings) and renaming its
+  re-randomised tensors to the published names;
+- dual_ar.safetensors: for one token sequence (text, then semantic tokens with their frames' codes), the slow AR's
+  logits and hidden states at every position, and the fast AR's logits for codebooks 1..K-1 of every frame,
+  teacher-forced on the given codes (the reference's KV-cached generation path, `forward_generate_fast`).
 """
 
 from __future__ import annotations
@@ -144,5 +152,95 @@ def make_dac() -> None:
                "audio": audio.contiguous()}, str(HERE / "dac.safetensors"))
 
 
+TEXT_CONFIG = {"vocab_size": 400, "dim": 32, "n_head": 4, "n_local_heads": 2, "head_dim": 8, "n_layer": 2,
+               "intermediate_size": 64, "attention_qk_norm": True, "rope_base": 1000000.0, "max_seq_len": 64,
+               "tie_word_embeddings": True, "codebook_size": 64, "num_codebooks": 4, "scale_codebook_embeddings": True,
+               "norm_eps": 1e-6}
+FAST_CONFIG = {"vocab_size": 64, "num_codebooks": 4, "dim": 32, "n_head": 4, "n_local_heads": 2, "head_dim": 8,
+               "n_layer": 2, "intermediate_size": 48, "max_seq_len": 5, "attention_qk_norm": False,
+               "rope_base": 1000000.0, "norm_eps": 1e-6}
+SEMANTIC_START, SEMANTIC_END = 300, 363
+
+
+def reference_dual_ar():
+    from types import SimpleNamespace
+
+    from fish_speech.models.text2semantic.llama import DualARModelArgs, DualARTransformer
+
+    t, f = TEXT_CONFIG, FAST_CONFIG
+    args = DualARModelArgs(
+        vocab_size=t["vocab_size"], n_layer=t["n_layer"], n_head=t["n_head"], dim=t["dim"],
+        intermediate_size=t["intermediate_size"], n_local_heads=t["n_local_heads"], head_dim=t["head_dim"],
+        rope_base=t["rope_base"], norm_eps=t["norm_eps"], max_seq_len=t["max_seq_len"], tie_word_embeddings=True,
+        attention_qk_norm=True, codebook_size=t["codebook_size"], num_codebooks=t["num_codebooks"],
+        scale_codebook_embeddings=True, use_gradient_checkpointing=False, n_fast_layer=f["n_layer"],
+        fast_dim=f["dim"], fast_n_head=f["n_head"], fast_n_local_heads=f["n_local_heads"], fast_head_dim=f["head_dim"],
+        fast_intermediate_size=f["intermediate_size"], fast_attention_qk_norm=False)
+    ids = list(range(SEMANTIC_START, SEMANTIC_END + 1))
+    tokenizer = SimpleNamespace(semantic_id_to_token_id={i: v for i, v in enumerate(ids)},
+                                semantic_begin_id=SEMANTIC_START, semantic_end_id=SEMANTIC_END)
+    return DualARTransformer(args, tokenizer).eval()
+
+
+PUBLISHED_NAMES = (("embeddings.", "text_model.model.embeddings."), ("layers.", "text_model.model.layers."),
+                   ("norm.", "text_model.model.norm."), ("codebook_embeddings.", "audio_decoder.codebook_embeddings."),
+                   ("fast_embeddings.", "audio_decoder.embeddings."), ("fast_layers.", "audio_decoder.layers."),
+                   ("fast_norm.", "audio_decoder.norm."), ("fast_output.", "audio_decoder.output."))
+
+
+def make_dual_ar() -> None:
+    from fish_speech.models.text2semantic.llama import BaseTransformer
+    from safetensors.torch import save_file as save
+
+    torch.manual_seed(SEED)
+    model = reference_dual_ar()
+    generator = torch.Generator().manual_seed(SEED + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
+            elif "embeddings" in name:
+                p.copy_(torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(torch.randn(p.shape, generator=generator) / math.sqrt(p.shape[1]))
+    published = {}
+    for name, tensor in model.state_dict().items():
+        new = next(dst + name[len(src):] for src, dst in PUBLISHED_NAMES if name.startswith(src))
+        published[new] = tensor.contiguous()
+    save(published, str(TINY / "model.safetensors"))
+    config = {"model_type": "fish_qwen3_omni", "text_config": TEXT_CONFIG, "audio_decoder_config": FAST_CONFIG,
+              "semantic_start_token_id": SEMANTIC_START, "semantic_end_token_id": SEMANTIC_END,
+              "audio_pad_token_id": SEMANTIC_START - 1}
+    (TINY / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+
+    k = TEXT_CONFIG["num_codebooks"]
+    g = torch.Generator().manual_seed(5)
+    tokens = torch.cat([torch.randint(0, SEMANTIC_START - 1, (6,), generator=g),
+                        torch.randint(SEMANTIC_START, SEMANTIC_END + 1, (10,), generator=g)])
+    codes = torch.randint(0, TEXT_CONFIG["codebook_size"], (len(tokens), k), generator=g)
+    semantic = tokens >= SEMANTIC_START
+    codes[semantic, 0] = tokens[semantic] - SEMANTIC_START
+    codes[~semantic] = 0
+    inp = torch.cat([tokens[None], codes.T], dim=0)[None]  # [1, 1 + K, L]
+    with torch.inference_mode():
+        # the parent's forward_generate (the subclass's does not pass return_all on; its projection is Identity)
+        out = BaseTransformer.forward_generate(model, inp, return_all=True)
+        logits, hidden = out.logits[0], out.hidden_states[0]
+        model.setup_caches(max_batch_size=1, max_seq_len=TEXT_CONFIG["max_seq_len"], dtype=torch.float32)
+        fast = []
+        for i in torch.nonzero(semantic).flatten().tolist():
+            model.forward_generate_fast(hidden[i][None], torch.tensor([0]))
+            rows = []
+            for book in range(1, k):
+                x = model.fast_embeddings(codes[i, book - 1][None])
+                rows.append(model.forward_generate_fast(x, torch.tensor([book]))[0, 0])
+            fast.append(torch.stack(rows))
+    print(f"dual AR: {sum(p.numel() for p in model.parameters())} params, {len(published)} keys, "
+          f"slow logits std {logits.std():.2f}, fast logits std {torch.stack(fast).std():.2f}")
+    save({"tokens": tokens, "codes": codes, "slow_logits": logits.contiguous(), "slow_hidden": hidden.contiguous(),
+          "fast_logits": torch.stack(fast).contiguous()}, str(HERE / "dual_ar.safetensors"))
+
+
 if __name__ == "__main__":
     make_dac()
+    make_dual_ar()

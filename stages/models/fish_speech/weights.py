@@ -35,5 +35,9 @@ def load_dual_ar(directory: Path, config: FishSpeechConfig, device: torch.device
 
 def load_modules(directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> FishSpeechModules:
     config = read_config(directory)
+    codec = load_fish_dac(directory, device)
+    if codec.config.num_codebooks != config.text.num_codebooks:
+        raise ValueError(f"{directory}: the model makes frames of {config.text.num_codebooks} codes, the codec decodes "
+                         f"{codec.config.num_codebooks}")
     # The codec runs in float32: it is small, and its windowed transformers and Snake activations are sensitive.
-    return FishSpeechModules(config, load_dual_ar(directory, config, device, dtype), load_fish_dac(directory, device))
+    return FishSpeechModules(config, load_dual_ar(directory, config, device, dtype), codec)

@@ -24,6 +24,8 @@ It writes, beside itself:
   DualARTransformer from a translation of that config (S2 Pro's structural flags: q/k-norm in the slow AR only,
   tied embeddings, equal slow and fast widths so no projection, scaled codebook embeddings) and renaming its
   re-randomised tensors to the published names;
+- tiny/tokenizer.json: a byte-level BPE trained on a few sentences, with S2 Pro's control tokens added and the
+  tiny semantic range (<|semantic:i|>) at the config's ids, for the prompt and the served model;
 - dual_ar.safetensors: for one token sequence (text, then semantic tokens with their frames' codes), the slow AR's
   logits and hidden states at every position, and the fast AR's logits for codebooks 1..K-1 of every frame,
   teacher-forced on the given codes (the reference's KV-cached generation path, `forward_generate_fast`).
@@ -153,11 +155,11 @@ def make_dac() -> None:
 
 
 TEXT_CONFIG = {"vocab_size": 400, "dim": 32, "n_head": 4, "n_local_heads": 2, "head_dim": 8, "n_layer": 2,
-               "intermediate_size": 64, "attention_qk_norm": True, "rope_base": 1000000.0, "max_seq_len": 64,
-               "tie_word_embeddings": True, "codebook_size": 64, "num_codebooks": 4, "scale_codebook_embeddings": True,
+               "intermediate_size": 64, "attention_qk_norm": True, "rope_base": 1000000.0, "max_seq_len": 512,
+               "tie_word_embeddings": True, "codebook_size": 64, "num_codebooks": 10, "scale_codebook_embeddings": True,
                "norm_eps": 1e-6}
-FAST_CONFIG = {"vocab_size": 64, "num_codebooks": 4, "dim": 32, "n_head": 4, "n_local_heads": 2, "head_dim": 8,
-               "n_layer": 2, "intermediate_size": 48, "max_seq_len": 5, "attention_qk_norm": False,
+FAST_CONFIG = {"vocab_size": 64, "num_codebooks": 10, "dim": 32, "n_head": 4, "n_local_heads": 2, "head_dim": 8,
+               "n_layer": 2, "intermediate_size": 48, "max_seq_len": 11, "attention_qk_norm": False,
                "rope_base": 1000000.0, "norm_eps": 1e-6}
 SEMANTIC_START, SEMANTIC_END = 300, 363
 
@@ -241,6 +243,30 @@ def make_dual_ar() -> None:
           "fast_logits": torch.stack(fast).contiguous()}, str(HERE / "dual_ar.safetensors"))
 
 
+CORPUS = ["Hello world, this is a tiny voice.", "The quick brown fox jumps over the lazy dog.",
+          "convert the provided text to speech reference to the following:", "Text: Speech: system user assistant",
+          "Numbers 1, 2, 3 and words like good morning."]
+CONTROL_TOKENS = ["<|im_start|>", "<|im_end|>", "<|voice|>", "<|audio_start|>", "<|audio_end|>", "<|speaker:0|>",
+                  "<|speaker:1|>"]
+
+
+def make_tokenizer() -> None:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=280, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in CONTROL_TOKENS])
+    filler = [f"<|reserved_{i}|>" for i in range(SEMANTIC_START - tokenizer.get_vocab_size())]
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in filler])
+    tokenizer.add_special_tokens([AddedToken(f"<|semantic:{i}|>", special=True) for i in range(SEMANTIC_END - SEMANTIC_START + 1)])
+    assert tokenizer.token_to_id("<|semantic:0|>") == SEMANTIC_START
+    assert tokenizer.get_vocab_size() <= TEXT_CONFIG["vocab_size"]
+    tokenizer.save(str(TINY / "tokenizer.json"))
+
+
 if __name__ == "__main__":
     make_dac()
     make_dual_ar()
+    make_tokenizer()

@@ -15,12 +15,12 @@ from vocalis.server import field_policy, session_config
 from vocalis.server.auth import take_first_message
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine
-from vocalis.server.errors import StatusError, abort
+from vocalis.server.errors import StatusError, abort, from_request_error
 from vocalis.server.log_format import REQUEST_ID
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.session import Session
 from vocalis.server.voice_resolver import VoiceResolver
-from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.errors import RequestError, SynthesisFailed
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 from vocalis.tts.v1 import synthesizer_pb2_grpc
 
@@ -61,6 +61,8 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
             await abort(context, error)
         except SynthesisFailed as error:
             await abort(context, StatusError(grpc.StatusCode.INTERNAL, str(error), "SYNTHESIS_FAILED"))
+        except RequestError as error:  # found by a stage (e.g. text the model's prompt cannot hold)
+            await abort(context, from_request_error(error))
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception:  # noqa: BLE001 - a bug fails this session only, with a status the caller can read

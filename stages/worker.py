@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 
-from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.errors import RequestError, SynthesisFailed
 from vocalis.stages.output import batched_delivery
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stage import Stage, StageItem
@@ -106,4 +106,6 @@ class StageWorker:
         for request in requests:
             self.stage.drop(request)
             if not request.closed:
-                request.fail(SynthesisFailed(f"{self.stage.name} failed: {type(exc).__name__}: {exc}"))
+                # A fault of the request itself found on a stage (text the model cannot take) stays the caller's.
+                request.fail(exc if isinstance(exc, RequestError) else
+                             SynthesisFailed(f"{self.stage.name} failed: {type(exc).__name__}: {exc}"))

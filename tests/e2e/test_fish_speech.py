@@ -32,7 +32,7 @@ TEXT = "Hello world, this is a tiny voice."
 PINNED = {"max_new_tokens": FRAMES, "seed": 7}
 
 
-def clip_data_url(seconds: float = 0.4, rate: int = 24000) -> str:
+def clip_data_url(seconds: float = 1.2, rate: int = 24000) -> str:
     t = np.arange(int(seconds * rate)) / rate
     buffer = io.BytesIO()
     sf.write(buffer, (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate, format="WAV")
@@ -46,7 +46,7 @@ def fish(tmp_path_factory):
     shutil.copytree(TINY, checkpoint)
     overrides = json.dumps({"dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2,
                                             "left_context_frames": 16}})
-    running = start_server(root, "--stage-overrides", overrides, str(checkpoint))
+    running = start_server(root, "--stage-overrides", overrides, "--served-model-name", "fishaudio/s2-pro", str(checkpoint))
     yield running
     running.stop()
 
@@ -121,7 +121,9 @@ def test_opus_is_resampled_and_refusals_name_the_field(fish):
     assert rate == 48000 and len(samples) > 0
     missing = speak(fish, ref_audio=clip_data_url())
     assert missing.status_code == 400 and "ref_text" in missing.text
-    assert speak(fish, instructions="happy").status_code == 400
+    ignored = speak(fish, instructions="happy", response_format="pcm")  # the peer ignores it: a warning, same audio
+    assert ignored.status_code == 200 and ignored.headers["x-vocalis-warning"].startswith("FIELD_IGNORED instructions")
+    assert ignored.content == speak(fish, response_format="pcm").content
     bad = speak(fish, max_new_tokens=5000)
     assert bad.status_code == 400 and "max_new_tokens" in bad.text
     assert speak(fish, voice="nobody").status_code in (400, 404)

@@ -13,8 +13,9 @@ from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.codecs.fish_dac import FishDAC
+from vocalis.stages.errors import InvalidField
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
-from vocalis.stages.models.fish_speech.prompt import FishTokenizer, Prompt, clone_prompt, text_only_prompt
+from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTokenizer, Prompt, clone_prompt, text_only_prompt
 from vocalis.stages.models.fish_speech.weights import FishSpeechModules
 from vocalis.stages.reference import ReferenceCache, content_key, resample
 from vocalis.stages.request import SynthesisRequest
@@ -89,7 +90,10 @@ class SlowARStageModel(AutoregressiveModel):
 
     def start(self, request: SynthesisRequest[FishSpeechInput]) -> SequenceStart:
         inputs = request.stage_input
-        prompt = self.prompt(inputs, request.text)
+        try:
+            prompt = self.prompt(inputs, request.text)
+        except ControlTokenInText as error:
+            raise InvalidField("input", "CONTROL_TOKEN_IN_TEXT", str(error)) from None
         with torch.inference_mode():
             embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
         params = inputs.sampling

@@ -14,7 +14,8 @@ Run by hand, in a venv of its own that has the reference package (never the proj
 
 It writes, beside itself:
 - tiny/codec.pth + tiny/codec_config.json: the reference DAC built with the published geometry's structural flags
-  (causal, the same rates and codebook sizes, transformers in the last encoder block and around the quantiser with
+  (causal, the same rates, a semantic codebook larger than the residual ones and equal to the
+  language model's codebook_size, transformers in the last encoder block and around the quantiser with
   width equal to the latent, so no projections) and the sizes shrunk, every tensor re-randomised with a seed; its
   attention windows shrunk (encoder 512 -> 8, quantiser 128 -> 4) so the windowed paths run on a short clip; the
   state dict saved as the reference's `state_dict()` gives it (weight norm in both spellings, RoPE/mask buffers);
@@ -54,9 +55,9 @@ DAC_CONFIG = {
     "decoder_dim": 64,
     "decoder_rates": [8, 8, 4, 2],
     "head_dim": 64,
-    "semantic_codebook_size": 4096,
+    "semantic_codebook_size": 64,
     "n_codebooks": 9,
-    "codebook_size": 1024,
+    "codebook_size": 32,
     "codebook_dim": 8,
     "downsample_factor": [2, 2],
     "quantizer_layers": 2,

@@ -250,11 +250,13 @@ class FishDAC(nn.Module):
 
 
 def read_codec_state(path: Path) -> dict[str, torch.Tensor]:
-    """codec.pth's tensors (weights_only unpickling; a training checkpoint's `generator` part when nested), with
-    weight norm folded in either spelling."""
+    """codec.pth's tensors (weights_only unpickling; a training checkpoint's `generator` part, nested or as a key
+    prefix), with weight norm folded in either spelling."""
     state = torch.load(str(path), map_location="cpu", weights_only=True)
     if isinstance(state, dict) and isinstance(state.get("generator"), dict):
         state = state["generator"]
+    elif isinstance(state, dict) and state and all(k.startswith("generator.") for k in state):
+        state = {k[len("generator."):]: v for k, v in state.items()}
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         # Anything else (a bare model, a different wrapper) is refused with the reader's own message.
         state = read_state_dict(path)

@@ -19,6 +19,8 @@ It writes, beside itself:
   width equal to the latent, so no projections) and the sizes shrunk, every tensor re-randomised with a seed; its
   attention windows shrunk (encoder 512 -> 8, quantiser 128 -> 4) so the windowed paths run on a short clip; the
   state dict saved as the reference's `state_dict()` gives it (weight norm in both spellings, RoPE/mask buffers);
+- real_codec_keys.json: every tensor name and shape of the reference DAC built (on the meta device) with the
+  published geometry (modded_dac_vq.yaml), for the key-set test;
 - dac.safetensors: the input clip, the reference's codes, encoder latents and decoded waveform;
 - tiny/config.json + tiny/model.safetensors: a tiny S2 Pro dual-AR checkpoint in the published layout
   (`fish_qwen3_omni`, `text_model.model.*`, `audio_decoder.*`), made by building fish-speech 0.1.0's
@@ -123,6 +125,19 @@ def randomise(model: torch.nn.Module, generator: torch.Generator, gain: float) -
             else:
                 fan_in = p[0].numel()
                 p.copy_(torch.randn(p.shape, generator=generator) * gain / math.sqrt(fan_in))
+
+
+REAL_DAC_CONFIG = {**DAC_CONFIG, "encoder_dim": 64, "encoder_transformer_layers": [0, 0, 0, 4], "encoder_window": 512,
+                   "decoder_dim": 1536, "head_dim": 64, "semantic_codebook_size": 4096, "codebook_size": 1024,
+                   "quantizer_layers": 8, "quantizer_heads": 16, "quantizer_dim": 1024, "quantizer_intermediate": 3072,
+                   "quantizer_head_dim": 64, "quantizer_window": 128}
+
+
+def make_real_codec_keys() -> None:
+    with torch.device("meta"):
+        dac = build_reference_dac(REAL_DAC_CONFIG)
+    keys = {name: list(t.shape) for name, t in dac.state_dict().items()}
+    (HERE / "real_codec_keys.json").write_text(json.dumps(keys, indent=0, sort_keys=True) + "\n")
 
 
 def test_clip(samples: int, rate: int) -> torch.Tensor:
@@ -269,5 +284,6 @@ def make_tokenizer() -> None:
 
 if __name__ == "__main__":
     make_dac()
+    make_real_codec_keys()
     make_dual_ar()
     make_tokenizer()

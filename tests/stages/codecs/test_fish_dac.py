@@ -84,6 +84,8 @@ def test_codec_file_mixes_both_weight_norm_spellings_and_loads_strictly(tmp_path
 
     torch.save({"generator": state}, str(tmp_path / CODEC_FILE))  # a training checkpoint's generator part
     assert isinstance(load_fish_dac(tmp_path), FishDAC)
+    torch.save({f"generator.{k}": v for k, v in state.items()}, str(tmp_path / CODEC_FILE))  # ... as a prefix
+    assert isinstance(load_fish_dac(tmp_path), FishDAC)
 
 
 def test_the_published_geometry_is_the_default():

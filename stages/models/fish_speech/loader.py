@@ -17,16 +17,19 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
     from vocalis.stages.models.fish_speech.prompt import FishTokenizer
-    from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, SlowARStageModel
+    from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, ReferenceEncoder, SlowARStageModel
     from vocalis.stages.models.fish_speech.weights import load_modules
     from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.prepare import PrepareStage
 
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
     modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)
     tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
     adapter = FishSpeechAdapter(modules.codec.sample_rate)
+    encoder = ReferenceEncoder(modules.codec)
     stages = [
-        autoregressive_stage(SlowARStageModel(modules, tokenizer, ar_deploy.max_len), ar_deploy, codec_deploy),
+        PrepareStage("voices", encoder),  # reference clips are encoded here, while the slow AR keeps stepping
+        autoregressive_stage(SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder), ar_deploy, codec_deploy),
         chunk_stage(CodecDecoderModel(modules.codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="fish_speech", capabilities=adapter.capabilities, adapter=adapter,

@@ -44,30 +44,36 @@ class SequenceState:
 
 
 class ReferenceEncoder:
-    """A reference clip to its frames [F, K], with the codec's encoder (resampled to its rate), cached by content."""
+    """The Preparer of the pipeline's first stage: a request's reference clip to its frames [F, K] with the codec's
+    encoder (resampled to its rate), cached by content, on a thread of its own while the slow AR keeps stepping."""
 
     def __init__(self, codec: FishDAC) -> None:
         self.codec = codec
         self.cache: ReferenceCache[torch.Tensor] = ReferenceCache()
 
-    def __call__(self, samples: np.ndarray, rate: int) -> torch.Tensor:
-        def encode() -> torch.Tensor:
+    def prepare(self, request: SynthesisRequest[FishSpeechInput]) -> torch.Tensor | None:
+        inputs = request.stage_input
+        return None if inputs.ref_samples is None else self.encode(inputs.ref_samples, inputs.ref_rate)
+
+    def encode(self, samples: np.ndarray, rate: int) -> torch.Tensor:
+        def run() -> torch.Tensor:
             audio = resample(np.asarray(samples, dtype=np.float32), rate, self.codec.sample_rate)
             device = next(self.codec.parameters()).device
             with torch.inference_mode():
                 return self.codec.encode(torch.from_numpy(np.ascontiguousarray(audio))[None].to(device))[0].T.cpu()
 
-        return self.cache.get_or_make(content_key(samples, rate), encode)
+        return self.cache.get_or_make(content_key(samples, rate), run)
 
 
 class SlowARStageModel(AutoregressiveModel):
     emits_eos_frame = False
 
-    def __init__(self, modules: FishSpeechModules, tokenizer: FishTokenizer, max_len: int) -> None:
+    def __init__(self, modules: FishSpeechModules, tokenizer: FishTokenizer, max_len: int,
+                 encoder: ReferenceEncoder | None = None) -> None:
         self.modules = modules
         self.model = modules.dual_ar
         self.tokenizer = tokenizer
-        self.encoder = ReferenceEncoder(modules.codec)
+        self.encoder = encoder or ReferenceEncoder(modules.codec)
         c = modules.config
         self.config = c
         self.cache_shape = CacheShape(c.text.n_layer, c.text.n_local_heads, c.text.head_dim, min(max_len, c.text.max_seq_len))
@@ -81,17 +87,18 @@ class SlowARStageModel(AutoregressiveModel):
     def device(self) -> torch.device:
         return self.model.text_model.model.embeddings.weight.device
 
-    def prompt(self, inputs: FishSpeechInput, text: str) -> Prompt:
-        c = self.config
+    def prompt(self, request: SynthesisRequest[FishSpeechInput]) -> Prompt:
+        c, inputs = self.config, request.stage_input
         if inputs.ref_samples is None:
-            return text_only_prompt(self.tokenizer, text, c.text.num_codebooks)
-        codes = self.encoder(inputs.ref_samples, inputs.ref_rate)
-        return clone_prompt(self.tokenizer, text, inputs.ref_text, codes, c.semantic_start_token_id)
+            return text_only_prompt(self.tokenizer, request.text, c.text.num_codebooks)
+        if request.prepared is None:  # no PrepareStage ahead (tests): encode here
+            request.prepared = self.encoder.prepare(request)
+        return clone_prompt(self.tokenizer, request.text, inputs.ref_text, request.prepared, c.semantic_start_token_id)
 
     def start(self, request: SynthesisRequest[FishSpeechInput]) -> SequenceStart:
         inputs = request.stage_input
         try:
-            prompt = self.prompt(inputs, request.text)
+            prompt = self.prompt(request)
         except ControlTokenInText as error:
             raise InvalidField("input", "CONTROL_TOKEN_IN_TEXT", str(error)) from None
         with torch.inference_mode():

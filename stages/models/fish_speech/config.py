@@ -24,7 +24,6 @@ class SlowARConfig:
     tie_word_embeddings: bool = True
     codebook_size: int = 4096
     num_codebooks: int = 10
-    scale_codebook_embeddings: bool = True
     norm_eps: float = 1e-6
 
 
@@ -39,6 +38,8 @@ class FastARConfig:
     n_layer: int = 4
     intermediate_size: int = 9728
     max_seq_len: int = 11
+    text_dim: int = 2560
+    """Width of the slow AR's hidden states (and codebook embeddings); a `project_in` maps them when it differs."""
     attention_qk_norm: bool = False
     rope_base: float = 1_000_000.0
     norm_eps: float = 1e-6

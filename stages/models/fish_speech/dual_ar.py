@@ -54,15 +54,15 @@ class TextModel(nn.Module):
 class AudioDecoder(nn.Module):
     """`audio_decoder`: the slow AR's codebook embeddings and the fast AR (embeddings, layers, norm, output)."""
 
-    def __init__(self, c: FastARConfig, slow: SlowARConfig) -> None:
+    def __init__(self, c: FastARConfig) -> None:
         super().__init__()
-        self.codebook_embeddings = nn.Embedding(slow.codebook_size * slow.num_codebooks, slow.dim)
+        self.codebook_embeddings = nn.Embedding(c.vocab_size * c.num_codebooks, c.text_dim)
         self.embeddings = nn.Embedding(c.vocab_size, c.dim)
         self.layers = _layers(c)
         self.norm = RMSNorm(c.dim, c.norm_eps)
         self.output = nn.Linear(c.dim, c.vocab_size, bias=False)
-        # Only when the widths differ (S2 Pro's are equal, and it has no such tensor).
-        self.fast_project_in = nn.Linear(slow.dim, c.dim) if slow.dim != c.dim else nn.Identity()
+        # Only when the widths differ (S2 Pro's are equal, and it has no such tensor); named as upstream S2's code.
+        self.project_in = nn.Linear(c.text_dim, c.dim) if c.text_dim != c.dim else nn.Identity()
 
 
 class FishDualAR(nn.Module):
@@ -70,23 +70,25 @@ class FishDualAR(nn.Module):
         super().__init__()
         self.config = config
         self.text_model = TextModel(config.text)
-        self.audio_decoder = AudioDecoder(config.audio_decoder, config.text)
+        if config.audio_decoder.text_dim != config.text.dim:
+            raise ValueError(f"audio_decoder_config.text_dim {config.audio_decoder.text_dim} is not the slow AR's "
+                             f"width {config.text.dim}")
+        self.audio_decoder = AudioDecoder(config.audio_decoder)
 
     # -- the slow AR ------------------------------------------------------------------------------------
 
     def embed(self, tokens: torch.Tensor, codes: torch.Tensor | None = None) -> torch.Tensor:
-        """[..., D] inputs of tokens [...]: at semantic tokens, plus the frame's codes [..., K] through the codebook
-        embeddings (each codebook its own block of rows), divided by sqrt(K + 1) when the config scales them."""
+        """[..., D] inputs of tokens [...]: at semantic tokens, (text embedding + the frame's codes [..., K] through
+        the codebook embeddings, each codebook its own block of rows) / sqrt(K + 1). S2's code divides always
+        (fish-speech 0.1.0 only under `scale_codebook_embeddings`, which its goldens set)."""
         c = self.config.text
         x = self.text_model.model.embeddings(tokens)
         if codes is None:
             return x
         semantic = (tokens >= self.config.semantic_start_token_id) & (tokens <= self.config.semantic_end_token_id)
-        offsets = torch.arange(c.num_codebooks, device=codes.device) * c.codebook_size
+        offsets = torch.arange(c.num_codebooks, device=codes.device) * self.config.audio_decoder.vocab_size
         summed = self.audio_decoder.codebook_embeddings(codes + offsets).sum(dim=-2)
-        with_codes = x + summed
-        if c.scale_codebook_embeddings:
-            with_codes = with_codes / math.sqrt(c.num_codebooks + 1)
+        with_codes = (x + summed) / math.sqrt(c.num_codebooks + 1)
         return torch.where(semantic[..., None], with_codes, x)
 
     def slow_rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,9 +113,14 @@ class FishDualAR(nn.Module):
             x = layer.cached(x, rope, cache, index, batch)
         return x
 
+    def slow_output(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The final norm: S2 reads its token logits from this, and hands it to the fast AR (upstream S2's code and
+        vLLM-Omni; fish-speech 0.1.0, the S1 code, handed over the hidden state before the norm)."""
+        return self.text_model.model.norm(hidden)
+
     def token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., vocab] from hidden states: the final norm, then the tied embeddings."""
-        return F.linear(self.text_model.model.norm(hidden), self.text_model.model.embeddings.weight)
+        return F.linear(self.slow_output(hidden), self.text_model.model.embeddings.weight)
 
     # -- the fast AR ------------------------------------------------------------------------------------
 
@@ -138,7 +145,7 @@ class FishDualAR(nn.Module):
         the frame's semantic code [B] (token id - semantic start). `residual_vocab`: the codec's residual codebook
         size, above which the fast AR's logits are masked (its head covers the larger semantic codebook)."""
         d = self.audio_decoder
-        first = torch.stack([d.fast_project_in(slow_hidden), d.embeddings(semantic_code)], dim=1)
+        first = torch.stack([d.project_in(slow_hidden), d.embeddings(semantic_code)], dim=1)
 
         def head(_group: int, hidden: torch.Tensor) -> torch.Tensor:
             logits = self.fast_logits(hidden)

@@ -132,7 +132,7 @@ class SlowARStageModel(AutoregressiveModel):
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
             return sample_batch(group_logits.float().cpu(), fast).to(hidden.device)
 
-        rest, _ = self.model.frame_codes(hidden, semantic, choose, residual_vocab=self.residual_vocab)
+        rest, _ = self.model.frame_codes(self.model.slow_output(hidden), semantic, choose, residual_vocab=self.residual_vocab)
         frames = torch.cat([semantic[:, None], rest], dim=1).cpu()
         frames[eos, 0] = EOS_CODE
         return frames

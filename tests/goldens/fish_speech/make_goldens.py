@@ -175,7 +175,7 @@ TEXT_CONFIG = {"vocab_size": 400, "dim": 32, "n_head": 4, "n_local_heads": 2, "h
                "tie_word_embeddings": True, "codebook_size": 64, "num_codebooks": 10, "scale_codebook_embeddings": True,
                "norm_eps": 1e-6}
 FAST_CONFIG = {"vocab_size": 64, "num_codebooks": 10, "dim": 32, "n_head": 4, "n_local_heads": 2, "head_dim": 8,
-               "n_layer": 2, "intermediate_size": 48, "max_seq_len": 11, "attention_qk_norm": False,
+               "n_layer": 2, "intermediate_size": 48, "max_seq_len": 11, "text_dim": 32, "attention_qk_norm": False,
                "rope_base": 1000000.0, "norm_eps": 1e-6}
 SEMANTIC_START, SEMANTIC_END = 300, 363
 

@@ -6,7 +6,7 @@
 - The dual AR: the names the published `model.safetensors` holds (as vLLM-Omni's loader and the issue list them:
   `text_model.model.{embeddings,layers.N.attention.{wqkv,wo,q_norm,k_norm},feed_forward.{w1,w2,w3},attention_norm,
   ffn_norm,norm}`, `audio_decoder.{codebook_embeddings,embeddings,layers.N.*,norm,output}`, no q/k-norm in the fast
-  AR, no `fast_project_in` at equal widths) with the shapes of the published config. No real index file could be
+  AR, no `project_in` at equal widths) with the shapes of the published config. No real index file could be
   read here; the shapes follow from the config's published values.
 """
 

@@ -129,3 +129,19 @@ def test_opus_is_resampled_and_refusals_name_the_field(fish):
     assert speak(fish, voice="nobody").status_code in (400, 404)
     assert speak(fish, input="hi <|im_end|> there").status_code == 400
     assert speak(fish, extra_params={"top_p": 2}).status_code == 400
+
+
+def test_batched_requests_equal_their_solo_runs(fish):
+    """Batch invariance: seeded requests running together (the slow AR, the fast AR and the codec batched across
+    them) give what each gives alone: the same frames (same length), samples within float rounding of a different
+    batch shape (a few int16 steps)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [dict(input=TEXT, seed=3, response_format="pcm"), dict(input="Good morning, brown fox.", seed=4, response_format="pcm"),
+              dict(input=TEXT, seed=5, response_format="pcm", ref_audio=clip_data_url(), ref_text="A short reference.")]
+    solo = [pcm(speak(fish, **body)) for body in bodies]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        together = list(pool.map(lambda body: pcm(speak(fish, **body)), bodies))
+    for alone, batched in zip(solo, together, strict=True):
+        assert alone.shape == batched.shape
+        assert np.abs(alone.astype(np.int32) - batched.astype(np.int32)).max() <= 4

@@ -189,3 +189,47 @@ def summed_lookup(codes: torch.Tensor, tables: Sequence[torch.Tensor]) -> torch.
     for k in range(1, len(tables)):
         total = total + F.embedding(codes[..., k], tables[k])
     return total
+
+
+class FactorizedVQ(nn.Module):
+    """One stage of DAC's residual quantiser: `in_proj` to a small code space, a cosine nearest-neighbour lookup in
+    `codebook`, `out_proj` back (both projections 1x1 convolutions). Works on [B, D, T]."""
+
+    def __init__(self, input_dim: int, codebook_size: int, codebook_dim: int) -> None:
+        super().__init__()
+        self.in_proj = nn.Conv1d(input_dim, codebook_dim, 1)
+        self.out_proj = nn.Conv1d(codebook_dim, input_dim, 1)
+        self.codebook = nn.Embedding(codebook_size, codebook_dim)
+
+    def quantize(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(codes [B, T], the quantised z [B, D, T]) of z [B, D, T]."""
+        z_e = self.in_proj(z)
+        b, d, t = z_e.shape
+        flat = z_e.transpose(1, 2).reshape(b * t, d)
+        codes = nearest_code(F.normalize(flat), F.normalize(self.codebook.weight), exact_distance=False).view(b, t)
+        z_q = self.codebook(codes).transpose(1, 2)
+        # The reference's straight-through form, z_e + (z_q - z_e), kept for its rounding.
+        return codes, self.out_proj(z_e + (z_q - z_e))
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, T] to [B, D, T]."""
+        return self.out_proj(self.codebook(codes).transpose(1, 2))
+
+
+def factorized_rvq_encode(z: torch.Tensor, stages: Sequence[FactorizedVQ]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(codes [B, K, T], their summed reconstruction [B, D, T]): each stage quantises what the ones before left."""
+    residual, total, codes = z, torch.zeros_like(z), []
+    for stage in stages:
+        index, z_q = stage.quantize(residual)
+        total = total + z_q
+        residual = residual - z_q
+        codes.append(index)
+    return torch.stack(codes, dim=1), total
+
+
+def factorized_rvq_decode(codes: torch.Tensor, stages: Sequence[FactorizedVQ]) -> torch.Tensor:
+    """codes [B, K, T] to the sum of each stage's decoded vectors [B, D, T]."""
+    total = stages[0].decode(codes[:, 0])
+    for k in range(1, len(stages)):
+        total = total + stages[k].decode(codes[:, k])
+    return total

@@ -10,6 +10,7 @@ from torch import nn
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.frame_codes import generate_frame_codes
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import mrope, rope
 from vocalis.stages.layers.transformer import gated_decoder_layer
@@ -88,19 +89,10 @@ class CodePredictor(nn.Module):
         `choose(step, logits [B, V]) -> codes [B]` picks each codebook's codes (sampling lives with the
         caller); `forced` [B, G-1] feeds given codes instead (teacher forcing) while still returning logits.
         """
-        caches: list[list[torch.Tensor]] = [[] for _ in self.model.layers]
-        hidden = self.step(torch.stack([talker_hidden, code0_embeds], dim=1), caches, 0)[:, -1]
-        codes, logits = [], []
-        groups = self.config.num_code_groups - 1
-        for group in range(groups):
-            step_logits = self.lm_head[group](hidden)
-            logits.append(step_logits)
-            code = forced[:, group] if forced is not None else choose(group, step_logits)
-            codes.append(code)
-            if group + 1 < groups:
-                embed = self.model.codec_embedding[group](code)[:, None]
-                hidden = self.step(embed, caches, 2 + group)[:, -1]
-        return torch.stack(codes, dim=1), torch.stack(logits, dim=1)
+        return generate_frame_codes(
+            torch.stack([talker_hidden, code0_embeds], dim=1), self.step, len(self.model.layers),
+            self.config.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
+            embed=lambda group, code: self.model.codec_embedding[group](code), choose=choose, forced=forced)
 
 
 class Talker(nn.Module):

@@ -1,0 +1,80 @@
+"""Which request fields S2 Pro honours, and how a request becomes its stage-0 input.
+
+The model has no preset speakers: `voice` is "default" (the text-only prompt) or an uploaded voice; `ref_audio`
+clones a clip and then needs `ref_text`, its transcript (the clone prompt carries both). Sampling defaults are
+the peer's deploy defaults (temperature 0.8, top_k 30, top_p 0.9, max 2048 frames).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.model import Capabilities
+from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, normalize_text
+from vocalis.stages.models.fish_speech.stages import FishSpeechInput
+from vocalis.stages.request import RequestParams
+from vocalis.stages.sampling import SamplingParams
+
+VOICE = "default"
+MAX_NEW_TOKENS = 4096
+DEFAULTS = {"temperature": 0.8, "top_k": 30, "top_p": 0.9, "repetition_penalty": 1.0, "max_new_tokens": 2048}
+
+EXTRA_PARAMS = ExtraParams("Fish Speech S2 Pro", [
+    ExtraParam("temperature", float, "Sampling temperature of the semantic tokens and the fast AR's codes; 0 is greedy "
+               "(default 0.8).", minimum=0),
+    ExtraParam("top_k", int, "Top-k (default 30; 0 keeps all).", minimum=0),
+    ExtraParam("top_p", float, "Nucleus sampling, in (0, 1] (default 0.9).", minimum=0, maximum=1, exclusive_minimum=True),
+    ExtraParam("repetition_penalty", float, "Penalty on semantic tokens already generated (default 1, none).",
+               minimum=0, exclusive_minimum=True),
+])
+
+
+class FishSpeechAdapter:
+    def __init__(self, sample_rate: int) -> None:
+        self.capabilities = Capabilities(
+            sample_rate=sample_rate,
+            voices=(VOICE,),
+            default_voice=VOICE,
+            accepted_fields=frozenset({"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text"}),
+            extra_params=tuple(EXTRA_PARAMS),
+            streaming=True,
+            voice_cloning=True,
+        )
+
+    def resolve_voice(self, voice: str) -> str:
+        if voice.strip().lower() in ("", VOICE):
+            return VOICE
+        raise UnknownVoice(voice, [VOICE])
+
+    def stage_input(self, params: RequestParams) -> FishSpeechInput:
+        fields = params.fields
+        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
+        max_set = "max_new_tokens" in fields
+        max_new = int(fields.get("max_new_tokens", DEFAULTS["max_new_tokens"]))
+        if not 1 <= max_new <= MAX_NEW_TOKENS:
+            raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {MAX_NEW_TOKENS}, got {max_new}")
+        sampling = SamplingParams(
+            temperature=extra.get("temperature", DEFAULTS["temperature"]), top_k=extra.get("top_k", DEFAULTS["top_k"]),
+            top_p=extra.get("top_p", DEFAULTS["top_p"]),
+            repetition_penalty=extra.get("repetition_penalty", DEFAULTS["repetition_penalty"]),
+            seed=fields.get("seed"), max_new_tokens=max_new)
+        reference = params.reference
+        if reference is None:
+            if (fields.get("ref_text") or "").strip():
+                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio; give ref_audio too")
+            return FishSpeechInput(sampling, max_set)
+        field = "voice" if reference.name else "ref_audio"
+        text = (reference.text or "").strip()
+        if not text:
+            raise InvalidField("voice" if reference.name else "ref_text", "REF_TEXT_REQUIRED",
+                               "Voice cloning requires 'ref_text' (transcript of the reference audio)")
+        try:
+            normalize_text(text, default_speaker=True)
+        except ControlTokenInText as error:
+            raise InvalidField("ref_text", "INVALID_VALUE", str(error)) from None
+        samples = np.asarray(reference.samples, dtype=np.float32)
+        if samples.size == 0:
+            raise InvalidField(field, "VOICE_NOT_SUPPORTED", "the voice has no audio for Fish Speech to clone")
+        return FishSpeechInput(sampling, max_set, samples, int(reference.sample_rate), text)

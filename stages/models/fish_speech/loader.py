@@ -1,0 +1,36 @@
+"""Build a ready-to-serve S2 Pro model: the dual AR, the shared DAC, the slow AR -> codec pipeline.
+
+Registering the family imports no torch; loading a checkpoint does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+
+DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
+    from vocalis.stages.models.fish_speech.prompt import FishTokenizer
+    from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, ReferenceEncoder, SlowARStageModel
+    from vocalis.stages.models.fish_speech.weights import load_modules
+    from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.prepare import PrepareStage
+
+    ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
+    modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)
+    tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
+    adapter = FishSpeechAdapter(modules.codec.sample_rate)
+    encoder = ReferenceEncoder(modules.codec)
+    stages = [
+        PrepareStage("voices", encoder),  # reference clips are encoded here, while the slow AR keeps stepping
+        autoregressive_stage(SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder), ar_deploy, codec_deploy),
+        chunk_stage(CodecDecoderModel(modules.codec), codec_deploy),
+    ]
+    return LoadedModel(name=path.name, family="fish_speech", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages))

@@ -1,0 +1,162 @@
+"""S2 Pro on the runtime: the slow AR (+ the fast AR inside each step) emitting 10-code frames as an
+AutoregressiveStage, and the shared DAC decoding them into 44.1 kHz audio as a ChunkStage."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.codecs.fish_dac import FishDAC
+from vocalis.stages.errors import InvalidField
+from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTokenizer, Prompt, clone_prompt, text_only_prompt
+from vocalis.stages.models.fish_speech.weights import FishSpeechModules
+from vocalis.stages.reference import ReferenceCache, content_key, resample
+from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
+
+EOS_CODE = -1
+"""Codebook 0 of the frame that ends a sequence (the slow AR chose <|im_end|>); never emitted."""
+
+
+@dataclass(frozen=True, eq=False)
+class FishSpeechInput:
+    """Stage-0 input of a session, made by the adapter."""
+
+    sampling: SamplingParams
+    """The slow AR's semantic tokens; the fast AR samples its codes with the same settings, on its own stream."""
+    max_new_tokens_set: bool = False
+    ref_samples: np.ndarray | None = None
+    """The voice to clone (mono float32) at `ref_rate`; encoded by the codec on the stage thread."""
+    ref_rate: int = 0
+    ref_text: str = ""
+
+
+@dataclass
+class SequenceState:
+    fast: SamplerState
+
+
+class ReferenceEncoder:
+    """The Preparer of the pipeline's first stage: a request's reference clip to its frames [F, K] with the codec's
+    encoder (resampled to its rate), cached by content, on a thread of its own while the slow AR keeps stepping."""
+
+    def __init__(self, codec: FishDAC) -> None:
+        self.codec = codec
+        self.cache: ReferenceCache[torch.Tensor] = ReferenceCache()
+
+    def prepare(self, request: SynthesisRequest[FishSpeechInput]) -> torch.Tensor | None:
+        inputs = request.stage_input
+        return None if inputs.ref_samples is None else self.encode(inputs.ref_samples, inputs.ref_rate)
+
+    def encode(self, samples: np.ndarray, rate: int) -> torch.Tensor:
+        def run() -> torch.Tensor:
+            audio = resample(np.asarray(samples, dtype=np.float32), rate, self.codec.sample_rate)
+            device = next(self.codec.parameters()).device
+            with torch.inference_mode():
+                return self.codec.encode(torch.from_numpy(np.ascontiguousarray(audio))[None].to(device))[0].T.cpu()
+
+        return self.cache.get_or_make(content_key(samples, rate), run)
+
+
+class SlowARStageModel(AutoregressiveModel):
+    emits_eos_frame = False
+
+    def __init__(self, modules: FishSpeechModules, tokenizer: FishTokenizer, max_len: int,
+                 encoder: ReferenceEncoder | None = None) -> None:
+        self.modules = modules
+        self.model = modules.dual_ar
+        self.tokenizer = tokenizer
+        self.encoder = encoder or ReferenceEncoder(modules.codec)
+        c = modules.config
+        self.config = c
+        self.cache_shape = CacheShape(c.text.n_layer, c.text.n_local_heads, c.text.head_dim, min(max_len, c.text.max_seq_len))
+        allowed = torch.zeros(c.text.vocab_size, dtype=torch.bool)
+        allowed[c.semantic_start_token_id:c.semantic_end_token_id + 1] = True
+        allowed[tokenizer.im_end] = True  # the stop token
+        self._never = ~allowed
+        self.residual_vocab = modules.codec.config.codebook_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.text_model.model.embeddings.weight.device
+
+    def prompt(self, request: SynthesisRequest[FishSpeechInput]) -> Prompt:
+        c, inputs = self.config, request.stage_input
+        if inputs.ref_samples is None:
+            return text_only_prompt(self.tokenizer, request.text, c.text.num_codebooks)
+        if request.prepared is None:  # no PrepareStage ahead (tests): encode here
+            request.prepared = self.encoder.prepare(request)
+        return clone_prompt(self.tokenizer, request.text, inputs.ref_text, request.prepared, c.semantic_start_token_id)
+
+    def start(self, request: SynthesisRequest[FishSpeechInput]) -> SequenceStart:
+        inputs = request.stage_input
+        try:
+            prompt = self.prompt(request)
+        except ControlTokenInText as error:
+            raise InvalidField("input", "CONTROL_TOKEN_IN_TEXT", str(error)) from None
+        with torch.inference_mode():
+            embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
+        params = inputs.sampling
+        room = self.cache_shape.max_len - len(prompt.ids)
+        if params.max_new_tokens > room:
+            if inputs.max_new_tokens_set or room < 1:
+                raise ValueError(f"the prompt ({len(prompt.ids)} positions) and max_new_tokens ({params.max_new_tokens}) "
+                                 f"exceed the slow AR's max_len ({self.cache_shape.max_len})")
+            params = dataclasses.replace(params, max_new_tokens=room)
+        return SequenceStart(embeds, params, SequenceState(SamplerState(inputs.sampling, stream=1)))
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        return self.model.slow_cached(embeds, batch, cache)
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
+        c = self.config
+        start = c.semantic_start_token_id
+        logits = self.model.token_logits(hidden).float().masked_fill(self._never.to(hidden.device), float("-inf"))
+        first = torch.tensor([len(h) == 0 for h in histories], device=logits.device)
+        if bool(first.any()):  # at least one frame, so no request is silent
+            logits[first, self.tokenizer.im_end] = float("-inf")
+        previous = [h[:, 0] + start if h.numel() else None for h in histories]
+        tokens = sample_batch(logits.cpu(), samplers, previous)
+        eos = tokens == self.tokenizer.im_end
+        semantic = (tokens - start).clamp(0, c.text.codebook_size - 1).to(hidden.device)
+        fast = [state.fast for state in states]
+
+        def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
+            return sample_batch(group_logits.float().cpu(), fast).to(hidden.device)
+
+        rest, _ = self.model.frame_codes(self.model.slow_output(hidden), semantic, choose, residual_vocab=self.residual_vocab)
+        frames = torch.cat([semantic[:, None], rest], dim=1).cpu()
+        frames[eos, 0] = EOS_CODE
+        return frames
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        return frames[:, 0] == EOS_CODE
+
+    def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
+        frames = frames.to(self.device)
+        return self.model.embed(frames[:, 0] + self.config.semantic_start_token_id, frames)
+
+
+class CodecDecoderModel(ChunkDecoder):
+    """Frames [B, T, K] to samples [B, T * 2048] at 44.1 kHz with the shared DAC."""
+
+    causal = True
+
+    def __init__(self, codec: FishDAC) -> None:
+        self.codec = codec
+        self.samples_per_frame = codec.samples_per_frame
+
+    def start(self, request: SynthesisRequest) -> DecodeStream:
+        return DecodeStream()
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        device = next(self.codec.parameters()).device
+        return self.codec.decode(frames.to(device).transpose(1, 2).clamp(min=0))

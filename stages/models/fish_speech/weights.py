@@ -1,0 +1,46 @@
+"""S2 Pro's checkpoint into its modules: `config.json`, the safetensors (sharded or not) loaded strictly into the
+dual AR, and `codec.pth` into the shared DAC."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from vocalis.stages.codecs.fish_dac import FishDAC, load_fish_dac
+from vocalis.stages.models.fish_speech.config import FishSpeechConfig, parse_config
+from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
+from vocalis.stages.weights import load_strict, read_safetensors
+
+
+@dataclass
+class FishSpeechModules:
+    config: FishSpeechConfig
+    dual_ar: FishDualAR
+    codec: FishDAC
+
+
+def read_config(directory: Path) -> FishSpeechConfig:
+    return parse_config(json.loads((Path(directory) / "config.json").read_text()))
+
+
+def load_dual_ar(directory: Path, config: FishSpeechConfig, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> FishDualAR:
+    model = FishDualAR(config)
+    load_strict(model, read_safetensors(Path(directory)), Path(directory))
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def load_modules(directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> FishSpeechModules:
+    config = read_config(directory)
+    codec = load_fish_dac(directory, device)
+    if codec.config.num_codebooks != config.text.num_codebooks:
+        raise ValueError(f"{directory}: the model makes frames of {config.text.num_codebooks} codes, the codec decodes "
+                         f"{codec.config.num_codebooks}")
+    if codec.config.semantic_codebook_size != config.text.codebook_size:
+        raise ValueError(f"{directory}: the model's codebook_size is {config.text.codebook_size}, the codec's semantic "
+                         f"codebook has {codec.config.semantic_codebook_size} entries")
+    # The codec runs in float32: it is small, and its windowed transformers and Snake activations are sensitive.
+    return FishSpeechModules(config, load_dual_ar(directory, config, device, dtype), codec)

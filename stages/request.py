@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from vocalis.stages.output import AudioOutput
+from vocalis.stages.word_times import WordTime
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,13 @@ class SynthesisRequest(Generic[InputT]):
             self.first_audio_at = time.monotonic()
         self.samples_emitted += len(samples)
         self.output.put_audio(samples)
+
+    def emit_words(self, words: list[WordTime]) -> None:
+        """Send the times of some words of this utterance to the caller (any thread). They may come before the
+        audio they describe: the server holds each until its audio has been sent."""
+        if self.cancelled or not words:
+            return
+        self.output.put_words(words)
 
     def finish(self) -> None:
         self.finished_at = time.monotonic()

@@ -24,6 +24,7 @@ from vocalis.stages.word_times import TextWord, WordTime, text_words
 
 _NOT_MATCHED = frozenset(" ,;:.!?¡¿—…-'\"()ˈˌ")
 """Phonemes left out of the matching: word gaps, punctuation (pauses) and stress marks."""
+_STRESS = frozenset("ˈˌ")
 
 
 def phoneme_sample_spans(
@@ -53,7 +54,7 @@ def owners(sentence_phonemes: Sequence[str], word_phonemes: Sequence[Sequence[st
 
     `word_phonemes[k]` are the phonemes of word k said on its own. Matching phonemes are paired by
     difflib; a run that differs takes the words of the run it replaces, in proportion; an extra
-    phoneme inside a phoneme word takes the word of the phoneme before it."""
+    phoneme inside a phoneme word takes the word of the phoneme before it, a stress mark that of the one after it."""
     spoken = [i for i, p in enumerate(sentence_phonemes) if p not in _NOT_MATCHED]
     said = [(k, p) for k, phonemes in enumerate(word_phonemes) for p in phonemes if p not in _NOT_MATCHED]
     result: list[int | None] = [None] * len(sentence_phonemes)
@@ -70,6 +71,9 @@ def owners(sentence_phonemes: Sequence[str], word_phonemes: Sequence[Sequence[st
             result[i] = previous
         if result[i] is not None:
             previous = result[i]
+    for i in range(len(sentence_phonemes) - 2, -1, -1):  # a stress mark belongs to the syllable it precedes
+        if sentence_phonemes[i] in _STRESS:
+            result[i] = result[i + 1]
     return result
 
 

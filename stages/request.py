@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -80,6 +81,10 @@ class SynthesisRequest(Generic[InputT]):
     stage_first_output_at: dict[str, float] = field(default_factory=dict)
     """When each stage first produced something for this request (for metrics and tests)."""
     error: BaseException | None = None
+    kept_audio: list[Any] | None = None
+    """The audio emitted so far, kept for a stage that runs after the last one (the forced aligner); None: not kept."""
+    after_audio: Callable[[SynthesisRequest], None] | None = None
+    """Called (once) instead of ending the output when the last stage finishes the request; it ends it itself later."""
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def cancel(self) -> None:
@@ -105,6 +110,8 @@ class SynthesisRequest(Generic[InputT]):
         if self.first_audio_at is None:
             self.first_audio_at = time.monotonic()
         self.samples_emitted += len(samples)
+        if self.kept_audio is not None:
+            self.kept_audio.append(samples)
         self.output.put_audio(samples)
 
     def emit_words(self, words: list[WordTime]) -> None:
@@ -115,6 +122,10 @@ class SynthesisRequest(Generic[InputT]):
         self.output.put_words(words)
 
     def finish(self) -> None:
+        if self.after_audio is not None:
+            hand_over, self.after_audio = self.after_audio, None
+            hand_over(self)
+            return
         self.finished_at = time.monotonic()
         self.output.close()
 

@@ -304,7 +304,9 @@ class Session:
             if entry.refused is not None or in_flight >= self.limits.max_units_in_flight:
                 return
             try:
-                entry.job = self.engine.submit(self.resolved.model, entry.text, self.resolved.stage_input, self.request_id)
+                entry.job = self.engine.submit(
+                    self.resolved.model, entry.text, self.resolved.stage_input, self.request_id, self.resolved.settings.aligned_words
+                )
                 self._jobs = [job for job in self._jobs if not job.released] + [entry.job]
             except StatusError as error:
                 if in_flight == 0:

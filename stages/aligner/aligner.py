@@ -14,6 +14,7 @@ import json
 import logging
 import queue
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from torch import nn
 from vocalis.stages.aligner.ctc import forced_align
 from vocalis.stages.aligner.transcript import transcript
 from vocalis.stages.layers.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model
+from vocalis.stages.model import LoadedModel
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.weights import fold_weight_norm, load_strict, read_weights
 from vocalis.stages.word_times import WordTime
@@ -94,6 +96,16 @@ class ForcedAligner:
             WordTime(word.text, word.start, word.end, round(spans[first][0] * per_frame), round(spans[end - 1][1] * per_frame))
             for word, first, end in words.words
         ]
+
+
+def attach_aligner(model: LoadedModel, path: Path) -> None:
+    """Give `model` word timestamps from the aligner at `path`, unless it times its own words."""
+    caps = model.capabilities
+    if "word_timestamps" in caps.accepted_fields:
+        log.info("model %s times its own words: the forced aligner is not used for it", model.name)
+        return
+    model.aligner = AlignerWorker(ForcedAligner(path), caps.sample_rate)
+    model.capabilities = replace(caps, accepted_fields=caps.accepted_fields | {"word_timestamps"})
 
 
 class AlignerWorker:

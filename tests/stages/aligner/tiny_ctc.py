@@ -53,10 +53,10 @@ def tiny_config(variant: str) -> dict:
     }
 
 
-def build_tiny_ctc(path: Path, variant: str = "base", seed: int = 0) -> Path:
-    """Write the checkpoint into `path` (created) and return it."""
+def build_tiny_ctc(path: Path, variant: str = "base", seed: int = 0, **sizes: object) -> Path:
+    """Write the checkpoint into `path` (created) and return it; `sizes` override config.json's sizes."""
     path.mkdir(parents=True, exist_ok=True)
-    config = tiny_config(variant)
+    config = tiny_config(variant) | sizes
     module = Wav2Vec2ForCTC(Wav2Vec2Config.from_dict(config))
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray] = {}

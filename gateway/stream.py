@@ -82,6 +82,8 @@ class _Unit:
     """audio.chunk frames sent so far (word_timestamps in the peer's format)."""
     words: list[dict] = field(default_factory=list)
     """Its word times, for the trailing frame of the peer's format."""
+    word_frames: list[dict] = field(default_factory=list)
+    """audio.timestamps frames held until its file has been sent (without stream_audio)."""
 
 
 class StreamSession:
@@ -405,14 +407,16 @@ class StreamSession:
         if self.config.word_timestamps == "peer":
             self.unit.words += word_dicts(timings, shift_ms=round(self.unit.start_ms))
             return
-        await self._send_json(
-            {
-                "type": "audio.timestamps",
-                "utterance_index": self.utterance_index,
-                "sentence_index": self.sentence_index,
-                "words": word_dicts(timings),
-            }
-        )
+        frame = {
+            "type": "audio.timestamps",
+            "utterance_index": self.utterance_index,
+            "sentence_index": self.sentence_index,
+            "words": word_dicts(timings),
+        }
+        if self.config.stream_audio:
+            await self._send_json(frame)
+        else:
+            self.unit.word_frames.append(frame)  # after the sentence's file
 
     async def _start_unit(self, index: int, span: pb.TextSpan) -> None:
         self.unit = _Unit(index)
@@ -452,6 +456,8 @@ class StreamSession:
         if unit.held:
             await self._send_bytes(bytes(unit.held))
             unit.bytes_sent = len(unit.held)
+        for frame in unit.word_frames:
+            await self._send_json(frame)
         await self._send_json(
             self._audio_done(
                 audio_seconds=round(done.audio_seconds, 4),

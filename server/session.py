@@ -429,8 +429,8 @@ class Session:
                     for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
                         chunk_index += 1
                         yield response
-                if (timings := words.spoken()) is not None:
-                    yield timings
+                if own_file is None and (timings := words.spoken()) is not None:
+                    yield timings  # (an utterance's own file goes whole at its end: its words after it)
         if job.aborted:
             return  # cleared: no UtteranceDone for audio nobody will hear
         if job.request.error is not None:

@@ -9,6 +9,7 @@ early by the pause before a word; the median start difference is still to be und
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 
@@ -22,7 +23,12 @@ from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-pocketsphinx = pytest.importorskip("pocketsphinx")
+try:
+    import pocketsphinx
+except ImportError:  # the dev extra has it; CI (VOCALIS_CI) must not skip
+    if os.environ.get("VOCALIS_CI"):
+        raise
+    pytest.skip("pocketsphinx is not installed (pip install -e '.[dev]')", allow_module_level=True)
 
 PROMPTS = (*SHORT, MEDIUM[0])
 

@@ -208,3 +208,28 @@ def test_websocket_peer_format_needs_stream_audio(server):
         ws.send(json.dumps({"type": "session.config", "word_timestamps": True, "word_timestamps_format": "peer"}))
         frame = json.loads(ws.recv(timeout=30))
     assert frame["type"] == "error" and frame["param"] == "word_timestamps_format"
+
+
+def test_websocket_incremental_events_follow_each_sentence_file(server):
+    url = f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream"
+    frames = []
+    with connect(url) as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "wav", "word_timestamps": True,
+                            "split_granularity": "sentence", "extra_params": NOISELESS}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        while not frames or not isinstance(frames[-1], dict) or frames[-1].get("type") != "session.done":
+            frame = ws.recv(timeout=120)
+            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    kinds = ["audio" if isinstance(f, bytes) else f["type"] for f in frames if isinstance(f, bytes) or f["type"] != "session.configured"]
+    assert kinds == ["audio.start", "audio", "audio.timestamps", "audio.done"] * 2 + ["session.done"]
+    words, offset_ms = [], 0.0
+    for frame in frames:
+        if isinstance(frame, bytes):
+            samples, rate = sf.read(io.BytesIO(frame), dtype="float32")
+        elif frame["type"] == "audio.timestamps":
+            assert_cover_speech(frame["words"], samples, rate, shift_ms=offset_ms)
+            offset_ms += len(samples) / rate * 1000
+            words += frame["words"]
+    assert_words_fit_text(words, TEXT)
+    assert_monotonic(words)

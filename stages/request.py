@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from vocalis.stages.output import AudioOutput
 from vocalis.stages.word_times import WordTime
 
@@ -111,7 +113,7 @@ class SynthesisRequest(Generic[InputT]):
             self.first_audio_at = time.monotonic()
         self.samples_emitted += len(samples)
         if self.kept_audio is not None:
-            self.kept_audio.append(samples)
+            self.kept_audio.append(np.asarray(samples, dtype=np.float32))
         self.output.put_audio(samples)
 
     def emit_words(self, words: list[WordTime]) -> None:

@@ -7,11 +7,13 @@ whose phonemes exceed MAX_IDS_PER_RUN ids is synthesized in several runs (limits
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.models.piper.limits import (
     MAX_IDS_PER_RUN,
     MAX_PIECE_CHARS,
@@ -24,6 +26,8 @@ from vocalis.stages.models.piper.word_alignment import PieceWords, phoneme_sampl
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.utterance import solo
 from vocalis.stages.word_times import text_words
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,14 @@ class PiperSynthesizer:
                     yield _normalized(audio)
                     index += 1
 
-    def _piece_words(self, piece: str, offset: int, sentences: list[list[str]]) -> PieceWords:
-        said = self.voice.phonemizer.phonemize_words([word.text for word in text_words(piece)])
+    def _piece_words(self, piece: str, offset: int, sentences: list[list[str]]) -> PieceWords | None:
+        """The piece's words, ready to be timed; None (no word times for it, the audio goes on) when the text front
+        end fails on a word said alone."""
+        try:
+            said = self.voice.phonemizer.phonemize_words([word.text for word in text_words(piece)])
+        except SynthesisFailed as error:
+            log.warning("no word times for a piece of text: %s", error)
+            return None
         return PieceWords.build(piece, offset, sentences, said, self.voice.config.phoneme_id_map)
 
     def _run(self, ids: list[int], params: PiperInput, sentence_index: int) -> tuple[np.ndarray, np.ndarray | None]:

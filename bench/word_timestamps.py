@@ -8,7 +8,7 @@ client, when the unit's last audio chunk and its last WordTimings arrived. Two s
   unit's last audio.
 - The forced aligner behind a neural family: the tiny test TTS with `--forced-aligner` on a
   random-weight CTC checkpoint of wav2vec2-base's real sizes (95 M parameters, built into a temp
-  dir; `--aligner-size tiny` for the test checkpoint). Target: under one chunk of the family's audio
+  dir; `--aligner-size tiny` for tiny widths with the real 20 ms frames: the stage's own cost). Target: under one chunk of the family's audio
   (its `chunk_frames` x hop at its rate) after the unit's last audio.
 
 Prints a table and writes JSON (default bench/results/).
@@ -104,7 +104,9 @@ def main() -> None:
         finally:
             piper.stop()
         checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)
-        ctc = build_base_ctc(root / "ctc") if args.aligner_size == "base" else build_tiny_ctc(root / "ctc")
+        ctc = build_base_ctc(root / "ctc") if args.aligner_size == "base" else build_tiny_ctc(
+            root / "ctc", conv_dim=[16] * 7, conv_kernel=[10, 3, 3, 3, 3, 2, 2], conv_stride=[5, 2, 2, 2, 2, 2, 2]
+        )  # tiny widths, the real 20 ms frames: what the stage itself costs
         aligned = start_server(root, "--family-module", "tests.tiny_tts.family", "--forced-aligner", str(ctc), str(checkpoint),
                                timeout=300)
         try:

@@ -25,17 +25,19 @@ def forced_align(log_probs: np.ndarray, tokens: list[int], blank: int) -> list[t
     count = len(states)
     skip = np.zeros(count, dtype=bool)  # state s may be reached from s - 2
     skip[2:] = (states[2:] != blank) & (states[2:] != states[:-2])
+    emit = log_probs[:, states]  # [T, states]
     score = np.full(count, -np.inf)
-    score[0] = log_probs[0, states[0]]
-    score[1] = log_probs[0, states[1]]
+    score[:2] = emit[0, :2]
     back = np.zeros((frames, count), dtype=np.int8)  # 0: stayed, 1: from s - 1, 2: from s - 2
+    step, jump = np.full(count, -np.inf), np.full(count, -np.inf)
     for t in range(1, frames):
-        stay = score
-        step = np.concatenate([[-np.inf], score[:-1]])
-        jump = np.where(skip, np.concatenate([[-np.inf, -np.inf], score[:-2]]), -np.inf)
-        choice = np.argmax(np.stack([stay, step, jump]), axis=0)  # ties: stay, then step
-        score = np.choose(choice, [stay, step, jump]) + log_probs[t, states]
-        back[t] = choice
+        step[1:] = score[:-1]
+        jump[2:] = np.where(skip[2:], score[:-2], -np.inf)
+        choice = back[t]
+        choice[step > score] = 1  # ties: stay, then step
+        best = np.maximum(score, step)
+        choice[jump > best] = 2
+        score = np.maximum(best, jump) + emit[t]
     state = count - 1 if score[count - 1] >= score[count - 2] else count - 2
     path = np.empty(frames, dtype=np.int64)
     for t in range(frames - 1, -1, -1):

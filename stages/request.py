@@ -85,6 +85,8 @@ class SynthesisRequest(Generic[InputT]):
     error: BaseException | None = None
     kept_audio: list[Any] | None = None
     """The audio emitted so far, kept for a stage that runs after the last one (the forced aligner); None: not kept."""
+    on_audio: Callable[[SynthesisRequest], None] | None = None
+    """Called after each piece of audio is kept (the forced aligner starts on it at once)."""
     after_audio: Callable[[SynthesisRequest], None] | None = None
     """Called (once) instead of ending the output when the last stage finishes the request; it ends it itself later."""
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -114,6 +116,8 @@ class SynthesisRequest(Generic[InputT]):
         self.samples_emitted += len(samples)
         if self.kept_audio is not None:
             self.kept_audio.append(np.asarray(samples, dtype=np.float32))
+            if self.on_audio is not None:
+                self.on_audio(self)
         self.output.put_audio(samples)
 
     def emit_words(self, words: list[WordTime]) -> None:

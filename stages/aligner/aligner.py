@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from vocalis.stages.aligner.ctc import forced_align
+from vocalis.stages.aligner.emissions import WindowedEmissions
 from vocalis.stages.aligner.transcript import transcript
 from vocalis.stages.layers.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model
 from vocalis.stages.model import LoadedModel
@@ -79,13 +80,21 @@ class ForcedAligner:
         with torch.inference_mode():
             return torch.log_softmax(self.model(x)[0].float(), dim=-1).numpy()
 
-    def align(self, audio: np.ndarray, rate: int, text: str) -> list[WordTime]:
-        """Times of the words of `text` spoken in `audio` (mono float32 at `rate`), in samples at `rate`."""
+    def windowed(self, rate: int) -> WindowedEmissions:
+        """Emissions of a unit whose audio at `rate` comes piece by piece."""
+        return WindowedEmissions(self.log_probs, rate, self.sample_rate, self.config.conv_kernel, self.config.conv_stride)
+
+    def align(self, audio: np.ndarray, rate: int, text: str, log_probs: np.ndarray | None = None) -> list[WordTime]:
+        """Times of the words of `text` spoken in `audio` (mono float32 at `rate`), in samples at `rate`;
+        `log_probs`: its emissions if already computed (windowed), else they are computed in one pass."""
         words = transcript(text, self.vocab, self.word_delimiter)
-        samples = audio if rate == self.sample_rate else soxr.resample(audio, rate, self.sample_rate)
-        if not words.tokens or len(samples) < self.config.conv_kernel[0]:
+        if log_probs is None:
+            samples = audio if rate == self.sample_rate else soxr.resample(audio, rate, self.sample_rate)
+            if len(samples) < self.config.conv_kernel[0]:
+                return []
+            log_probs = self.log_probs(samples)
+        if not words.tokens or not len(log_probs):
             return []
-        log_probs = self.log_probs(samples)
         try:
             spans = forced_align(log_probs, words.tokens, self.blank)
         except ValueError:
@@ -120,21 +129,37 @@ class AlignerWorker:
         self._thread.start()
 
     def attach(self, request: SynthesisRequest) -> None:
-        """Keep `request`'s audio, and align it when the pipeline finishes it."""
+        """Keep `request`'s audio, compute its emissions as it comes, and align it when the pipeline finishes it."""
         request.kept_audio = []
-        request.after_audio = self._inbox.put
+        request.on_audio = lambda r: self._inbox.put((r, False))
+        request.after_audio = lambda r: self._inbox.put((r, True))
 
     def close(self) -> None:
         self._inbox.put(None)
 
     def _run(self) -> None:
-        while (request := self._inbox.get()) is not None:
+        units: dict[int, tuple[WindowedEmissions, int]] = {}
+        """Per request in flight: its emissions so far and how many of its kept audio pieces they have seen."""
+        while (message := self._inbox.get()) is not None:
+            request, ended = message
+            key = id(request)
             try:
-                if not request.cancelled and request.kept_audio:
+                if request.cancelled or request.kept_audio is None:
+                    continue
+                emissions, seen = units.get(key) or (self.aligner.windowed(self.sample_rate), 0)
+                pieces = request.kept_audio[seen:]
+                for piece in pieces:
+                    emissions.feed(piece)
+                units[key] = (emissions, seen + len(pieces))
+                if ended and request.kept_audio:
                     audio = np.concatenate(request.kept_audio)
-                    request.emit_words(self.aligner.align(audio, self.sample_rate, request.text))
+                    request.emit_words(self.aligner.align(audio, self.sample_rate, request.text, emissions.finish()))
             except Exception:  # noqa: BLE001 - a failed alignment costs the words, never the utterance
                 log.exception("forced alignment of request %s failed", request.request_id)
+                ended = True
             finally:
-                request.kept_audio = None
-                request.finish()
+                if ended or request.cancelled:
+                    units.pop(key, None)
+                if ended:
+                    request.kept_audio = None
+                    request.finish()

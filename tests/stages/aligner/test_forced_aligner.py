@@ -125,3 +125,32 @@ def test_the_worker_sends_words_after_the_audio_then_ends_the_utterance(aligner)
     words = items[-1].words
     assert isinstance(items[-1], WordTimes) and [w.word for w in words] == ["one", "two"]
     assert words[-1].end_sample <= 2 * len(golden_input())
+
+
+def pieces(audio: np.ndarray, size: int) -> list[np.ndarray]:
+    return [audio[i : i + size] for i in range(0, len(audio), size)]
+
+
+def test_a_short_unit_is_computed_in_one_pass_exactly(aligner):
+    audio = golden_input()  # 0.25 s: shorter than a window and its right context
+    windowed = aligner.windowed(16000)
+    for piece in pieces(audio, 1000):
+        windowed.feed(piece)
+    assert windowed.frames_done == 0
+    np.testing.assert_array_equal(windowed.finish(), aligner.log_probs(audio))
+
+
+def test_a_long_unit_leaves_only_its_last_window_for_after_its_audio(aligner):
+    rate = 24000
+    audio = np.tile(golden_input(), 16)  # 4 s at 16 kHz, taken as 24 kHz audio: 2.7 s, resampled as it comes
+    windowed = aligner.windowed(rate)
+    for piece in pieces(audio, 2400):
+        windowed.feed(piece)
+    stride = int(np.prod(aligner.config.conv_stride))
+    total = len(aligner.log_probs(__import__("soxr").resample(audio, rate, 16000)))
+    assert total - windowed.frames_done <= windowed.window + windowed.context + 16000 * 0.1 / stride
+    emissions = windowed.finish()
+    assert emissions.shape == (total, aligner.config.vocab_size)
+    words = aligner.align(audio, rate, "Hello there, brave new world.", emissions)
+    assert [w.word for w in words] == ["Hello", "there", "brave", "new", "world"]
+    assert all(a.end_sample <= b.start_sample for a, b in zip(words, words[1:], strict=False))

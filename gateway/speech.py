@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
 from vocalis.gateway.errors import error_body, http_field, http_status
 from vocalis.gateway.schemas import SpeechRequest
 from vocalis.gateway.translate import session_config
+from vocalis.gateway.word_timestamps import word_dicts, word_timestamp_headers
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 router = APIRouter(tags=["speech"])
@@ -41,6 +42,9 @@ async def create_speech(
     request: Request,
     x_request_timeout: Annotated[float | None, Header(gt=0, le=3600, description="Deadline in seconds; past it: 504.")] = None,
 ) -> Response:
+    if body.word_timestamps and body.streaming and not body.sse:
+        message = "word_timestamps needs stream_format sse or a non-streamed response: a raw audio stream has no room for them"
+        return JSONResponse(error_body(400, message, "word_timestamps", "FIELD_NOT_SUPPORTED"), status_code=400)
     request_id = getattr(request.state, "request_id", None) or f"speech-{uuid.uuid4().hex}"
     # A deadline already past when the call starts can come back from gRPC's core as INTERNAL, not
     # DEADLINE_EXCEEDED; 10 ms is still far too short for any synthesis, so the caller gets its 504.
@@ -87,14 +91,19 @@ async def _disconnected(request: Request) -> None:
 async def _answer(body: SpeechRequest, responses: AsyncIterator[pb.SynthesizeResponse]) -> Response:
     started = (await anext(responses)).session_started
     headers = {"X-Sample-Rate": str(started.sample_rate), "X-Request-Id": started.request_id}
-    if not body.progressive:
+    if not body.progressive or (body.word_timestamps and not body.streaming):  # the times go in a header: all at once
         audio = bytearray()
         warnings = []
+        words: list[dict] = []
         async for response in responses:
             if response.WhichOneof("response") == "audio":
                 audio += response.audio.audio
             elif response.WhichOneof("response") == "warning":
                 warnings.append(response.warning)
+            elif response.WhichOneof("response") == "word_timings":
+                words += word_dicts(response.word_timings)
+        if body.word_timestamps:
+            headers.update(word_timestamp_headers(words))
         return _with_warnings(Response(bytes(audio), media_type=started.media_type, headers=headers), warnings)
     # Hold the status line until the first audio, so that early failures are ordinary JSON errors.
     # The server's warnings come before any audio, so they are all here, in time for the headers.
@@ -148,6 +157,11 @@ async def _sse(
             if kind == "warning":
                 warning = response.warning
                 yield _event("warning", {"code": warning.code, "message": warning.message, "param": http_field(warning.field)})
+            elif kind == "word_timings":
+                yield _event(
+                    "speech.audio.timestamps",
+                    {"utterance_index": response.word_timings.utterance_index, "words": word_dicts(response.word_timings)},
+                )
             elif kind == "audio" and response.audio.audio:
                 sent_audio = True
                 audio = base64.b64encode(response.audio.audio).decode()

@@ -7,6 +7,7 @@ the gRPC session, one maps its responses back onto frames. Nothing about speech 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import time
@@ -39,6 +40,7 @@ from vocalis.gateway.stream_protocol import (
     upstream_error_frame,
     valid_unicode,
 )
+from vocalis.gateway.word_timestamps import word_dicts
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 router = APIRouter(tags=["speech"])
@@ -72,6 +74,16 @@ class _Unit:
     bytes_sent: int = 0
     held: bytearray = field(default_factory=bytearray)
     """Its file so far, without stream_audio (sent whole at the end)."""
+    start_ms: float = 0.0
+    """Where it starts in the session's audio."""
+    samples: int = 0
+    """Samples sent so far."""
+    chunks: int = 0
+    """audio.chunk frames sent so far (word_timestamps in the peer's format)."""
+    words: list[dict] = field(default_factory=list)
+    """Its word times, for the trailing frame of the peer's format."""
+    word_frames: list[dict] = field(default_factory=list)
+    """audio.timestamps frames held until its file has been sent (without stream_audio)."""
 
 
 class StreamSession:
@@ -331,6 +343,8 @@ class StreamSession:
                 kind = response.WhichOneof("response")
                 if kind == "audio":
                     await self._on_audio(response.audio)
+                elif kind == "word_timings":
+                    await self._on_words(response.word_timings)
                 elif kind == "utterance_done":
                     await self._on_utterance_done(response.utterance_done)
                 elif kind == "flush_done":
@@ -358,11 +372,51 @@ class StreamSession:
             return
         if self.unit is None:
             await self._start_unit(chunk.utterance_index, chunk.text_span)
-        if self.config.stream_audio:
+            self.unit.start_ms = chunk.sample_offset * 1000 / self.started.sample_rate
+        if self.config.word_timestamps == "peer":
+            await self._send_chunk_frame(chunk)
+        elif self.config.stream_audio:
             await self._send_bytes(chunk.audio)
             self.unit.bytes_sent += len(chunk.audio)
         else:
             self.unit.held += chunk.audio
+
+    async def _send_chunk_frame(self, chunk: pb.AudioChunk) -> None:
+        """One PCM chunk as vLLM-Omni frames it when word timestamps are on (times from the sentence's start)."""
+        unit, rate = self.unit, self.started.sample_rate
+        await self._send_json(
+            {
+                "type": "audio.chunk",
+                "utterance_index": self.utterance_index,
+                "sentence_index": self.sentence_index,
+                "chunk_id": unit.chunks,
+                "chunk_start_ms": round(unit.samples * 1000 / rate),
+                "chunk_end_ms": round((unit.samples + chunk.num_samples) * 1000 / rate),
+                "sample_rate": rate,
+                "audio_b64": base64.b64encode(chunk.audio).decode(),
+                "timestamps": None,
+            }
+        )
+        unit.chunks += 1
+        unit.samples += chunk.num_samples
+        unit.bytes_sent += len(chunk.audio)
+
+    async def _on_words(self, timings: pb.WordTimings) -> None:
+        if self.clearing or self.unit is None:
+            return
+        if self.config.word_timestamps == "peer":
+            self.unit.words += word_dicts(timings, shift_ms=round(self.unit.start_ms))
+            return
+        frame = {
+            "type": "audio.timestamps",
+            "utterance_index": self.utterance_index,
+            "sentence_index": self.sentence_index,
+            "words": word_dicts(timings),
+        }
+        if self.config.stream_audio:
+            await self._send_json(frame)
+        else:
+            self.unit.word_frames.append(frame)  # after the sentence's file
 
     async def _start_unit(self, index: int, span: pb.TextSpan) -> None:
         self.unit = _Unit(index)
@@ -375,6 +429,7 @@ class StreamSession:
                 "format": self.config.response_format,
                 "sample_rate": self.started.sample_rate,
                 "channels": self.started.channels,
+                **({"word_timestamps": True} if self.config.word_timestamps else {}),
             }
         )
 
@@ -384,9 +439,25 @@ class StreamSession:
         if self.unit is None:
             await self._start_unit(done.utterance_index, done.text_span)  # a unit with no audio at all
         unit = self.unit
+        if self.config.word_timestamps == "peer":  # the trailing frame with the sentence's words
+            await self._send_json(
+                {
+                    "type": "audio.chunk",
+                    "utterance_index": self.utterance_index,
+                    "sentence_index": self.sentence_index,
+                    "chunk_id": unit.chunks,
+                    "chunk_start_ms": 0,
+                    "chunk_end_ms": round(unit.samples * 1000 / self.started.sample_rate),
+                    "sample_rate": self.started.sample_rate,
+                    "audio_b64": "",
+                    "timestamps": unit.words or None,
+                }
+            )
         if unit.held:
             await self._send_bytes(bytes(unit.held))
             unit.bytes_sent = len(unit.held)
+        for frame in unit.word_frames:
+            await self._send_json(frame)
         await self._send_json(
             self._audio_done(
                 audio_seconds=round(done.audio_seconds, 4),

@@ -33,6 +33,15 @@ after every accepted session.config (SGLang-Omni's acknowledgement; vLLM-Omni cl
 keys such as vLLM-Omni's newer `streaming_mode` included), `session.done`, `flush.done`, `input.committed`,
 `input.cleared`, and `error {message, code, reason, param}` (with `partial_audio` and
 `action: "discard"` when audio of the failed sentence was already sent).
+
+Word times (`word_timestamps: true`), each word `{word, start_ms, end_ms, start_char, end_char}` with
+character offsets into all the text sent since the session.config: in vLLM-Omni's shape
+(`word_timestamps_format: "peer"`, the default with `stream_audio`) the PCM comes as JSON `audio.chunk`
+frames `{utterance_index, sentence_index, chunk_id, chunk_start_ms, chunk_end_ms, sample_rate, audio_b64,
+timestamps: null}` and each sentence ends with one more `audio.chunk` with no audio and its words in
+`timestamps`, times from the sentence's start; incrementally (`"incremental"`, the default without
+`stream_audio`) the audio is framed as usual and `audio.timestamps {utterance_index, sentence_index, words}`
+frames follow the audio of their words, times from the start of the session's audio.
 """
 
 from __future__ import annotations
@@ -67,6 +76,12 @@ class StreamOptions(BaseModel):
     split_granularity: Literal["auto", "sentence", "clause", "none"] = Field(default="auto", description="Where text is cut into units.")
     max_unit_chars: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Longest unit, in characters.")
     idle_flush_ms: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1, description="Flush buffered text after this long without text; 0: never.")
+    word_timestamps_format: Literal["peer", "incremental"] | None = Field(
+        default=None,
+        description="With word_timestamps: peer (vLLM-Omni's audio.chunk JSON frames, the times in a trailing frame per "
+        "sentence; needs stream_audio) or incremental (audio as usual, audio.timestamps frames as words are spoken). "
+        "Default: peer with stream_audio, else incremental.",
+    )
 
 
 OWN_FIELDS = frozenset(StreamOptions.model_fields)
@@ -87,6 +102,8 @@ class StreamConfig:
     session: pb.SessionConfig
     response_format: str
     stream_audio: bool
+    word_timestamps: str | None = None
+    """How word times are framed: "peer", "incremental", or None when not asked for."""
 
 
 def parse_config(message: dict[str, Any]) -> StreamConfig:
@@ -101,6 +118,11 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         raise ConfigError(*_validation_message(error)) from None
     if options.stream_audio and body.response_format != "pcm":
         raise ConfigError("stream_audio requires response_format pcm", "stream_audio")
+    timestamps = None
+    if body.word_timestamps:
+        timestamps = options.word_timestamps_format or ("peer" if options.stream_audio else "incremental")
+        if timestamps == "peer" and not options.stream_audio:
+            raise ConfigError("word_timestamps_format peer requires stream_audio (and response_format pcm)", "word_timestamps_format")
     config = session_config(body, f"ws-{uuid.uuid4().hex}")
     config.delivery = pb.AUDIO_DELIVERY_STREAM if options.stream_audio else pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
     splitting = config.text_splitting
@@ -109,7 +131,7 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         splitting.max_unit_chars = options.max_unit_chars
     if options.idle_flush_ms is not None:
         splitting.idle_flush_ms = options.idle_flush_ms
-    return StreamConfig(config, body.response_format, options.stream_audio)
+    return StreamConfig(config, body.response_format, options.stream_audio, timestamps)
 
 
 def _validation_message(error: ValidationError) -> tuple[str, str | None]:

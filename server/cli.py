@@ -50,6 +50,8 @@ def main() -> None:
               help="YAML merged over the family's deploy defaults (per-stage max_num_seqs, chunk sizes, dtype, ...).")
 @click.option("--stage-overrides", default=None, help='JSON merged last, by stage index or name: \'{"1": {"max_num_seqs": 4}}\'.')
 @click.option("--family-module", multiple=True, help="Import a module that defines an extra model family (FAMILY).")
+@click.option("--forced-aligner", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A Wav2Vec2ForCTC checkpoint directory: word timestamps for a model that cannot time its own words.")
 @click.option("--voice-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where uploaded voices are stored; share it between processes (default: under the user's data dir).")
 @click.option("--voice-store", default=None, metavar="URL",
@@ -88,6 +90,7 @@ def serve(
     deploy_config: Path | None,
     stage_overrides: str | None,
     family_module: tuple[str, ...],
+    forced_aligner: Path | None,
     voice_dir: Path | None,
     voice_store: str | None,
     custom_voice_dir: Path | None,
@@ -143,6 +146,7 @@ def serve(
         deploy_config=deploy_config,
         stage_overrides=stage_overrides,
         family_modules=family_module,
+        forced_aligner=forced_aligner,
         grpc_address=grpc_address,
         http_host=host,
         http_port=port,

@@ -100,6 +100,8 @@ class ServerConfig:
     """JSON merged last, keyed by stage index or name."""
     family_modules: tuple[str, ...] = ()
     """Modules defining extra model families."""
+    forced_aligner: Path | None = None
+    """A Wav2Vec2ForCTC checkpoint that times the words of a model that cannot time its own."""
     grpc_address: str = "0.0.0.0:50051"
     http_host: str = "0.0.0.0"
     http_port: int = 8091

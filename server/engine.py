@@ -109,8 +109,11 @@ class Engine:
             field="model",
         )
 
-    def submit(self, model: LoadedModel, text: str, stage_input: object, request_id: str) -> UtteranceJob:
-        """Admit one utterance into `model`'s pipeline, or raise RESOURCE_EXHAUSTED."""
+    def submit(
+        self, model: LoadedModel, text: str, stage_input: object, request_id: str, word_times: bool = False
+    ) -> UtteranceJob:
+        """Admit one utterance into `model`'s pipeline, or raise RESOURCE_EXHAUSTED. `word_times`: have the
+        model's forced aligner time its words (a model that times its own is told so by its stage input)."""
         if self._outstanding[model.name] >= self.max_queued_requests:
             raise StatusError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -119,6 +122,8 @@ class Engine:
                 metadata={"retry_after_s": str(self.retry_after_s)},
             )
         request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput(), request_id=request_id)
+        if word_times and model.aligner is not None:
+            model.aligner.attach(request)
         self._outstanding[model.name] += 1
         model.pipeline.submit(request)
         return UtteranceJob(self, model, request)

@@ -29,7 +29,9 @@ from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, invalid_argument
+from vocalis.stages.output import WordTimes
 from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
+from vocalis.stages.word_times import WordTime
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,9 @@ class Session:
         self.has_text = False
         self.utterance_index = 0
         self.session_samples = 0
+        self.seconds_fed = 0.0
+        """Audio of the session so far, in seconds at the output's speed: where the next utterance starts in its
+        timeline (counted on the model's samples, so the resampler's delay does not shift word times)."""
         self.usage = pb.Usage()
 
     def started(self) -> pb.SessionStarted:
@@ -299,7 +304,9 @@ class Session:
             if entry.refused is not None or in_flight >= self.limits.max_units_in_flight:
                 return
             try:
-                entry.job = self.engine.submit(self.resolved.model, entry.text, self.resolved.stage_input, self.request_id)
+                entry.job = self.engine.submit(
+                    self.resolved.model, entry.text, self.resolved.stage_input, self.request_id, self.resolved.settings.aligned_words
+                )
                 self._jobs = [job for job in self._jobs if not job.released] + [entry.job]
             except StatusError as error:
                 if in_flight == 0:
@@ -401,20 +408,29 @@ class Session:
         own_file = self.resolved.settings.new_encoder(stream=False) if self.file_per_utterance else None
         held = bytearray()
         """The utterance's own file so far (PCM gives bytes at once; other encodings at finish)."""
+        words = _HeldWords(self, utterance)
         async with contextlib.aclosing(job.audio()) as audio:
             async for samples in audio:
                 if job.aborted:
                     break  # cleared: not one more chunk of it
+                if isinstance(samples, WordTimes):
+                    words.hold(samples.words)
+                    continue
                 if index is None:
                     index = self._next_index()
+                words.index = index
+                self.seconds_fed += len(samples) / self.resolved.model.capabilities.sample_rate / self.resolved.settings.speed
+                words.received += len(samples)
                 if own_file is not None:
                     held += own_file.feed(samples)[0]
-                    continue
-                data, count = self.encoder.feed(samples)
-                offset = self.encoder.samples_out - count
-                for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
-                    chunk_index += 1
-                    yield response
+                else:
+                    data, count = self.encoder.feed(samples)
+                    offset = self.encoder.samples_out - count
+                    for response in self._audio_messages(data, offset, count, index, chunk_index, utterance.flush_id, utterance):
+                        chunk_index += 1
+                        yield response
+                if own_file is None and (timings := words.spoken()) is not None:
+                    yield timings  # (an utterance's own file goes whole at its end: its words after it)
         if job.aborted:
             return  # cleared: no UtteranceDone for audio nobody will hear
         if job.request.error is not None:
@@ -436,6 +452,9 @@ class Session:
             for response in self._audio_messages(data, self.samples_written, num_samples, index, 0, utterance.flush_id, utterance):
                 yield response
             self.samples_written += num_samples
+        words.index = index
+        if (timings := words.spoken(everything=True)) is not None:
+            yield timings
         stats = job.stats()
         audio_seconds = stats.samples / self.resolved.model.capabilities.sample_rate
         self.usage.output_tokens += stats.output_tokens
@@ -484,6 +503,44 @@ class Session:
             )
             for i, piece in enumerate(pieces)
         ]
+
+
+class _HeldWords:
+    """Word times of the utterance being spoken, each held until its audio has been sent (a model may know them
+    before: Piper does), then sent as WordTimings in the session's timeline and offsets into the session's text."""
+
+    def __init__(self, session: Session, utterance: Utterance) -> None:
+        self.start_s = session.seconds_fed
+        self.seconds_per_sample = 1.0 / session.resolved.model.capabilities.sample_rate / session.resolved.settings.speed
+        self.text_start = utterance.unit.start
+        self.index = 0
+        self.received = 0
+        """Samples of the utterance sent so far, at the model's rate."""
+        self.waiting: list[WordTime] = []
+
+    def hold(self, words: tuple[WordTime, ...]) -> None:
+        self.waiting.extend(words)
+
+    def spoken(self, everything: bool = False) -> pb.SynthesizeResponse | None:
+        """WordTimings of the waiting words whose audio has been sent (all of them at the utterance's end), or None."""
+        ready = [w for w in self.waiting if everything or w.end_sample <= self.received]
+        if not ready:
+            return None
+        self.waiting = [w for w in self.waiting if w not in ready]
+        return pb.SynthesizeResponse(
+            word_timings=pb.WordTimings(
+                utterance_index=self.index,
+                words=[
+                    pb.WordTiming(
+                        word=w.word,
+                        start_ms=round((self.start_s + w.start_sample * self.seconds_per_sample) * 1000),
+                        end_ms=round((self.start_s + w.end_sample * self.seconds_per_sample) * 1000),
+                        text_span=pb.TextSpan(start=self.text_start + w.char_start, end=self.text_start + w.char_end),
+                    )
+                    for w in ready
+                ],
+            )
+        )
 
 
 def _span(utterance: Utterance) -> pb.TextSpan:

@@ -96,6 +96,8 @@ class SessionSettings:
     """The encoder's time-stretch: the requested speed for a model without its own speed, else 1."""
     streamed: bool = True
     """Whether the caller hears units as they come (no file delivery): a model may level each unit alone."""
+    aligned_words: bool = False
+    """Word timestamps asked for, from the model's forced aligner (the model itself never sees the field)."""
 
     @property
     def sample_rate(self) -> int:
@@ -230,12 +232,15 @@ def validate(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: 
         encodable_rate(encoding, caps.sample_rate, requested)
     except ValueError as error:
         raise invalid_argument("sample_rate", "UNSUPPORTED_SAMPLE_RATE", f"sample_rate: {error}") from error
+    params = adapter_fields(config, fields, native_speed)
+    aligned_words = model.aligner is not None and bool(params.pop("word_timestamps", False))
     return SessionSettings(
         model=model,
         encoding=encoding,
         requested_rate=requested,
         stream=config.delivery != synthesizer_pb2.AUDIO_DELIVERY_FILE,
-        params=adapter_fields(config, fields, native_speed),
+        params=params,
+        aligned_words=aligned_words,
         speed=stretch,
         streamed=config.delivery not in (synthesizer_pb2.AUDIO_DELIVERY_FILE, synthesizer_pb2.AUDIO_DELIVERY_FILE_PER_UTTERANCE),
     )

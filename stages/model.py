@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from vocalis.stages.extra_params import ExtraParam
 from vocalis.stages.pipeline import Pipeline
@@ -72,6 +72,9 @@ class LoadedModel(Generic[InputT]):
     pipeline: Pipeline
     aliases: tuple[str, ...] = ()
     """Other names requests may use for it (`--served-model-name` given more than once)."""
+    aligner: Any = None
+    """The forced-aligner worker (stages/aligner) that times the words of a model that cannot time its own
+    (`--forced-aligner`); None otherwise."""
 
     @property
     def served_names(self) -> tuple[str, ...]:
@@ -79,3 +82,5 @@ class LoadedModel(Generic[InputT]):
 
     def close(self) -> None:
         self.pipeline.close()
+        if self.aligner is not None:
+            self.aligner.close()

@@ -13,15 +13,26 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
+from vocalis.stages.word_times import WordTime
+
 _END = object()
+
+
+@dataclass(frozen=True)
+class WordTimes:
+    """Times of some words of the utterance, as they travel between its audio chunks."""
+
+    words: tuple[WordTime, ...]
+
 _pending = threading.local()
 
 
 class AudioOutput:
-    """Float32 audio chunks pushed from any thread, read with `async for` on one loop."""
+    """Float32 audio chunks (and, when asked for, WordTimes) pushed from any thread, read with `async for` on one loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop or asyncio.get_running_loop()
@@ -30,6 +41,10 @@ class AudioOutput:
 
     def put_audio(self, samples: np.ndarray) -> None:
         self._push(np.asarray(samples, dtype=np.float32))
+
+    def put_words(self, words: list[WordTime]) -> None:
+        """Word times, read by the consumer as a WordTimes item between the audio chunks."""
+        self._push(WordTimes(tuple(words)))
 
     def close(self, error: BaseException | None = None) -> None:
         """End the stream; with an error, the reader raises it after the audio before it."""
@@ -47,7 +62,7 @@ class AudioOutput:
             return
         _schedule(self._loop, [(self, item)])
 
-    async def __aiter__(self) -> AsyncIterator[np.ndarray]:
+    async def __aiter__(self) -> AsyncIterator[np.ndarray | WordTimes]:
         while True:
             item = await self._queue.get()
             if item is _END:

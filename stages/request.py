@@ -5,10 +5,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from vocalis.stages.output import AudioOutput
+from vocalis.stages.word_times import WordTime
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,12 @@ class SynthesisRequest(Generic[InputT]):
     stage_first_output_at: dict[str, float] = field(default_factory=dict)
     """When each stage first produced something for this request (for metrics and tests)."""
     error: BaseException | None = None
+    kept_audio: list[Any] | None = None
+    """The audio emitted so far, kept for a stage that runs after the last one (the forced aligner); None: not kept."""
+    on_audio: Callable[[SynthesisRequest], None] | None = None
+    """Called after each piece of audio is kept (the forced aligner starts on it at once)."""
+    after_audio: Callable[[SynthesisRequest], None] | None = None
+    """Called (once) instead of ending the output when the last stage finishes the request; it ends it itself later."""
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def cancel(self) -> None:
@@ -108,9 +118,24 @@ class SynthesisRequest(Generic[InputT]):
         if self.first_audio_at is None:
             self.first_audio_at = time.monotonic()
         self.samples_emitted += len(samples)
+        if self.kept_audio is not None:
+            self.kept_audio.append(np.asarray(samples, dtype=np.float32))
+            if self.on_audio is not None:
+                self.on_audio(self)
         self.output.put_audio(samples)
 
+    def emit_words(self, words: list[WordTime]) -> None:
+        """Send the times of some words of this utterance to the caller (any thread). They may come before the
+        audio they describe: the server holds each until its audio has been sent."""
+        if self.cancelled or not words:
+            return
+        self.output.put_words(words)
+
     def finish(self) -> None:
+        if self.after_audio is not None:
+            hand_over, self.after_audio = self.after_audio, None
+            hand_over(self)
+            return
         self.finished_at = time.monotonic()
         self.output.close()
 

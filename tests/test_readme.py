@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -42,7 +43,9 @@ def run_example(name: str, server, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_readme_has_the_examples():
-    assert set(examples()) == {"curl", "curl-stream", "httpx-sse", "openai", "grpcurl", "say", "client", "bench", "voices"}
+    assert set(examples()) == {
+        "curl", "curl-stream", "httpx-sse", "openai", "grpcurl", "say", "client", "bench", "voices", "word-timestamps"
+    }
 
 
 def test_the_two_commands_are_there():
@@ -115,3 +118,11 @@ def test_voices(server, tmp_path):
     assert created["success"] and created["voice"]["name"] == "alice" and created["voice"]["models"] == []
     assert "alice" in json.loads((tmp_path / "listed.json").read_text())["voices"]
     assert json.loads((tmp_path / "deleted.json").read_text())["success"]
+
+
+def test_word_timestamps(server, tmp_path):
+    result = run_example("word-timestamps", server, tmp_path)
+    words = ast.literal_eval(result.stdout.strip())
+    assert [w[0] for w in words] == ["Every", "word", "has", "its", "time"]
+    assert all(start < end for _, start, end, _, _ in words) and words[1][3:] == (6, 10)
+    assert sf.info(tmp_path / "words.wav").duration * 1000 >= words[-1][2]

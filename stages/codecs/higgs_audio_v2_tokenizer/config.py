@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vocalis.stages.config_json import from_json
+from vocalis.stages.layers.wav2vec2 import Wav2Vec2Config as HubertConfig
 
 AUDIO_TOKENIZER_TYPE = "higgs_audio_v2_tokenizer"
 
@@ -47,38 +48,6 @@ class DacConfig:
 
 
 @dataclass(frozen=True)
-class HubertConfig:
-    """The semantic model (`semantic_model_config`, model_type "hubert"), used to encode reference clips."""
-
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    conv_dim: tuple[int, ...] = (512,) * 7
-    conv_kernel: tuple[int, ...] = (10, 3, 3, 3, 3, 2, 2)
-    conv_stride: tuple[int, ...] = (5, 2, 2, 2, 2, 2, 2)
-    conv_bias: bool = False
-    num_conv_pos_embeddings: int = 128
-    num_conv_pos_embedding_groups: int = 16
-    layer_norm_eps: float = 1e-5
-    feat_proj_layer_norm: bool = True
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HubertConfig:
-        checks = {
-            "feat_extract_norm": ("group", "only group-normed feature extractors (HuBERT base) are supported"),
-            "do_stable_layer_norm": (False, "only post-norm encoders (HuBERT base) are supported"),
-            "hidden_act": ("gelu", "only gelu activations are supported"),
-            "feat_extract_activation": ("gelu", "only gelu activations are supported"),
-            "conv_pos_batch_norm": (False, "a batch-normed positional convolution is not supported"),
-        }
-        for key, (wanted, why) in checks.items():
-            if data.get(key, wanted) != wanted:
-                raise ValueError(f"semantic_model_config.{key} = {data[key]!r}: {why}")
-        return from_json(cls, data)
-
-
-@dataclass(frozen=True)
 class AudioTokenizerConfig:
     """The Higgs Audio v2 tokenizer: codes at `frame_rate` Hz to and from `sample_rate` Hz audio."""
 
@@ -104,7 +73,7 @@ class AudioTokenizerConfig:
         return from_json(
             cls, data,
             acoustic=DacConfig.from_dict(data.get("acoustic_model_config") or {}),
-            semantic=HubertConfig.from_dict(data.get("semantic_model_config") or {}),
+            semantic=_hubert_config(data.get("semantic_model_config") or {}),
         )
 
     @property
@@ -129,3 +98,15 @@ class AudioTokenizerConfig:
     @property
     def semantic_downsample_factor(self) -> int:
         return int(self.hop_length / (self.sample_rate / self.semantic_sample_rate) / self.downsample_factor)
+
+
+def _hubert_config(data: dict[str, Any]) -> HubertConfig:
+    """The semantic model (`semantic_model_config`, model_type "hubert"): HuBERT base only."""
+    checks = {
+        "feat_extract_norm": ("group", "only group-normed feature extractors (HuBERT base) are supported"),
+        "do_stable_layer_norm": (False, "only post-norm encoders (HuBERT base) are supported"),
+    }
+    for key, (wanted, why) in checks.items():
+        if data.get(key, wanted) != wanted:
+            raise ValueError(f"semantic_model_config.{key} = {data[key]!r}: {why}")
+    return HubertConfig.from_dict(data, "semantic_model_config")

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.audio_blocks import ResidualUnit, Snake, nearest_code, residual_encode, snake_residual_units
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig, HubertConfig
+from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig
 from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
+from vocalis.stages.layers.wav2vec2 import Wav2Vec2Model as HubertModel
 
 DAC_UNIT = ("snake1", "conv1", "snake2", "conv2")
 """Attribute names of a DAC residual unit's layers in the checkpoint."""
@@ -98,140 +99,6 @@ class DacDecoder(nn.Module):
         for block in self.block:
             x = block(x)
         return self.conv2(self.snake1(x))
-
-
-# -- HuBERT -------------------------------------------------------------------------------
-
-
-class HubertConvLayer(nn.Module):
-    def __init__(self, config: HubertConfig, index: int) -> None:
-        super().__init__()
-        in_channels = config.conv_dim[index - 1] if index > 0 else 1
-        out_channels = config.conv_dim[index]
-        self.conv = nn.Conv1d(
-            in_channels, out_channels, kernel_size=config.conv_kernel[index], stride=config.conv_stride[index], bias=config.conv_bias
-        )
-        # Only the first layer is group-normed (one group per channel), as in HuBERT base.
-        self.layer_norm = nn.GroupNorm(out_channels, out_channels, affine=True) if index == 0 else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv(x)
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        return F.gelu(x)
-
-
-class HubertFeatureExtractor(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.conv_layers = nn.ModuleList(HubertConvLayer(config, i) for i in range(len(config.conv_dim)))
-
-    def forward(self, samples: torch.Tensor) -> torch.Tensor:
-        x = samples[:, None]
-        for layer in self.conv_layers:
-            x = layer(x)
-        return x
-
-
-class HubertFeatureProjection(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.layer_norm = nn.LayerNorm(config.conv_dim[-1], eps=config.layer_norm_eps) if config.feat_proj_layer_norm else None
-        self.projection = nn.Linear(config.conv_dim[-1], config.hidden_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        return self.projection(x)
-
-
-class HubertPositionalConv(nn.Module):
-    """A grouped convolution over time; its weight is stored weight-normed (over dim 2) or plain."""
-
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        kernel = config.num_conv_pos_embeddings
-        self.conv = nn.Conv1d(
-            config.hidden_size, config.hidden_size, kernel_size=kernel, padding=kernel // 2,
-            groups=config.num_conv_pos_embedding_groups,
-        )
-        self.trim = 1 if kernel % 2 == 0 else 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv(x.transpose(1, 2))
-        if self.trim:
-            y = y[:, :, : -self.trim]
-        return F.gelu(y).transpose(1, 2)
-
-
-class HubertAttention(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        width = config.hidden_size
-        self.num_heads = config.num_attention_heads
-        self.q_proj = nn.Linear(width, width)
-        self.k_proj = nn.Linear(width, width)
-        self.v_proj = nn.Linear(width, width)
-        self.out_proj = nn.Linear(width, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, width = x.shape
-        shape = (batch, length, self.num_heads, width // self.num_heads)
-        q, k, v = (proj(x).view(shape).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj))
-        out = F.scaled_dot_product_attention(q, k, v)
-        return self.out_proj(out.transpose(1, 2).reshape(batch, length, width))
-
-
-class HubertFeedForward(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.intermediate_dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.output_dense = nn.Linear(config.intermediate_size, config.hidden_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output_dense(F.gelu(self.intermediate_dense(x)))
-
-
-class HubertLayer(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.attention = HubertAttention(config)
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.feed_forward = HubertFeedForward(config)
-        self.final_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.layer_norm(x + self.attention(x))
-        return self.final_layer_norm(x + self.feed_forward(x))
-
-
-class HubertEncoder(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.pos_conv_embed = HubertPositionalConv(config)
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.layers = nn.ModuleList(HubertLayer(config) for _ in range(config.num_hidden_layers))
-
-    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Every hidden state: the input to the first layer, then each layer's output."""
-        x = self.layer_norm(x + self.pos_conv_embed(x))
-        states = [x]
-        for layer in self.layers:
-            x = layer(x)
-            states.append(x)
-        return states
-
-
-class HubertModel(nn.Module):
-    def __init__(self, config: HubertConfig) -> None:
-        super().__init__()
-        self.feature_extractor = HubertFeatureExtractor(config)
-        self.feature_projection = HubertFeatureProjection(config)
-        self.encoder = HubertEncoder(config)
-
-    def forward(self, samples: torch.Tensor) -> list[torch.Tensor]:
-        features = self.feature_extractor(samples).transpose(1, 2)
-        return self.encoder(self.feature_projection(features))
 
 
 # -- the semantic branch and the quantizer -------------------------------------------------

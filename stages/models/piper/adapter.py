@@ -25,7 +25,11 @@ class PiperAdapter:
             sample_rate=voice.sample_rate,
             voices=(voice.name,),
             default_voice=voice.name,
-            accepted_fields=frozenset({"speed", "language", "extra_params"} | ({"seed"} if voice.seeded else set())),
+            accepted_fields=frozenset(
+                {"speed", "language", "extra_params"}
+                | ({"seed"} if voice.seeded else set())
+                | ({"word_timestamps"} if voice.durations_output else set())
+            ),
             extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             languages=(voice.language,),
@@ -48,6 +52,7 @@ class PiperAdapter:
             noise_scale=extra.get("noise_scale", config.noise_scale),
             noise_w_scale=extra.get("noise_w_scale", config.noise_w_scale),
             seed=fields.get("seed"),
+            word_timestamps=bool(fields.get("word_timestamps", False)),
         )
 
     def _check_language(self, language: str) -> None:

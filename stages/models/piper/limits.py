@@ -27,25 +27,38 @@ _PUNCTUATION = frozenset(",;:.!?¡¿—…")
 
 def text_pieces(text: str, max_chars: int = MAX_PIECE_CHARS) -> list[str]:
     """`text` itself if short enough, else its sentences, cut at clause marks or spaces where still too long."""
+    return [piece for _, piece in located_text_pieces(text, max_chars)]
+
+
+def located_text_pieces(text: str, max_chars: int = MAX_PIECE_CHARS) -> list[tuple[int, str]]:
+    """text_pieces(), each with its offset in `text`."""
     if len(text) <= max_chars:
-        return [text]
+        return [(0, text)]
     splitter = SentenceSplitter(Granularity.SENTENCE, max_unit_chars=max_chars, idle_flush_s=None)
-    return [unit.text for unit in (*splitter.feed(text), *splitter.flush())]
+    return [(unit.start, unit.text) for unit in (*splitter.feed(text), *splitter.flush())]
 
 
 def phoneme_runs(
     phonemes: list[str], to_ids: Callable[[list[str]], list[int]], max_ids: int = MAX_IDS_PER_RUN
 ) -> Iterator[list[int]]:
     """The ids of `phonemes`, in runs of at most `max_ids`, cut after punctuation or else between words."""
+    for _, _, ids in located_phoneme_runs(phonemes, to_ids, max_ids):
+        yield ids
+
+
+def located_phoneme_runs(
+    phonemes: list[str], to_ids: Callable[[list[str]], list[int]], max_ids: int = MAX_IDS_PER_RUN, start: int = 0
+) -> Iterator[tuple[int, list[str], list[int]]]:
+    """phoneme_runs(), each run as (index of its first phoneme, its phonemes, its ids)."""
     ids = to_ids(phonemes)
     if len(ids) <= max_ids or len(phonemes) <= 1:
-        yield ids
+        yield start, phonemes, ids
         return
     # Each phoneme is an id and a pad, plus the start/end markers: aim below the cap, then check.
     budget = max(1, min(len(phonemes) - 1, (max_ids - 4) // 2))
     cut = _cut(phonemes, budget)
-    yield from phoneme_runs(phonemes[:cut], to_ids, max_ids)
-    yield from phoneme_runs(phonemes[cut:], to_ids, max_ids)
+    yield from located_phoneme_runs(phonemes[:cut], to_ids, max_ids, start)
+    yield from located_phoneme_runs(phonemes[cut:], to_ids, max_ids, start + cut)
 
 
 def _cut(phonemes: list[str], budget: int) -> int:

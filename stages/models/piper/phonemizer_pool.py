@@ -79,7 +79,7 @@ class _Worker:
         self.outbox = Connection(parent_write, readable=False)
         self.ready = False
 
-    def call(self, text: str, timeout_s: float) -> tuple[str, object]:
+    def call(self, text: str | list[str], timeout_s: float) -> tuple[str, object]:
         """Send `text`, wait for the answer; EOFError/OSError if the worker died, TimeoutError if it hangs."""
         if not self.ready:
             self._await_ready()
@@ -129,11 +129,19 @@ class PhonemizerPool:
 
     def phonemize(self, text: str) -> list[list[str]]:
         """Phonemes of `text` by sentence, as PiperVoice.phonemize gives them, computed in a worker process."""
+        return self._ask(text)  # type: ignore[return-value]
+
+    def phonemize_words(self, words: list[str]) -> list[list[str]]:
+        """The phonemes of each word said on its own (all its sentences joined), in one call to a worker."""
+        return self._ask(words) if words else []  # type: ignore[return-value]
+
+    def _ask(self, payload: str | list[str]) -> object:
+        text = payload if isinstance(payload, str) else " ".join(payload)
         worker = self._idle.get()
         try:
             for attempt in (1, 2):
                 try:
-                    kind, value = worker.call(text, self.timeout_s)
+                    kind, value = worker.call(payload, self.timeout_s)
                 except TimeoutError:
                     worker = self._replace(worker, f"took longer than {self.timeout_s:g} s on {excerpt(text)}")
                     raise TextFrontEndTimeout(
@@ -143,7 +151,7 @@ class PhonemizerPool:
                     worker = self._replace(worker, f"crashed on {excerpt(text)} (attempt {attempt})")
                     continue
                 if kind == "ok":
-                    return value  # type: ignore[return-value]
+                    return value
                 raise TextFrontEndError(f"the text front end refused {excerpt(text)}: {value}")
             raise TextFrontEndCrashed(
                 f"the text front end (espeak-ng) crashes on the text {excerpt(text)}; rephrase it"

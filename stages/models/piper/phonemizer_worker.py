@@ -3,7 +3,8 @@
 Run as a script (not `-m`), so that it imports piper and nothing of Vocalis:
     python phonemizer_worker.py VOICE_CONFIG_JSON READ_FD WRITE_FD
 It answers ("ready", None) once espeak-ng is initialized, then for each text it
-receives ("ok", phonemes by sentence) or ("error", message). A native crash in
+receives ("ok", phonemes by sentence) or ("error", message); for a list of words, ("ok", the phonemes
+of each word said on its own). A native crash in
 the front end ends only this process; the pool sees the pipe close and restarts it.
 """
 
@@ -31,7 +32,10 @@ def main(config_path: str, read_fd: int, write_fd: int) -> None:
         except EOFError:  # the server closed the pipe (or died): nothing left to do
             return
         try:
-            outbox.send(("ok", voice.phonemize(text)))
+            if isinstance(text, list):  # words, each phonemized on its own (for word times)
+                outbox.send(("ok", [[p for sentence in voice.phonemize(word) for p in sentence] for word in text]))
+            else:
+                outbox.send(("ok", voice.phonemize(text)))
         except Exception as exc:  # noqa: BLE001 - a Python-level refusal goes back to the caller
             outbox.send(("error", f"{type(exc).__name__}: {exc}"))
 

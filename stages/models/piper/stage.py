@@ -7,21 +7,27 @@ whose phonemes exceed MAX_IDS_PER_RUN ids is synthesized in several runs (limits
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.models.piper.limits import (
     MAX_IDS_PER_RUN,
     MAX_PIECE_CHARS,
     MIN_IDS_PER_RUN,
-    phoneme_runs,
-    text_pieces,
+    located_phoneme_runs,
+    located_text_pieces,
 )
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
+from vocalis.stages.models.piper.word_alignment import PieceWords, phoneme_sample_spans
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.utterance import solo
+from vocalis.stages.word_times import text_words
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,8 @@ class PiperInput:
     seed: int | None
     """With a seed the noise is drawn from it, so the same request gives the same audio."""
     speaker_id: int | None = None
+    word_timestamps: bool = False
+    """Send the time of each word (from the voice's own phoneme durations) with the audio."""
 
 
 class PiperSynthesizer:
@@ -54,20 +62,40 @@ class PiperSynthesizer:
         slowdown = max(1.0, params.length_scale / self.voice.config.length_scale)
         max_ids = min(self.max_ids_per_run, max(MIN_IDS_PER_RUN, int(self.max_ids_per_run / slowdown)))
         index = 0  # of the ONNX run in this request: the seeded noise of each run is drawn from it
-        for piece in text_pieces(_speakable(request.text), self.max_piece_chars):
+        at_sample = 0  # where the next run's audio starts in the utterance
+        for offset, piece in located_text_pieces(_speakable(request.text), self.max_piece_chars):
             if request.cancelled:
                 return
-            for phonemes in self.voice.phonemizer.phonemize(piece):
+            sentences = self.voice.phonemizer.phonemize(piece)
+            words = self._piece_words(piece, offset, sentences) if params.word_timestamps else None
+            for s, phonemes in enumerate(sentences):
                 if not phonemes:
                     continue
-                for ids in phoneme_runs(phonemes, voice.phonemes_to_ids, max_ids):
+                for start, run, ids in located_phoneme_runs(phonemes, voice.phonemes_to_ids, max_ids):
                     if request.cancelled:
                         return
                     request.output_tokens += len(ids)
-                    yield _normalized(self._run(ids, params, index))
+                    audio, id_frames = self._run(ids, params, index)
+                    if words is not None and id_frames is not None:
+                        id_samples = _id_samples(id_frames, len(audio))
+                        spans = phoneme_sample_spans(run, voice.config.phoneme_id_map, id_samples)
+                        request.emit_words(words.timed(s, start, spans, at_sample))
+                    at_sample += len(audio)
+                    yield _normalized(audio)
                     index += 1
 
-    def _run(self, ids: list[int], params: PiperInput, sentence_index: int) -> np.ndarray:
+    def _piece_words(self, piece: str, offset: int, sentences: list[list[str]]) -> PieceWords | None:
+        """The piece's words, ready to be timed; None (no word times for it, the audio goes on) when the text front
+        end fails on a word said alone."""
+        try:
+            said = self.voice.phonemizer.phonemize_words([word.text for word in text_words(piece)])
+        except SynthesisFailed as error:
+            log.warning("no word times for a piece of text: %s", error)
+            return None
+        return PieceWords.build(piece, offset, sentences, said, self.voice.config.phoneme_id_map)
+
+    def _run(self, ids: list[int], params: PiperInput, sentence_index: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The run's audio, and the frames of each phoneme id (None where the voice does not give them)."""
         scales = np.array([params.noise_scale, params.length_scale, params.noise_w_scale], dtype=np.float32)
         if params.seed is None:
             inputs = {
@@ -79,12 +107,23 @@ class PiperSynthesizer:
                 inputs["sid"] = np.array([params.speaker_id or 0], dtype=np.int64)
             lane_session = self.voice.lane_session
             session = self.voice.voice.session if lane_session is None or solo() else lane_session
-            audio = session.run(None, inputs)[0]
+            outputs = session.run(None, inputs)
+            audio, frames = outputs[0], outputs[1] if len(outputs) > 1 else None
         else:
-            audio = self.voice.seeded.run(  # type: ignore[union-attr]
+            outputs = self.voice.seeded.run_all(  # type: ignore[union-attr]
                 np.array([ids], dtype=np.int64), scales, params.seed, sentence_index, params.speaker_id
             )
-        return np.asarray(audio, dtype=np.float32).reshape(-1)
+            audio, frames = outputs["output"], outputs.get(self.voice.durations_output or "")
+        return np.asarray(audio, dtype=np.float32).reshape(-1), None if frames is None else np.asarray(frames).reshape(-1)
+
+
+def _id_samples(id_frames: np.ndarray, total: int) -> np.ndarray:
+    """Samples of each phoneme id: its frames times the hop, which add up to the run's audio (scaled to it if not)."""
+    frames = np.maximum(np.asarray(id_frames, dtype=np.float64), 0.0)
+    if frames.sum() <= 0:
+        return np.zeros(len(frames), dtype=np.int64)
+    bounds = np.round(np.concatenate([[0.0], np.cumsum(frames)]) * (total / frames.sum())).astype(np.int64)
+    return np.diff(bounds)
 
 
 def _normalized(audio: np.ndarray) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -40,6 +41,9 @@ class LoadedPiperVoice:
     lane_session: onnxruntime.InferenceSession | None = None
     """A one-thread session on the same model, run from several lane threads at once when several requests are
     active (the stock session, with every core, serves a lone request); None when the voice has a single lane."""
+    durations_output: str | None = None
+    """Name of the graph output that gives the frames of each phoneme id (piper.patch_voice_with_alignment), present
+    in every session of the voice; None without the onnx package (then the voice gives no word times)."""
 
     @property
     def config(self) -> PiperConfig:
@@ -69,9 +73,10 @@ def load(model_path: Path, config_path: Path | None = None, intra_op_threads: in
     lanes = lane_count(intra_op_threads)
     phonemizer = PhonemizerPool(config_path, size=min(lanes, MAX_PHONEMIZERS))
     options = session_options(intra_op_threads)
-    session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    model, durations_output = _with_durations(model_path)
+    session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     lane_session = (
-        onnxruntime.InferenceSession(str(model_path), sess_options=session_options(1), providers=["CPUExecutionProvider"])
+        onnxruntime.InferenceSession(model, sess_options=session_options(1), providers=["CPUExecutionProvider"])
         if lanes > 1
         else None
     )
@@ -83,16 +88,44 @@ def load(model_path: Path, config_path: Path | None = None, intra_op_threads: in
         model_path=model_path,
         sample_rate=voice.config.sample_rate,
         language=language,
-        seeded=_load_seeded(model_path, intra_op_threads),
+        seeded=_load_seeded(model_path, intra_op_threads, durations_output is not None),
         phonemizer=phonemizer,
         lane_session=lane_session,
+        durations_output=durations_output,
     )
 
 
-def _load_seeded(model_path: Path, intra_op_threads: int) -> object | None:
+def _with_durations(model_path: Path) -> tuple[str | bytes, str | None]:
+    """The model (a path, or the bytes of a patched graph) and the name of its phoneme-durations output, if any.
+
+    The extra output costs nothing measurable: the tensor is computed anyway to size the audio."""
     try:
+        import onnx
+        from piper.patch_voice_with_alignment import add_alignment_output
+    except ImportError:
+        return str(model_path), None
+    model = onnx.load(str(model_path))
+    try:
+        name = add_alignment_output(model)
+    except ValueError as error:
+        if "already marked as output" not in str(error):
+            log.warning("no phoneme durations in %s (%s): it gives no word times", model_path.name, error)
+            return str(model_path), None
+        return str(model_path), next(node.output[0] for node in model.graph.node if node.op_type == "Ceil")
+    return model.SerializeToString(), name
+
+
+def _load_seeded(model_path: Path, intra_op_threads: int, with_durations: bool) -> object | None:
+    try:
+        import onnx
+        from piper.patch_voice_with_alignment import add_alignment_output
+
         from vocalis.stages.models.piper.seeded_noise import SeededNoiseSession
     except ImportError:
-        log.warning("the onnx package is missing: Piper requests with a seed will be refused")
+        log.warning("the onnx package is missing: Piper requests with a seed (or word timestamps) will be refused")
         return None
-    return SeededNoiseSession.load(model_path, session_options(intra_op_threads))
+    model = onnx.load(str(model_path))
+    if with_durations:
+        with contextlib.suppress(ValueError):  # already an output of the file
+            add_alignment_output(model)
+    return SeededNoiseSession(model, session_options(intra_op_threads))

@@ -1,0 +1,1 @@
+"""The forced-aligner stage: word times for models that cannot give their own, from a CTC acoustic model."""

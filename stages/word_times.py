@@ -1,0 +1,63 @@
+"""Word times of an utterance: which word of its text is spoken when in its audio.
+
+A stage that knows (Piper from its own phoneme durations, the forced-aligner stage from a CTC
+model) hands them to the request with `SynthesisRequest.emit_words`; they travel to the server
+on the request's audio stream, in sample positions at the model's rate and character offsets
+into the utterance's text, and the server turns them into session times and offsets.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WordTime:
+    """One spoken word of an utterance."""
+
+    word: str
+    """The word as it appears in the utterance's text (surrounding punctuation left out)."""
+    char_start: int
+    """Offset of its first character in the utterance's text."""
+    char_end: int
+    """One past its last character."""
+    start_sample: int
+    """First sample of the word in the utterance's audio, at the model's rate."""
+    end_sample: int
+    """One past its last sample."""
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def _is_edge_mark(char: str) -> bool:
+    """Punctuation or a symbol that ends or opens a word without being spoken by itself ("Hello," "(see").
+
+    Currency and other symbols that are read aloud ("$", "%", "&") stay part of the word."""
+    return unicodedata.category(char)[0] == "P"
+
+
+@dataclass(frozen=True)
+class TextWord:
+    """A word of a text, located."""
+
+    text: str
+    start: int
+    end: int
+
+
+def text_words(text: str) -> list[TextWord]:
+    """The words of `text` in order: runs of non-space characters less leading and trailing punctuation
+    ("Hello," -> "Hello"); a run that is only punctuation ("--", "...") is no word."""
+    words = []
+    for match in _TOKEN.finditer(text):
+        start, end = match.span()
+        while start < end and _is_edge_mark(text[start]):
+            start += 1
+        while end > start and _is_edge_mark(text[end - 1]):
+            end -= 1
+        if start < end:
+            words.append(TextWord(text[start:end], start, end))
+    return words

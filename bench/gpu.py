@@ -4,7 +4,7 @@ One command, no download: for each family it builds a checkpoint with random wei
 at the published sizes (the committed tiny checkpoint's files, with the published
 sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
 bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
-bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Voxtral's tiny checkpoint is built by
+bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Fish Speech S2 Pro: bench/configs/fish_speech_s2_pro.json; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
 cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
@@ -65,6 +65,7 @@ CASES = {
     "voxtral": Case("Voxtral-4B-TTS-2603", GOLDENS / "voxtral" / "tiny"),
     "auk": Case("AuK", GOLDENS / "auk" / "tiny"),
     "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", GOLDENS / "higgs_audio_v2" / "tiny"),
+    "fish-speech-s2-pro": Case("s2-pro", GOLDENS / "fish_speech" / "tiny"),
     "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", GOLDENS / "cosyvoice3" / "real", clone=True, built=True),
 }
 BUILT_TINY = {"voxtral"}
@@ -122,6 +123,8 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_higgs(out)
         elif key == "cosyvoice3":
             _build_cosyvoice3(out)
+        elif key == "fish-speech-s2-pro":
+            _build_fish(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -205,6 +208,22 @@ def _build_voxtral(out: Path) -> None:
     (out / "voice_embedding").mkdir()
     for name, rows in json.loads((out / "tekken.json").read_text())["audio"]["voice_num_audio_tokens"].items():
         torch.save(torch.randn(rows, config.decoder.dim, device="cpu").to(torch.bfloat16), out / "voice_embedding" / f"{name}.pt")
+
+
+def _build_fish(out: Path, config: dict | None = None) -> None:
+    """S2 Pro's published geometry (its config.json names no sizes: the defaults are the published ones) for the dual
+    AR, and the codec at its published geometry (no codec_config.json beside codec.pth). The tiny tokenizer stays:
+    its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
+    from vocalis.stages.codecs.fish_dac import FishDAC
+    from vocalis.stages.codecs.fish_dac_config import FishDACConfig
+    from vocalis.stages.models.fish_speech.config import parse_config
+    from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
+
+    config = config or json.loads((ROOT / "bench" / "configs" / "fish_speech_s2_pro.json").read_text())
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "codec_config.json").unlink(missing_ok=True)
+    _save(FishDualAR(parse_config(config)), out / "model.safetensors")
+    torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")
 
 
 def tiny_checkpoint(key: str, work: Path) -> Path:

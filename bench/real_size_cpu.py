@@ -83,7 +83,22 @@ def build(key: str, out: Path) -> None:
     torch.manual_seed(0)
     with torch.no_grad():
         gpu._build_qwen3(gpu.Case(family.published, family.tiny), out)
+    config = json.loads((out / "config.json").read_text())
+    fit_layer_types(config)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / ".complete").write_text("")
+
+
+def fit_layer_types(config: dict) -> None:
+    """A tiny config's `layer_types` lists one entry per tiny layer; at the published depth the reference
+    package indexes it per layer, so it is stretched (the published sub-configs use full attention throughout)."""
+    for value in config.values():
+        if isinstance(value, dict):
+            fit_layer_types(value)
+    types = config.get("layer_types")
+    if types is not None and len(types) != config.get("num_hidden_layers", len(types)):
+        assert set(types) == {"full_attention"}, types
+        config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
 
 
 def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int) -> dict:

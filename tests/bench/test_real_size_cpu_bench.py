@@ -40,3 +40,11 @@ def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
     rows = [row | {"side": "vocalis"}, row | {"side": "reference", "frames_per_s": 5.0, "ttfa_p50_s": 2.0, "rtf_p50": 1.6, "peak_rss_bytes": 8},
             row | {"side": "vocalis", "concurrency": 4}]
     assert bench.ratios(rows) == [{"family": "f", "concurrency": 1, "throughput_x": 2.0, "ttfa_x": 0.25, "rtf_x": 0.5, "rss_x": 0.5}]
+
+
+def test_tiny_layer_types_are_stretched_to_the_published_depth():
+    bench = load_bench()
+    config = {"talker_config": {"num_hidden_layers": 28, "code_predictor_config": {"num_hidden_layers": 5, "layer_types": ["full_attention"] * 2}}}
+    bench.fit_layer_types(config)
+    assert config["talker_config"]["code_predictor_config"]["layer_types"] == ["full_attention"] * 5
+    assert "layer_types" not in config["talker_config"]

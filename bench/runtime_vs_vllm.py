@@ -54,9 +54,10 @@ class Qwen3LM(nn.Module):
                                 config["rms_norm_eps"], qk_norm=True)
             for _ in range(config["num_hidden_layers"]))
         self.norm = RMSNorm(h, config["rms_norm_eps"])
+        self.rope_theta = config.get("rope_theta") or config["rope_parameters"]["rope_theta"]  # transformers 5 nests it
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
-        rotary = rope(batch.token_positions, self.config["head_dim"], self.config["rope_theta"])
+        rotary = rope(batch.token_positions, self.config["head_dim"], self.rope_theta)
         x = embeds
         for index, layer in enumerate(self.layers):
             x = layer.cached(x, rotary, cache, index, batch)

@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads on the Vocalis side (vLLM's CPU worker binds itself to one core and one thread here)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-runtime-vs-vllm")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "runtime_vs_vllm.json")
     args = parser.parse_args(argv)
@@ -165,9 +167,10 @@ def main(argv: list[str] | None = None) -> dict:
     common = ["--batches", args.batches, "--prompt-len", str(args.prompt_len), "--new-tokens", str(args.new_tokens),
               "--repeats", str(args.repeats)]
     vllm = _child([args.vllm_python, str(REFERENCE), "run", str(directory)] + common)
+    torch.set_num_threads(args.threads)
     ours = run_vocalis(directory, batches, args.prompt_len, args.new_tokens, args.repeats)
     print(f"tiny Qwen3 LM (hidden {args.hidden}, {args.layers} layers), prompt {args.prompt_len}, {args.new_tokens} new tokens, "
-          f"greedy, float32, best of {args.repeats}; vLLM engine start {vllm['engine_start_s']:.1f} s")
+          f"greedy, float32, best of {args.repeats}, Vocalis on {args.threads} torch thread(s); vLLM engine start {vllm['engine_start_s']:.1f} s")
     print("| batch | Vocalis tok/s | vLLM tok/s | Vocalis/vLLM | same greedy ids |")
     print("|---|---|---|---|---|")
     rows = []
@@ -177,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict:
                "vocalis_first_ids": v["first_ids"][:16], "vllm_first_ids": ref["first_ids"][:16]}
         rows.append(row)
         print(f"| {row['batch']} | {row['vocalis_tokens_per_s']:.0f} | {row['vllm_tokens_per_s']:.0f} | {row['ratio']:.2f}x | {row['same_ids']} |")
-    result = {"hidden": args.hidden, "layers": args.layers, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
+    result = {"threads": args.threads, "hidden": args.hidden, "layers": args.layers, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
               "vllm_engine_start_s": vllm["engine_start_s"], "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -8,6 +8,16 @@ The reference packages have no server and no streaming, so a request's first aud
 waveform, and c > 1 requests run one after another in this process, as a user would run them;
 a queued request's time to first audio includes its wait. Prints one JSON line: per level the
 per-request (TTFA s, end-to-end s, audio s) and the wall time, plus the process's peak RSS.
+
+The venv, as it was made for BENCHMARKS.md (qwen-tts pins transformers 4.57.3; gradio is left out):
+
+    python3 -m venv /tmp/realsize-ref
+    /tmp/realsize-ref/bin/pip install torch==2.13.0 transformers==4.57.3 accelerate==1.12.0 librosa soundfile sox einops onnxruntime
+    /tmp/realsize-ref/bin/pip install --no-deps torchaudio==2.11.1 qwen-tts==0.1.1
+
+There is no torchaudio 2.13 wheel here, and PyPI's 2.11.1 is a CUDA build whose `lib/*.so` fail to load
+against torch 2.13.0+cpu. qwen-tts only needs its pure-Python `compliance.kaldi`, so those .so files are
+moved out of `torchaudio/lib/` (torchaudio then imports without its extension).
 """
 
 from __future__ import annotations

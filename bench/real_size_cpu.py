@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     reference = args.reference_python if args.reference_python and Path(args.reference_python).exists() else None
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
-          f"torch threads {os.cpu_count()} cores; reference: {reference or 'not run'}")
+          f"{os.cpu_count()} cores; reference: {reference or 'not run'}")
     print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB |")
     print("|---|---|---|---|---|---|---|---|")
     rows = []

@@ -1,0 +1,229 @@
+"""Real-size random checkpoints on this CPU: Vocalis against the family's official reference package, side by side.
+
+For each family it builds random weights at the published sizes in the real layout (bench/gpu.py's
+builders: the committed tiny checkpoint's files with the published sizes laid over; stop heads silenced
+so every request runs to --frames), then runs the same texts, greedy, on the same weights:
+- Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
+- the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
+  and no streaming, so c requests run one after another in one process, as a user would.
+Each side runs in its own child process, one model in memory at a time, and reports its peak RSS.
+
+    python bench/real_size_cpu.py                                   # Qwen3-TTS 0.6B CustomVoice, c = 1 and 4
+    python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
+
+Figures per side and level: frames/s and audio-s/s (total over wall time), time to first audio p50
+and RTF p50 (end-to-end latency over audio duration, queueing included), peak RSS; then the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GOLDENS = ROOT / "tests" / "goldens"
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
+DEFAULT_REFERENCE_PYTHON = "/tmp/realsize-ref/bin/python"
+
+
+@dataclass(frozen=True)
+class Family:
+    key: str
+    published: str
+    """Name of the published checkpoint whose sizes are laid over the tiny one."""
+    tiny: Path
+    reference: str
+    """Runner name in bench/real_size_reference.py."""
+    frame_rate: float
+    """Codec frames per second of audio."""
+
+
+FAMILIES = {
+    "qwen3-0.6b-customvoice": Family("qwen3-0.6b-customvoice", "Qwen3-TTS-12Hz-0.6B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-0b6",
+                                     "qwen3", 12.5),
+}
+
+
+def _gpu_bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- child processes ------------------------------------------------------------------------------
+
+
+def build(key: str, out: Path) -> None:
+    """Random weights at the published sizes into `out` (reused when complete)."""
+    import torch
+
+    family = FAMILIES[key]
+    if (out / ".complete").exists():
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(family.tiny, out, ignore=shutil.ignore_patterns("*.safetensors"))
+    gpu = _gpu_bench()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        gpu._build_qwen3(gpu.Case(family.published, family.tiny), out)
+    config = json.loads((out / "config.json").read_text())
+    fit_layer_types(config)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / ".complete").write_text("")
+
+
+def fit_layer_types(config: dict) -> None:
+    """A tiny config's `layer_types` lists one entry per tiny layer; at the published depth the reference
+    package indexes it per layer, so it is stretched (the published sub-configs use full attention throughout)."""
+    for value in config.values():
+        if isinstance(value, dict):
+            fit_layer_types(value)
+    types = config.get("layer_types")
+    if types is not None and len(types) != config.get("num_hidden_layers", len(types)):
+        assert set(types) == {"full_attention"}, types
+        config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
+
+
+def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int) -> dict:
+    from vocalis.stages.models.registry import load_model
+
+    gpu = _gpu_bench()
+    case = gpu.Case(FAMILIES[key].published, checkpoint)
+    start = time.perf_counter()
+    stages = {"0": {"device": "cpu", "max_num_seqs": max(levels)}, "1": {"device": "cpu", "max_num_seqs": max(levels)}}
+    model = load_model(str(checkpoint), stage_overrides=json.dumps(stages))
+    load_s = time.perf_counter() - start
+    out = []
+    try:
+        asyncio.run(gpu.one(model, case, frames))  # warm-up
+
+        async def level(clients: int) -> dict:
+            start = time.perf_counter()
+            requests = await asyncio.gather(*(gpu.one(model, case, frames) for _ in range(clients)))
+            return {"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": [list(r) for r in requests]}
+
+        out = [asyncio.run(level(c)) for c in levels]
+    finally:
+        model.close()
+    return {"load_s": load_s, "levels": out, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def _child(argv: list[str]) -> dict:
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    if result.returncode:
+        raise RuntimeError(f"{argv[:3]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def summarise(side: str, family: Family, raw: dict) -> list[dict]:
+    rows = []
+    for level in raw["levels"]:
+        requests = level["requests"]
+        audio = sum(r[2] for r in requests)
+        rows.append({
+            "family": family.key, "side": side, "concurrency": level["concurrency"],
+            "frames_per_s": audio * family.frame_rate / level["wall_s"], "audio_s_per_s": audio / level["wall_s"],
+            "ttfa_p50_s": statistics.median(r[0] for r in requests),
+            "rtf_p50": statistics.median(r[1] / r[2] for r in requests),
+            "frames_per_request": statistics.median(r[2] * family.frame_rate for r in requests),
+            "peak_rss_bytes": raw["peak_rss_bytes"], "load_s": raw["load_s"],
+        })
+    return rows
+
+
+def _line(r: dict) -> str:
+    return (f"| {r['family']} | {r['side']} | {r['concurrency']} | {r['frames_per_s']:.2f} | {r['audio_s_per_s']:.3f} | "
+            f"{1000 * r['ttfa_p50_s']:.0f} | {r['rtf_p50']:.2f} | {r['peak_rss_bytes'] / 2**30:.2f} |")
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """Vocalis over reference per family and level: throughput (higher is better) and TTFA, RTF, RSS (lower is better)."""
+    out = []
+    for v in (r for r in rows if r["side"] == "vocalis"):
+        ref = next((r for r in rows if r["side"] == "reference" and r["family"] == v["family"] and r["concurrency"] == v["concurrency"]), None)
+        if ref is not None:
+            out.append({"family": v["family"], "concurrency": v["concurrency"],
+                        "throughput_x": v["frames_per_s"] / ref["frames_per_s"], "ttfa_x": v["ttfa_p50_s"] / ref["ttfa_p50_s"],
+                        "rtf_x": v["rtf_p50"] / ref["rtf_p50"], "rss_x": v["peak_rss_bytes"] / ref["peak_rss_bytes"]})
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--levels", default="1,4")
+    parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
+    parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
+    parser.add_argument("--reference-python", default=DEFAULT_REFERENCE_PYTHON,
+                        help="python of the venv with the reference packages; empty to run Vocalis only")
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-real-size")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_size_cpu.json")
+    parser.add_argument("--child", choices=("build", "vocalis"), help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",")]
+    if args.child == "build":
+        build(args.families, args.checkpoint)
+        print(json.dumps({"built": str(args.checkpoint)}))
+        return {}
+    if args.child == "vocalis":
+        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames)))
+        return {}
+
+    reference = args.reference_python if args.reference_python and Path(args.reference_python).exists() else None
+    print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
+          f"{os.cpu_count()} cores; reference: {reference or 'not run'}")
+    print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    me = [sys.executable, str(Path(__file__).resolve())]
+    common = ["--levels", args.levels, "--frames", str(args.frames)]
+    for key in args.families.split(","):
+        family = FAMILIES[key]
+        checkpoint = family.tiny
+        if not args.tiny:
+            checkpoint = args.work_dir / key
+            _child(me + ["--child", "build", "--families", key, "--checkpoint", str(checkpoint)])
+        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint)] + common)]
+        if reference:
+            sides.append(("reference", [reference, str(ROOT / "bench" / "real_size_reference.py"), "--family", family.reference,
+                                        "--checkpoint", str(checkpoint), "--text", TEXT] + common))
+        for side, argv_side in sides:  # one model in memory at a time
+            for row in summarise(side, family, _child(argv_side)):
+                rows.append(row)
+                print(_line(row), flush=True)
+    compared = ratios(rows)
+    if compared:
+        print("\n| family | concurrency | throughput Vocalis/ref | TTFA Vocalis/ref | RTF Vocalis/ref | peak RSS Vocalis/ref |")
+        print("|---|---|---|---|---|---|")
+        for r in compared:
+            print(f"| {r['family']} | {r['concurrency']} | {r['throughput_x']:.2f}x | {r['ttfa_x']:.2f}x | {r['rtf_x']:.2f}x | {r['rss_x']:.2f}x |")
+    result = {"tiny": args.tiny, "frames": args.frames, "text": TEXT, "rows": rows, "ratios": compared}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

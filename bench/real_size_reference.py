@@ -1,0 +1,80 @@
+"""The reference side of bench/real_size_cpu.py: one family's official package, in its own venv.
+
+Run by bench/real_size_cpu.py as a child process (never imported by Vocalis, never in CI):
+
+    /tmp/realsize-ref/bin/python bench/real_size_reference.py --family qwen3 --checkpoint DIR --levels 1,4 --frames 24
+
+The reference packages have no server and no streaming, so a request's first audio is its whole
+waveform, and c > 1 requests run one after another in this process, as a user would run them;
+a queued request's time to first audio includes its wait. Prints one JSON line: per level the
+per-request (TTFA s, end-to-end s, audio s) and the wall time, plus the process's peak RSS.
+
+The venv, as it was made for BENCHMARKS.md (qwen-tts pins transformers 4.57.3; gradio is left out):
+
+    python3 -m venv /tmp/realsize-ref
+    /tmp/realsize-ref/bin/pip install torch==2.13.0 transformers==4.57.3 accelerate==1.12.0 librosa soundfile sox einops onnxruntime
+    /tmp/realsize-ref/bin/pip install --no-deps torchaudio==2.11.1 qwen-tts==0.1.1
+
+There is no torchaudio 2.13 wheel here, and PyPI's 2.11.1 is a CUDA build whose `lib/*.so` fail to load
+against torch 2.13.0+cpu. qwen-tts only needs its pure-Python `compliance.kaldi`, so those .so files are
+moved out of `torchaudio/lib/` (torchaudio then imports without its extension).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+import torch
+
+GREEDY = {"do_sample": False, "subtalker_dosample": False}
+
+
+def qwen3_runner(checkpoint: str, text: str, frames: int):
+    from qwen_tts import Qwen3TTSModel
+
+    wrapper = Qwen3TTSModel.from_pretrained(checkpoint, dtype=torch.float32, local_files_only=True)
+    config = json.loads(open(f"{checkpoint}/config.json").read())
+    speaker = next(iter(config["talker_config"]["spk_id"]))
+
+    def run() -> float:
+        # qwen-tts emits max_new_tokens - 1 frames (as tests/goldens/qwen3_tts/make_goldens.py allows for)
+        wavs, rate = wrapper.generate_custom_voice(text=text, speaker=speaker, language="english", max_new_tokens=frames + 1, **GREEDY)
+        return len(wavs[0]) / rate
+
+    return run
+
+
+RUNNERS = {"qwen3": qwen3_runner}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=sorted(RUNNERS), required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--text", required=True)
+    parser.add_argument("--levels", default="1,4")
+    parser.add_argument("--frames", type=int, default=24)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    run = RUNNERS[args.family](args.checkpoint, args.text, args.frames)
+    load_s = time.perf_counter() - start
+    with torch.inference_mode():
+        run()  # warm-up
+        levels = []
+        for clients in (int(x) for x in args.levels.split(",")):
+            start = time.perf_counter()
+            requests = []
+            for _ in range(clients):
+                audio = run()
+                done = time.perf_counter() - start
+                requests.append((done, done, audio))  # no streaming: first audio is the whole waveform
+            levels.append({"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": requests})
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"torch": torch.__version__, "load_s": load_s, "levels": levels, "peak_rss_bytes": peak}))
+
+
+if __name__ == "__main__":
+    main()

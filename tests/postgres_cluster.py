@@ -39,6 +39,14 @@ def postgres_bindir() -> Path | None:
     return versions[0].parent if versions else None
 
 
+def runuser() -> str:
+    """util-linux's runuser: in /usr/sbin, which a minimal PATH (CI's `env -i`) leaves out."""
+    for candidate in (shutil.which("runuser"), "/usr/sbin/runuser", "/sbin/runuser"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    raise FileNotFoundError("runuser (util-linux) is needed to run PostgreSQL as a non-root user under root")
+
+
 @dataclass
 class Cluster:
     directory: Path
@@ -53,7 +61,7 @@ class Cluster:
     def _run(self, *args: str, timeout: float = 60) -> None:
         command = [str(self.bindir / args[0]), *args[1:]]
         if self.user:
-            command = ["runuser", "-u", self.user, "--", *command]
+            command = [runuser(), "-u", self.user, "--", *command]
         subprocess.run(command, check=True, timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:

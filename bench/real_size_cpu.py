@@ -8,7 +8,7 @@ so every request runs to --frames), then runs the same texts, greedy, on the sam
   and no streaming, so c requests run one after another in one process, as a user would.
 Each side runs in its own child process, one model in memory at a time, and reports its peak RSS.
 
-    python bench/real_size_cpu.py                                   # Qwen3-TTS 0.6B CustomVoice, c = 1 and 4
+    python bench/real_size_cpu.py                                   # Qwen3-TTS 0.6B CustomVoice and VoxCPM2, c = 1 and 4
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
 
 Figures per side and level: frames/s and audio-s/s (total over wall time), time to first audio p50
@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
-DEFAULT_REFERENCE_PYTHON = "/tmp/realsize-ref/bin/python"
 
 
 @dataclass(frozen=True)
@@ -49,11 +48,16 @@ class Family:
     """Runner name in bench/real_size_reference.py."""
     frame_rate: float
     """Codec frames per second of audio."""
+    reference_python: str
+    """Python of the venv with the reference package (made as bench/real_size_reference.py says)."""
 
 
 FAMILIES = {
     "qwen3-0.6b-customvoice": Family("qwen3-0.6b-customvoice", "Qwen3-TTS-12Hz-0.6B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-0b6",
-                                     "qwen3", 12.5),
+                                     "qwen3", 12.5, "/tmp/realsize-ref/bin/python"),
+    # frames are patches: 4 latent frames of 40 ms
+    "voxcpm2": Family("voxcpm2", "VoxCPM2", GOLDENS / "voxcpm2" / "tiny", "voxcpm2", 6.25,
+                      "/tmp/realsize2-ref/bin/python"),
 }
 
 
@@ -82,11 +86,22 @@ def build(key: str, out: Path) -> None:
     gpu = _gpu_bench()
     torch.manual_seed(0)
     with torch.no_grad():
-        gpu._build_qwen3(gpu.Case(family.published, family.tiny), out)
+        if family.reference == "voxcpm2":
+            gpu._build_voxcpm2(out)
+        else:
+            gpu._build_qwen3(gpu.Case(family.published, family.tiny), out)
     config = json.loads((out / "config.json").read_text())
     fit_layer_types(config)
+    fit_cpu(config)
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / ".complete").write_text("")
+
+
+def fit_cpu(config: dict) -> None:
+    """VoxCPM2's published config names the device and dtype the reference package loads in (cuda, bfloat16);
+    on this CPU both sides run float32 (Vocalis's deploy default), so the reference is told the same."""
+    if config.get("architecture") == "voxcpm2":
+        config.update(device="cpu", dtype="float32")
 
 
 def fit_layer_types(config: dict) -> None:
@@ -174,8 +189,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
-    parser.add_argument("--reference-python", default=DEFAULT_REFERENCE_PYTHON,
-                        help="python of the venv with the reference packages; empty to run Vocalis only")
+    parser.add_argument("--reference-python", default=None,
+                        help="python of the venv with the reference package (default: the family's); empty to run Vocalis only")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-real-size")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_size_cpu.json")
     parser.add_argument("--child", choices=("build", "vocalis"), help=argparse.SUPPRESS)
@@ -190,16 +205,21 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames)))
         return {}
 
-    reference = args.reference_python if args.reference_python and Path(args.reference_python).exists() else None
+    keys = args.families.split(",")
+    references = {}
+    for key in keys:
+        python = FAMILIES[key].reference_python if args.reference_python is None else args.reference_python
+        references[key] = python if python and Path(python).exists() else None
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
-          f"{os.cpu_count()} cores; reference: {reference or 'not run'}")
+          f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
     print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB |")
     print("|---|---|---|---|---|---|---|---|")
     rows = []
     me = [sys.executable, str(Path(__file__).resolve())]
     common = ["--levels", args.levels, "--frames", str(args.frames)]
-    for key in args.families.split(","):
+    for key in keys:
         family = FAMILIES[key]
+        reference = references[key]
         checkpoint = family.tiny
         if not args.tiny:
             checkpoint = args.work_dir / key

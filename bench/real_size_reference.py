@@ -4,9 +4,10 @@ Run by bench/real_size_cpu.py as a child process (never imported by Vocalis, nev
 
     /tmp/realsize-ref/bin/python bench/real_size_reference.py --family qwen3 --checkpoint DIR --levels 1,4 --frames 24
 
-The reference packages have no server and no streaming, so a request's first audio is its whole
-waveform, and c > 1 requests run one after another in this process, as a user would run them;
-a queued request's time to first audio includes its wait. Prints one JSON line: per level the
+The reference packages have no server, so c > 1 requests run one after another in this process, as
+a user would run them; a queued request's time to first audio includes its wait. qwen-tts does not
+stream, so a request's first audio is its whole waveform; voxcpm does (`generate_streaming`, one
+patch at a time), and its first chunk is timed. Prints one JSON line: per level the
 per-request (TTFA s, end-to-end s, audio s) and the wall time, plus the process's peak RSS.
 
 The venv, as it was made for BENCHMARKS.md (qwen-tts pins transformers 4.57.3; gradio is left out):
@@ -18,6 +19,12 @@ The venv, as it was made for BENCHMARKS.md (qwen-tts pins transformers 4.57.3; g
 There is no torchaudio 2.13 wheel here, and PyPI's 2.11.1 is a CUDA build whose `lib/*.so` fail to load
 against torch 2.13.0+cpu. qwen-tts only needs its pure-Python `compliance.kaldi`, so those .so files are
 moved out of `torchaudio/lib/` (torchaudio then imports without its extension).
+
+VoxCPM2's venv (voxcpm pulls its own transformers; its torchaudio dependency is left out, as
+tests/goldens/voxcpm2/make_goldens.py does: VoxCPM2 never uses it, so a placeholder module stands in):
+
+    python3 -m venv /tmp/realsize2-ref
+    /tmp/realsize2-ref/bin/pip install torch==2.13.0 voxcpm==2.0.3
 """
 
 from __future__ import annotations
@@ -39,15 +46,43 @@ def qwen3_runner(checkpoint: str, text: str, frames: int):
     config = json.loads(open(f"{checkpoint}/config.json").read())
     speaker = next(iter(config["talker_config"]["spk_id"]))
 
-    def run() -> float:
+    def run() -> tuple[float | None, float]:
         # qwen-tts emits max_new_tokens - 1 frames (as tests/goldens/qwen3_tts/make_goldens.py allows for)
         wavs, rate = wrapper.generate_custom_voice(text=text, speaker=speaker, language="english", max_new_tokens=frames + 1, **GREEDY)
-        return len(wavs[0]) / rate
+        return None, len(wavs[0]) / rate
 
     return run
 
 
-RUNNERS = {"qwen3": qwen3_runner}
+def voxcpm2_runner(checkpoint: str, text: str, frames: int):
+    import importlib.machinery
+    import sys
+    import types
+
+    try:
+        import torchaudio  # noqa: F401
+    except Exception:  # noqa: BLE001 - no torchaudio build for torch 2.13; only the v1 model module imports it
+        placeholder = types.ModuleType("torchaudio")
+        placeholder.__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)
+        sys.modules["torchaudio"] = placeholder
+    from voxcpm import VoxCPM
+
+    engine = VoxCPM(checkpoint, zipenhancer_model_path=None, enable_denoiser=False, optimize=False, device="cpu")
+    rate = engine.tts_model.sample_rate
+
+    def run() -> tuple[float | None, float]:
+        # Vocalis's defaults (cfg 2.0, 10 flow-matching steps); exactly `frames` patches, no retries or text normalisation
+        start, first, samples = time.perf_counter(), None, 0
+        for chunk in engine.generate_streaming(text=text, cfg_value=2.0, inference_timesteps=10, min_len=frames, max_len=frames,
+                                               retry_badcase=False, normalize=False, denoise=False):
+            first = first if first is not None else time.perf_counter() - start
+            samples += len(chunk)
+        return first, samples / rate
+
+    return run
+
+
+RUNNERS = {"qwen3": qwen3_runner, "voxcpm2": voxcpm2_runner}
 
 
 def main() -> None:
@@ -68,9 +103,10 @@ def main() -> None:
             start = time.perf_counter()
             requests = []
             for _ in range(clients):
-                audio = run()
+                began = time.perf_counter() - start
+                first, audio = run()
                 done = time.perf_counter() - start
-                requests.append((done, done, audio))  # no streaming: first audio is the whole waveform
+                requests.append((done if first is None else began + first, done, audio))  # None: the whole waveform at once
             levels.append({"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": requests})
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"torch": torch.__version__, "load_s": load_s, "levels": levels, "peak_rss_bytes": peak}))

@@ -1,4 +1,4 @@
-"""bench/real_size_cpu.py end to end on the tiny Qwen3-TTS checkpoint (Vocalis side), so the real-size benchmark cannot rot."""
+"""bench/real_size_cpu.py end to end on the tiny checkpoints (Vocalis side), so the real-size benchmark cannot rot."""
 
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     for r in rows:
         # every request runs to --frames (stop heads are not silenced in the tiny checkpoint, so at most that)
         assert 0 < r["frames_per_request"] <= 3 + 1e-6, r
-        assert r["frames_per_s"] > 0 and abs(r["frames_per_s"] / r["audio_s_per_s"] - 12.5) < 1e-6, r
+        frame_rate = bench.FAMILIES[r["family"]].frame_rate
+        assert r["frames_per_s"] > 0 and abs(r["frames_per_s"] / r["audio_s_per_s"] - frame_rate) < 1e-6, r
         assert 0 < r["ttfa_p50_s"] and r["rtf_p50"] > 0 and r["peak_rss_bytes"] > 2**20, r
     assert result["ratios"] == []  # no reference side, no ratios
-    assert "| qwen3-0.6b-customvoice | vocalis | 2 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| qwen3-0.6b-customvoice | vocalis | 2 |" in printed and "| voxcpm2 | vocalis | 2 |" in printed
 
 
 def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
@@ -48,3 +50,13 @@ def test_tiny_layer_types_are_stretched_to_the_published_depth():
     bench.fit_layer_types(config)
     assert config["talker_config"]["code_predictor_config"]["layer_types"] == ["full_attention"] * 5
     assert "layer_types" not in config["talker_config"]
+
+
+def test_voxcpm2_reference_is_told_the_cpu_and_float32():
+    bench = load_bench()
+    config = {"architecture": "voxcpm2", "device": "cuda", "dtype": "bfloat16"}
+    bench.fit_cpu(config)
+    assert config == {"architecture": "voxcpm2", "device": "cpu", "dtype": "float32"}
+    qwen3 = {"talker_config": {}, "dtype": "bfloat16"}
+    bench.fit_cpu(qwen3)
+    assert qwen3 == {"talker_config": {}, "dtype": "bfloat16"}

@@ -66,7 +66,10 @@ def test_the_page_streams_and_plays_speech(server, tmp_path):
                 "document.getElementById('speak-button').click()",
                 user_gesture=True,
             )
-            browser.wait_for("window.vocalisDemo.done && window.vocalisDemo.playbackDone", timeout=40)
+            try:
+                browser.wait_for("window.vocalisDemo.done && window.vocalisDemo.playbackDone", timeout=40)
+            except TimeoutError as error:  # say how far it got: the request, the stream or the audio clock
+                raise AssertionError(f"{fmt}: {browser.evaluate('JSON.stringify(window.vocalisDemo)')}") from error
             stats = browser.evaluate("window.vocalisDemo")
             assert stats["error"] is None and stats["format"] == fmt
             assert stats["sampleRate"] == 22050

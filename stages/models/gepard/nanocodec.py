@@ -3,7 +3,7 @@
 A `.nemo` file is a tar of `model_config.yaml` and `model_weights.ckpt` (a torch state dict). The yaml is parsed with
 yaml.safe_load (never instantiated: its `_target_` classes are not imported, NeMo is not needed), the state dict
 read with weights_only=True and its weight norms folded. Only the decoder is served: `audio_encoder.*` (voice
-cloning is not served) and `discriminator.*` (training only) are declared unused; `vector_quantizer.*` holds the
+cloning is not served), `discriminator.*` and the loss modules' buffers (training only) are declared unused; `vector_quantizer.*` holds the
 FSQ levels as buffers, checked against the yaml.
 
 Gepard's heads emit per-dimension FSQ codes (8 groups x 4 dimensions, levels [8, 7, 6, 6]): code c of a dimension
@@ -32,7 +32,9 @@ from torch import nn
 from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, ResidualUnit, Snake
 from vocalis.stages.weights import fold_weight_norm, load_strict
 
-UNUSED = (r"audio_encoder\..*", r"discriminator\..*", r"vector_quantizer\..*")
+TRAINING_LOSSES = ("mel_loss_fn", "stft_loss_fn", "mmd_loss_fn", "mmd_time_loss_fn", "slm_predictor", "speaker_encoder_resampler")
+"""AudioCodecModel's loss modules: NeMo's save_to keeps their buffers (mel filterbanks, STFT windows) in the state dict."""
+UNUSED = (r"audio_encoder\..*", r"discriminator\..*", r"vector_quantizer\..*", rf"({'|'.join(TRAINING_LOSSES)})\..*")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,82 @@
+"""NanoCodec's decoder against NeMo's own: the tiny `.nemo` archive that `nemo-toolkit[tts]` 3.0.0's AudioCodecModel
+saved, and the latents and audio it decoded (tests/goldens/gepard/make_goldens.py, run in a venv of its own), read
+by our loader without NeMo. The published sizes are checked by key set against NeMo's classes built at those sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig, load_nanocodec, read_nemo
+from vocalis.stages.weights import fold_weight_norm
+
+GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "gepard"
+ARCHIVE = GOLDENS / "tiny" / "nemo-nano-codec-tiny.nemo"
+AUDIO_TOLERANCE = 1e-6
+"""Absolute, on samples in [-1, 1], float32 both sides (measured: 0.0, the same kernels in the same order; the bound
+leaves room for the weight norm folded once here but per call there, should a BLAS round them differently)."""
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict[str, torch.Tensor]:
+    return load_file(str(GOLDENS / "nanocodec.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def codec() -> NanoCodec:
+    return load_nanocodec(ARCHIVE)
+
+
+def test_nemo_s_own_archive_loads_strictly_with_its_structural_options(codec):
+    config, weights = read_nemo(ARCHIVE)
+    assert config["target"].endswith("AudioCodecModel")
+    assert (codec.config.activation, codec.config.output_activation, codec.config.grouped_upsampling) == ("half_snake", "clamp", True)
+    used = {"audio_decoder." + k for k in codec.audio_decoder.state_dict()}
+    folded = fold_weight_norm(weights)
+    assert used == {k for k in folded if k.startswith("audio_decoder.")}
+    assert any(k.startswith("discriminator.") for k in weights) and any(k.startswith("audio_encoder.") for k in weights)
+
+
+def test_per_dimension_digits_are_nemo_s_group_tokens(golden):
+    digits, tokens = golden["digits"], golden["tokens"]  # [B, T, 32], [B, 8, T]
+    base = torch.tensor([1, 8, 56, 336])
+    folded = (digits.view(*digits.shape[:2], 8, 4) * base).sum(-1).transpose(1, 2)
+    assert torch.equal(folded, tokens)
+
+
+def test_dequantised_latents_equal_nemo_s_exactly(codec, golden):
+    latents = codec.dequantize(golden["digits"])
+    assert torch.equal(latents[0], golden["latents"][0])
+    short = int(golden["tokens_len"][1])
+    assert torch.equal(latents[1, :, :short], golden["latents"][1, :, :short])
+
+
+def test_decoded_audio_matches_nemo_s(codec, golden):
+    with torch.no_grad():
+        audio = codec(golden["digits"])
+    expected = golden["audio"]
+    assert audio.shape == expected.shape == (2, golden["digits"].shape[1] * 16)
+    assert (expected[0].abs() >= 1).any(), "the golden never reaches the clamp"
+    torch.testing.assert_close(audio[0], expected[0], atol=AUDIO_TOLERANCE, rtol=0)
+    valid = int(golden["audio_len"][1])  # NeMo zeroes a shorter sequence's tail; causality keeps the rest
+    torch.testing.assert_close(audio[1, :valid], expected[1, :valid], atol=AUDIO_TOLERANCE, rtol=0)
+    assert expected[1, valid:].abs().max() == 0
+
+
+def test_the_published_geometry_has_nemo_s_key_set():
+    real = json.loads((GOLDENS / "real_nanocodec_keys.json").read_text())
+    with torch.device("meta"):
+        codec = NanoCodec(NanoCodecConfig.from_yaml(real["config"]))
+    ours = {k: list(v.shape) for k, v in codec.audio_decoder.state_dict().items()}
+    nemo = {k: v for k, v in real["audio_decoder"].items()}
+    for key in [k for k in nemo if k.endswith("parametrizations.weight.original0")]:
+        stem = key.removesuffix("parametrizations.weight.original0")
+        nemo.pop(key)
+        nemo[stem + "weight"] = nemo.pop(stem + "parametrizations.weight.original1")
+    assert ours == nemo
+    assert codec.samples_per_frame == 1024 and codec.config.sample_rate == 22050
+    assert sum(v.numel() for v in codec.audio_decoder.state_dict().values()) > 31_000_000

@@ -1,16 +1,18 @@
-"""A tiny Gepard-1.0 checkpoint in the published layout, and a tiny NanoCodec `.nemo` archive in NeMo's.
+"""A tiny Gepard-1.0 checkpoint in the published layout, with the tiny NanoCodec `.nemo` archive NeMo itself saved.
 
 The backbone is the tiny `qwen3_5_text` of tests/goldens/qwen3_5 (checked against transformers there), so `model.*`
 is backed by that parity; the heads, audio embeddings, stop head and speaker prefix are random (seeded), and a few
 tensors of each declared-unused group (voice-clone compressor, training-only heads) ride along as the published
-file has them. The codec archive stores its convolutions weight-normed as parametrizations (g, v), as NeMo saves
-them, plus encoder, discriminator and quantizer tensors the server does not use.
+file has them. The codec archive is the one nemo-toolkit's AudioCodecModel saved (tests/goldens/gepard): weight
+norm as parametrizations (g, v), plus encoder, discriminator, quantizer and loss-module tensors the server does not
+use; tests/stages/models/gepard/test_nanocodec_nemo.py checks our decode of it against NeMo's.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import yaml
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig
+from vocalis.stages.models.gepard.nanocodec import read_nemo
 
 GOLDENS = Path(__file__).resolve().parents[1] / "goldens" / "qwen3_5"
 WORDS = ("hello world the quick brown fox jumps over a lazy dog this is tiny gepard speaking now and then some more "
@@ -81,52 +83,22 @@ def build_checkpoint(path: Path, seed: int = 7, with_codec: bool = True) -> Path
     return path
 
 
-TINY = {
-    "sample_rate": 22050,
-    "samples_per_frame": 16,
-    "vector_quantizer": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.GroupFiniteScalarQuantizer",
-                         "num_groups": 8, "num_levels_per_group": [8, 7, 6, 6]},
-    "audio_decoder": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.CausalHiFiGANDecoder",
-                      "input_dim": 32, "up_sample_rates": [4, 2, 2], "base_channels": 32, "in_kernel_size": 7,
-                      "out_kernel_size": 3, "resblock_kernel_sizes": [3, 5], "resblock_dilation_sizes": [1, 2],
-                      "activation": "half_snake", "output_activation": "tanh", "pad_mode": "zeros"},
-    "audio_encoder": {"_target_": "nemo.collections.tts.modules.audio_codec_modules.HiFiGANEncoder", "encoded_dim": 32},
-}
+NEMO_ARCHIVE = Path(__file__).resolve().parents[1] / "goldens" / "gepard" / "tiny" / "nemo-nano-codec-tiny.nemo"
+"""A tiny NanoCodec saved by NeMo's own AudioCodecModel.save_to (tests/goldens/gepard/make_goldens.py)."""
 
 
-def build_nemo(path: Path, seed: int = 11, extra: dict[str, torch.Tensor] | None = None) -> Path:
-    """A .nemo archive in NeMo's layout: weight-normed convolutions stored as parametrizations (g, v)."""
-    torch.manual_seed(seed)
-    codec = NanoCodec(NanoCodecConfig.from_yaml(TINY))
-    weights: dict[str, torch.Tensor] = {}
-    for name, tensor in codec.state_dict().items():
-        key = "audio_decoder." + name.removeprefix("audio_decoder.")
-        if name.endswith("alpha"):
-            weights[key] = 0.5 + torch.rand_like(tensor)
-        elif name.endswith("conv.weight"):
-            v = torch.randn_like(tensor)
-            g = torch.rand(tensor.shape[0], *[1] * (tensor.ndim - 1)) * 1.5 + 0.5
-            if "post_conv" in key:
-                g = g * 0.02  # keeps the output off tanh's saturation
-            stem = key.removesuffix("weight")
-            weights[stem + "parametrizations.weight.original0"] = g
-            weights[stem + "parametrizations.weight.original1"] = v
-        else:
-            weights[key] = torch.randn_like(tensor) * 0.1
-    for group in range(8):
-        weights[f"vector_quantizer.fsqs.{group}.num_levels"] = torch.tensor([8, 7, 6, 6], dtype=torch.int32).view(1, 4, 1)
-        weights[f"vector_quantizer.fsqs.{group}.dim_base_index"] = torch.tensor([1, 8, 56, 336], dtype=torch.int32).view(1, 4, 1)
-    weights["audio_encoder.pre_conv.conv.parametrizations.weight.original0"] = torch.ones(4, 1, 1)
-    weights["audio_encoder.pre_conv.conv.parametrizations.weight.original1"] = torch.ones(4, 1, 7)
-    weights["discriminator.discriminators.0.conv.weight"] = torch.ones(2)
-    weights |= extra or {}
+def build_nemo(path: Path, extra: dict[str, torch.Tensor] | None = None) -> Path:
+    """NeMo's tiny NanoCodec archive, with `extra` tensors laid over its state dict when given (to test the loader's
+    refusals)."""
+    if not extra:
+        shutil.copyfile(NEMO_ARCHIVE, path)
+        return path
+    config, weights = read_nemo(NEMO_ARCHIVE)
     buffer = io.BytesIO()
-    torch.save(weights, buffer)
+    torch.save(weights | extra, buffer)
     with tarfile.open(path, "w") as archive:
-        for name, data in (("./model_config.yaml", yaml.safe_dump(TINY).encode()), ("./model_weights.ckpt", buffer.getvalue())):
+        for name, data in (("./model_config.yaml", yaml.safe_dump(config).encode()), ("./model_weights.ckpt", buffer.getvalue())):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return path
-
-

@@ -1,9 +1,6 @@
-"""NanoCodec's decoder from a tiny `.nemo` archive, without NeMo.
-
-No NeMo oracle runs here: `nemo-toolkit[tts]` 3.0.0 needs a ~9 GB venv (parity-method.md §2.9), more than this
-session could install. The decoder is therefore checked by component and self-consistency: the archive's layout
-and key names (NeMo's module tree, weight norm as parametrizations), the FSQ arithmetic against NeMo's documented
-mixed-radix index decode, causality, and chunked decoding with left context reproducing the whole decode.
+"""NanoCodec's decoder from the tiny `.nemo` archive NeMo saved, read without NeMo: the loader's refusals, the FSQ
+arithmetic against NeMo's mixed-radix index decode, causality, and chunked decoding with left context reproducing the
+whole decode. Its decode against NeMo's own is test_nanocodec_nemo.py.
 """
 
 from __future__ import annotations

@@ -58,6 +58,12 @@ class NanoCodecConfig:
     def from_yaml(cls, config: dict[str, Any]) -> NanoCodecConfig:
         decoder = config["audio_decoder"]
         quantizer = config["vector_quantizer"]
+        for part, name in ((decoder, "CausalHiFiGANDecoder"), (quantizer, "GroupFiniteScalarQuantizer")):
+            # HiFiGANDecoder has the same tensor names but centred padding: refuse it rather than decode it as causal
+            if str(part.get("_target_", name)).rsplit(".", 1)[-1] != name:
+                raise ValueError(f"NanoCodec needs a {name}, the archive has {part['_target_']}")
+        if config.get("semantic_codec") or config.get("semantic_codec_path"):
+            raise ValueError("codecs with a semantic codec in front of the decoder are not supported")
         made = cls(
             sample_rate=int(config["sample_rate"]),
             samples_per_frame=int(config["samples_per_frame"]),

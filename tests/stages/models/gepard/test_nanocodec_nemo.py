@@ -41,6 +41,13 @@ def test_nemo_s_own_archive_loads_strictly_with_its_structural_options(codec):
     assert any(k.startswith("discriminator.") for k in weights) and any(k.startswith("audio_encoder.") for k in weights)
 
 
+def test_a_decoder_of_another_class_with_the_same_tensor_names_is_refused():
+    config, _ = read_nemo(ARCHIVE)
+    config["audio_decoder"]["_target_"] = "nemo.collections.tts.modules.audio_codec_modules.HiFiGANDecoder"
+    with pytest.raises(ValueError, match="needs a CausalHiFiGANDecoder, the archive has .*HiFiGANDecoder"):
+        NanoCodecConfig.from_yaml(config)
+
+
 def test_per_dimension_digits_are_nemo_s_group_tokens(golden):
     digits, tokens = golden["digits"], golden["tokens"]  # [B, T, 32], [B, 8, T]
     base = torch.tensor([1, 8, 56, 336])

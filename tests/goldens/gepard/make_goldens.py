@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -78,15 +79,16 @@ TINY |= {
 }
 OUT_GAIN = 0.09
 """Scale of the output convolution's magnitudes: enough that the clamp is reached on a few percent of samples."""
+REAL_OUT_GAIN = 0.01
 
 
-def rerandomise(model: torch.nn.Module, g: torch.Generator) -> None:
+def rerandomise(model: torch.nn.Module, g: torch.Generator, out_gain: float = OUT_GAIN) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("alpha"):
                 p.copy_(0.5 + torch.rand(p.shape, generator=g))
             elif name.endswith("original0"):  # weight-norm magnitude
-                scale = OUT_GAIN if "post_conv" in name else 1.0
+                scale = out_gain if "post_conv" in name else 1.0
                 p.copy_((0.5 + 1.5 * torch.rand(p.shape, generator=g)) * scale)
             elif name.endswith("original1"):
                 p.copy_(torch.randn(p.shape, generator=g))
@@ -105,9 +107,34 @@ def real_keys() -> dict:
             "audio_encoder_key_count": len(keys["audio_encoder"])}
 
 
+LOSSES = {key: TINY[key] for key in ("generator_loss", "discriminator_loss", "loss_resolutions", "mel_loss_dims", "commit_loss_scale")}
+
+
+def real_size_check(out: Path) -> None:
+    """`--real OUT`: a random AudioCodecModel at the published sizes saved to OUT/real.nemo (about 250 MB, never
+    committed) with NeMo's decode of a few frames in OUT/real.safetensors, for a one-off comparison in the project's
+    venv (see test_nanocodec_nemo.py's module docstring)."""
+    from nemo.collections.tts.models import AudioCodecModel
+
+    g = torch.Generator().manual_seed(SEED + 1)
+    model = AudioCodecModel(cfg=OmegaConf.create(REAL | LOSSES))
+    rerandomise(model, g, REAL_OUT_GAIN)
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_to(str(out / "real.nemo"))
+    tokens = torch.randint(0, model.vector_quantizer.codebook_size, (1, 8, 4), generator=g)
+    with torch.no_grad():
+        audio, _ = model.decode(tokens=tokens, tokens_len=torch.tensor([4]))
+    print(f"real size: audio std {audio.std():.3f}, clipped {(audio.abs() >= 1).float().mean():.1%}")
+    save_file({"tokens": tokens.contiguous(), "audio": audio.contiguous()}, str(out / "real.safetensors"))
+
+
 def main() -> None:
     from nemo.collections.tts.models import AudioCodecModel
 
+    if len(sys.argv) == 3 and sys.argv[1] == "--real":
+        real_size_check(Path(sys.argv[2]))
+        return
     torch.manual_seed(SEED)
     g = torch.Generator().manual_seed(SEED)
     model = AudioCodecModel(cfg=OmegaConf.create(TINY))

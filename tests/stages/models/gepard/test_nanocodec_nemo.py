@@ -1,6 +1,10 @@
 """NanoCodec's decoder against NeMo's own: the tiny `.nemo` archive that `nemo-toolkit[tts]` 3.0.0's AudioCodecModel
 saved, and the latents and audio it decoded (tests/goldens/gepard/make_goldens.py, run in a venv of its own), read
-by our loader without NeMo. The published sizes are checked by key set against NeMo's classes built at those sizes."""
+by our loader without NeMo. The published sizes are checked by key set against NeMo's classes built at those sizes.
+
+At the published sizes the decode was also compared once by hand (a 250 MB archive, too large to commit):
+`make_goldens.py --real /tmp/nemo-real` in the NeMo venv, then load_nanocodec('/tmp/nemo-real/real.nemo') on the
+per-dimension digits of real.safetensors' tokens here: 4 frames, max abs difference 0.0 (2026-12-03)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ Run by hand, in a venv of its own that has the reference package (never the proj
     /tmp/nemo-ref/bin/pip install torch==2.13.0          # first, so the CPU build is the one kept
     /tmp/nemo-ref/bin/pip install "nemo-toolkit[tts]==3.0.0"
     /tmp/nemo-ref/bin/python tests/goldens/gepard/make_goldens.py
+    /tmp/nemo-ref/bin/python tests/goldens/gepard/make_goldens.py --real /tmp/nemo-real   # optional, see real_size_check
+
+nemo-toolkit 3.0.0's pins accept the CPU torch 2.13 and pull no torchaudio; the venv is about 3.3 GB.
 
 The module graph is the published one of `nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps`: the `_target_` classes and
 structural options of its model_config.yaml (REAL below, as transcribed in a public analysis of that archive, since
@@ -21,13 +24,13 @@ real archive has one. This archive is also the one the tiny Gepard checkpoint se
 It writes, beside itself:
 - tiny/nemo-nano-codec-tiny.nemo: the model saved by NeMo's own `save_to` (its model_config.yaml and state dict,
   weight norm as parametrizations), every tensor re-randomised with a seed so no magnitude, bias or snake alpha is
-  at its initial value, and the output gain set so that a few percent of the samples clip;
+  at its initial value, and the output gain set so that a few samples clip (3 of the first sequence's 192);
 - nanocodec.safetensors: a batch of two token sequences ([B, 8 groups, T] group indices, the second one shorter by
   its tokens_len), the per-dimension digits Gepard's heads would emit for them (NeMo's codes_to_nonnegative of its
   own dequantised latents, [B, T, 32]), NeMo's `dequantize` latents [B, 32, T] and `decode` audio [B, T x 16] with
   audio_len;
 - real_nanocodec_keys.json: the published structural config (REAL) and every state-dict key and shape of NeMo's
-  decoder and quantizer built at the published sizes on the meta device, and the encoder's key count.
+  decoder (on the meta device) and quantizer built at the published sizes, and the encoder's key count.
 """
 
 from __future__ import annotations

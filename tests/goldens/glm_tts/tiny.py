@@ -1,0 +1,121 @@
+"""A tiny GLM-TTS checkpoint in the published layout, built from the published configs with the sizes shrunk.
+
+    python -m tests.goldens.glm_tts.tiny OUT_DIR
+
+writes llm/ (a Llama config.json + model.safetensors, HF names, tied head), vq32k-phoneme-tokenizer/ (a tiktoken
+`tokenizer.model` of base64 ranks and a tokenizer_config.json whose added tokens hold the specials and <|audio_k|>),
+flow/config.yaml + flow/flow.pt (the published `Flow` flags: adaLN speaker embedding, no speaker concat, no token CFG,
+25 Hz tokens to 50 Hz mel), hift/hift.pt (CosyVoice2's HiFT, weight-normed convolutions in the parametrizations
+spelling), speech_tokenizer/ (a WhisperVQ config + model.safetensors) and frontend/campplus.onnx.
+Kept structural: 80 mel bins, 192-d speaker embeddings, the flags above, 4 ConvNeXt text blocks, upsampling 8·5·3
+with a 16-point iSTFT (24 kHz), 3 resblock kernels, tokens pooled 2x at the quantizer. Shrunk: widths, depths, the
+speech vocabulary (64 <|audio_k|> tokens). Every tensor is seeded random.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+SPEECH_TOKENS = 64
+SEED = 4321
+WORDS = ["hello", "world", "this", "is", "a", "tiny", "voice", "the", "of", "and", "you", "speak", "short", "prompt", "text"]
+SPECIALS = ["<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|begin_of_audio|>", "<|end_of_audio|>"]
+EAR = "👂"
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False, "attention_dropout": 0.0,
+         "bos_token_id": 1, "eos_token_id": 2, "head_dim": 16, "hidden_act": "silu", "hidden_size": 32, "intermediate_size": 64,
+         "max_position_embeddings": 2048, "mlp_bias": False, "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2,
+         "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0, "tie_word_embeddings": True, "torch_dtype": "float32",
+         "use_cache": True}
+FLOW_YAML = """flow: !new:flow.flow.Flow
+    spkr_emb_adaLN: True
+    speech_token_cfg: False
+    remove_spkr_concat_condition: True
+    mel_dim: 80
+    mel_framerate: 50
+    input_frame_rate: 25
+    speech_token_dim: 16
+    vocab_size: 64
+    trans_dim: 32
+    depth: 2
+    heads: 2
+    dim_head: 16
+"""
+
+
+def tokenizer_vocab() -> tuple[dict[bytes, int], dict[str, int]]:
+    """Byte-level ranks (every byte, then merges spelling WORDS, with and without a leading space, and the ear emoji),
+    and the added tokens after them."""
+    ranks = {bytes([b]): b for b in range(256)}
+    for word in [*WORDS, *(" " + w for w in WORDS), EAR]:
+        pieces = [bytes([b]) for b in word.encode()]
+        while len(pieces) > 1:
+            merged = pieces[0] + pieces[1]
+            ranks.setdefault(merged, len(ranks))
+            pieces = [merged, *pieces[2:]]
+    added = {}
+    for token in [*SPECIALS, *(f"<|audio_{k}|>" for k in range(SPEECH_TOKENS))]:
+        added[token] = len(ranks) + len(added)
+    return ranks, added
+
+
+def write_tokenizer(folder: Path) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    ranks, added = tokenizer_vocab()
+    lines = [f"{base64.b64encode(token).decode()} {rank}" for token, rank in ranks.items()]
+    (folder / "tokenizer.model").write_text("\n".join(lines) + "\n")
+    decoder = {str(i): {"content": t, "special": True, "normalized": False, "lstrip": False, "rstrip": False, "single_word": False}
+               for t, i in added.items()}
+    (folder / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": decoder, "tokenizer_class": "ChatGLM4Tokenizer",
+                                                              "eos_token": "<|user|>", "pad_token": "<|endoftext|>"}, indent=1))
+    return len(ranks) + len(added)
+
+
+def randomize(module: torch.nn.Module, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Seeded random values for every tensor (gain / sqrt(fan_in) matrices, norms and Snake alphas near 1)."""
+    state = {}
+    for name, tensor in module.state_dict().items():
+        if name.endswith("inv_freq"):
+            state[name] = tensor.clone()
+            continue
+        if name.endswith(("norm.weight", "layernorm.weight", ".alpha", "_layer_norm.weight")):
+            value = 1 + 0.1 * torch.randn(tensor.shape, generator=generator)
+        elif tensor.dim() >= 2:
+            value = torch.randn(tensor.shape, generator=generator) / tensor[0].numel() ** 0.5
+        else:
+            value = 0.05 * torch.randn(tensor.shape, generator=generator)
+        state[name] = value.to(tensor.dtype)
+    return state
+
+
+def write_llm(folder: Path, vocab: int, generator: torch.Generator, audio_start: int) -> None:
+    from vocalis.stages.config_json import from_json
+    from vocalis.stages.models.glm_tts.config import LlamaConfig
+    from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = LLAMA | {"vocab_size": vocab + 8}  # a few unused rows, as real vocabularies are padded
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    state = randomize(GLMSpeechLM(from_json(LlamaConfig, config)), generator)
+    embed = state["model.embed_tokens.weight"]
+    embed[audio_start:audio_start + SPEECH_TOKENS] *= 2.0  # speech ids likelier than text ids, so utterances are speech
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def build(out: Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    generator = torch.Generator().manual_seed(SEED)
+    vocab = write_tokenizer(out / "vq32k-phoneme-tokenizer")
+    _, added = tokenizer_vocab()
+    write_llm(out / "llm", vocab, generator, added["<|audio_0|>"])
+    return out
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1])))

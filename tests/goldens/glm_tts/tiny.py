@@ -107,6 +107,38 @@ def write_llm(folder: Path, vocab: int, generator: torch.Generator, audio_start:
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
+def weight_normed(state: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """Conv weights under `prefixes` split into the parametrizations spelling (g = |v| per output channel)."""
+    out = {}
+    for name, value in state.items():
+        if name.endswith(".weight") and name.startswith(prefixes) and value.dim() == 3:
+            base = name[: -len("weight")]
+            out[base + "parametrizations.weight.original0"] = torch.linalg.vector_norm(value.flatten(1), dim=1).view(-1, 1, 1)
+            out[base + "parametrizations.weight.original1"] = value * 1.3
+        else:
+            out[name] = value
+    return out
+
+
+def write_flow_and_hift(out: Path, generator: torch.Generator) -> None:
+    from vocalis.stages.models.glm_tts.config import load_config
+    from vocalis.stages.models.glm_tts.weights import build_flow, build_hift
+
+    (out / "flow").mkdir(parents=True, exist_ok=True)
+    (out / "flow" / "config.yaml").write_text(FLOW_YAML)
+    config = load_config(out)
+    torch.save(randomize(build_flow(config), generator), out / "flow" / "flow.pt")
+    hift_state = randomize(build_hift(config, base_channels=16, f0_channels=16), generator)
+    # F0 near 150 Hz (voiced, above the 10 Hz threshold) and smooth, and magnitudes mostly below the clamp, so that
+    # small mel differences stay small in the waveform, as they do for trained weights
+    hift_state["f0_predictor.classifier.weight"] *= 0.1
+    hift_state["f0_predictor.classifier.bias"] += 150.0
+    hift_state["conv_post.weight"] *= 0.3
+    (out / "hift").mkdir(exist_ok=True)
+    torch.save(weight_normed(hift_state, ("conv_pre", "ups.", "resblocks.", "source_resblocks.", "conv_post", "f0_predictor.condnet")),
+               out / "hift" / "hift.pt")
+
+
 def build(out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,6 +146,7 @@ def build(out: Path) -> Path:
     vocab = write_tokenizer(out / "vq32k-phoneme-tokenizer")
     _, added = tokenizer_vocab()
     write_llm(out / "llm", vocab, generator, added["<|audio_0|>"])
+    write_flow_and_hift(out, generator)
     return out
 
 

@@ -139,6 +139,71 @@ def write_flow_and_hift(out: Path, generator: torch.Generator) -> None:
                out / "hift" / "hift.pt")
 
 
+WHISPER_VQ = {"architectures": ["WhisperVQForConditionalGeneration"], "model_type": "whisper", "activation_function": "gelu",
+              "d_model": 32, "encoder_attention_heads": 2, "encoder_ffn_dim": 64, "encoder_layers": 3, "decoder_layers": 1,
+              "num_mel_bins": 128, "max_source_positions": 1500, "pooling_kernel_size": 2, "pooling_position": 2, "pooling_type": "avg",
+              "quantize_position": 2, "quantize_vocab_size": SPEECH_TOKENS, "quantize_causal_block_size": 20,
+              "quantize_causal_encoder": False, "encoder_causal_attention": False, "encoder_causal_convolution": False,
+              "quantize_ema_decay": 0.99, "scale_embedding": False, "torch_dtype": "float32"}
+"""The published WhisperVQ config shrunk: 2 of 3 layers before the quantizer (pooled there), and a 20-frame causal
+block (the published 200 is 4 s: shrunk so that a 3 s clip crosses blocks)."""
+
+
+def codebook_from_speech(encoder, generator: torch.Generator) -> torch.Tensor:
+    """Codes drawn near the encoder's pooled frames of a voiced test clip (as VQ codebooks start from data), so that
+    speech maps onto many codes rather than the one nearest the frames' common mean."""
+    import math
+
+    from vocalis.stages.speech_features import whisper_log_mel
+
+    t = torch.arange(int(3.2 * 16000)) / 16000
+    clip = 0.3 * torch.sin(2 * math.pi * 180 * t) * torch.sin(2 * math.pi * 2 * t) + 0.05 * torch.randn(len(t), generator=generator)
+    frames = []
+    encoder.layers[-1].register_forward_hook(lambda module, args, out: frames.append(out[0]))
+    with torch.no_grad():
+        encoder(whisper_log_mel(clip[: len(clip) // 640 * 640])[None], len(clip) // 160)
+    pooled = torch.nn.functional.avg_pool1d(frames[0].T[None], 2)[0].T
+    picks = torch.randint(0, len(pooled), (encoder.codebook.num_embeddings,), generator=generator)
+    return pooled[picks] + 0.3 * torch.randn(encoder.codebook.weight.shape, generator=generator)
+
+
+def write_speech_tokenizer(folder: Path, generator: torch.Generator) -> None:
+    from vocalis.stages.config_json import from_json
+    from vocalis.stages.models.glm_tts.speech_tokenizer import WhisperVQConfig, WhisperVQEncoder
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(WHISPER_VQ, indent=1))
+    config = from_json(WhisperVQConfig, WHISPER_VQ)
+    encoder = WhisperVQEncoder(config)
+    encoder.load_state_dict(randomize(encoder, generator))
+    encoder.codebook.weight.data = codebook_from_speech(encoder, generator)
+    state = {"model.encoder." + k: v for k, v in encoder.state_dict().items()}
+    d = config.d_model
+    extra = {"layers.2.fc1.weight": (64, d), "layers.2.fc1.bias": (64,), "layer_norm.weight": (d,), "layer_norm.bias": (d,),
+             "embed_positions2.weight": (750, d), "ema_count": (SPEECH_TOKENS,), "ema_weight": (SPEECH_TOKENS, d)}
+    for name, shape in extra.items():  # present in the published file, left out by its loader (and ours)
+        state["model.encoder." + name] = torch.randn(shape, generator=generator)
+    state["model.decoder.embed_tokens.weight"] = torch.randn(16, d, generator=generator)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def write_campplus(path: Path, generator: torch.Generator) -> None:
+    """A small graph with the published input (fbank [1, T, 80]) and output ([1, 192])."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    weight = numpy_helper.from_array((torch.randn(80, 192, generator=generator) / 4).numpy(), "w")
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["input"], ["pooled"], axes=[1], keepdims=0),
+         helper.make_node("MatMul", ["pooled", "w"], ["projected"]), helper.make_node("Tanh", ["projected"], ["embedding"])],
+        "campplus", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, "T", 80])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [1, 192])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
 def build(out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +212,8 @@ def build(out: Path) -> Path:
     _, added = tokenizer_vocab()
     write_llm(out / "llm", vocab, generator, added["<|audio_0|>"])
     write_flow_and_hift(out, generator)
+    write_speech_tokenizer(out / "speech_tokenizer", generator)
+    write_campplus(out / "frontend" / "campplus.onnx", generator)
     return out
 
 

@@ -11,6 +11,7 @@ import torch
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.flow_vocoder import FlowConditioning
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
@@ -132,3 +133,22 @@ class GLMTTSLM(AutoregressiveModel):
 
     def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
         return self.lm.embed(frames[:, 0].to(self.lm.device) + self.audio_start)
+
+
+class VoicePreparer:
+    """Encodes a request's clip on the PrepareStage's thread (kept by content: a session's utterances and a stored
+    voice's requests share it)."""
+
+    def __init__(self, frontend) -> None:
+        self.frontend = frontend
+
+    def prepare(self, request: SynthesisRequest[GLMTTSInput]):
+        inputs = request.stage_input
+        if inputs.voice is not None:
+            return inputs.voice
+        return self.frontend.prompt(inputs.samples, inputs.sample_rate)
+
+
+def conditioning(request: SynthesisRequest[GLMTTSInput]) -> FlowConditioning:
+    voice = request.prepared
+    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)

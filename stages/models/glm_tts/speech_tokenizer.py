@@ -47,9 +47,9 @@ class WhisperVQConfig:
 def block_causal_mask(valid: torch.Tensor, block: int | None) -> torch.Tensor:
     """[1, L, L] bool: causal or within the same `block`-frame block, and only valid keys (a `block` of None: all)."""
     length = valid.shape[0]
-    position = torch.arange(length)
+    position = torch.arange(length, device=valid.device)
     if block is None:
-        mask = torch.ones(length, length, dtype=torch.bool)
+        mask = torch.ones(length, length, dtype=torch.bool, device=valid.device)
     else:
         mask = (position[None, :] <= position[:, None]) | (position[None, :] // block == position[:, None] // block)
     return (mask & valid[None, :])[None]
@@ -84,7 +84,7 @@ class WhisperVQEncoder(nn.Module):
         if length > c.max_source_positions:
             raise ValueError(f"{length} encoder frames exceed the speech tokenizer's {c.max_source_positions} (30 s)")
         x = x + self.embed_positions.weight[:length]
-        valid = torch.arange(length) < math.ceil(valid_frames / 2)
+        valid = torch.arange(length, device=x.device) < math.ceil(valid_frames / 2)
         mask = block_causal_mask(valid, c.quantize_causal_block_size)
         for index, layer in enumerate(self.layers):
             x = layer(x, mask)

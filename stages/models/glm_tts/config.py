@@ -16,9 +16,12 @@ from vocalis.stages.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
 LLM_DIR = "llm"
 TOKENIZER_DIR = "vq32k-phoneme-tokenizer"
 SPEECH_TOKENIZER_DIR = "speech_tokenizer"
-FILE_SET = (f"{LLM_DIR}/config.json", "flow/flow.pt", "flow/config.yaml", "hift/hift.pt", f"{SPEECH_TOKENIZER_DIR}/config.json",
+FILE_SET = (f"{LLM_DIR}/config.json", "flow/flow.pt", "flow/config.yaml", f"{SPEECH_TOKENIZER_DIR}/config.json",
             "frontend/campplus.onnx", f"{TOKENIZER_DIR}/tokenizer.model")
-"""What a published GLM-TTS directory holds; a directory with all of it is GLM-TTS."""
+"""What a published GLM-TTS directory holds; a directory with all of it is GLM-TTS. The vocoder (hift/ or vocos2d/)
+is left out of detection so that a Vocos2D-only directory is recognised, and refused at load with the reason."""
+HIFT_FILE = "hift/hift.pt"
+VOCOS_FILE = "vocos2d/generator_jit.ckpt"
 SAMPLE_RATE = 24000
 
 

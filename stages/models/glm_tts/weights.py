@@ -11,7 +11,7 @@ import torch
 
 from vocalis.stages.layers.glm_dit import GLMDiT, GLMFlow
 from vocalis.stages.layers.hift import ConvRNNF0Predictor, HiFTGenerator
-from vocalis.stages.models.glm_tts.config import LLM_DIR, TOKENIZER_DIR, GLMTTSConfig, load_config
+from vocalis.stages.models.glm_tts.config import HIFT_FILE, LLM_DIR, TOKENIZER_DIR, VOCOS_FILE, GLMTTSConfig, load_config
 from vocalis.stages.models.glm_tts.lm import TIED_HEAD_KEYS, GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
 from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors
@@ -60,7 +60,11 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     lm = load_strict(GLMSpeechLM(config.llama), read_safetensors(path / LLM_DIR), path / LLM_DIR,
                      unused=TIED_HEAD_KEYS if config.llama.tie_word_embeddings else ())
     flow = load_strict(build_flow(config), read_pt(path / "flow" / "flow.pt"), path / "flow" / "flow.pt")
-    hift_state = hift_weights(path / "hift" / "hift.pt")
+    if not (path / HIFT_FILE).is_file():
+        vocos = " (it has vocos2d/generator_jit.ckpt, GLM-TTS's 32 kHz Vocos2D vocoder: a TorchScript program, which is not " \
+                "loaded as data)" if (path / VOCOS_FILE).is_file() else ""
+        raise ValueError(f"{path} has no {HIFT_FILE}{vocos}; GLM-TTS is served with its HiFT vocoder (24 kHz)")
+    hift_state = hift_weights(path / HIFT_FILE)
     if "conv_pre.weight" not in hift_state or "f0_predictor.condnet.0.weight" not in hift_state:
         raise ValueError(f"{path / 'hift' / 'hift.pt'}: no conv_pre / f0_predictor weights: is it a HiFT state dict?")
     hift = build_hift(config, hift_state["conv_pre.weight"].shape[0], hift_state["f0_predictor.condnet.0.weight"].shape[0])

@@ -16,6 +16,8 @@ from vocalis.stages.models.glm_tts.lm import TIED_HEAD_KEYS, GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
 from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 
+ROTARY_KEY = "estimator.rotary_embed.inv_freq"
+
 
 @dataclass
 class GLMTTSModules:
@@ -59,7 +61,11 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     config = load_config(path)
     lm = load_strict(GLMSpeechLM(config.llama), read_safetensors(path / LLM_DIR), path / LLM_DIR,
                      unused=TIED_HEAD_KEYS if config.llama.tie_word_embeddings else ())
-    flow = load_strict(build_flow(config), read_pt(path / "flow" / "flow.pt"), path / "flow" / "flow.pt")
+    flow = build_flow(config)
+    flow_state = read_pt(path / "flow" / "flow.pt")
+    # x-transformers keeps the rotary table as a buffer, so the file may carry it; it is a fixed table either way
+    flow_state.setdefault(ROTARY_KEY, flow.estimator.rotary_embed.inv_freq.clone())
+    load_strict(flow, flow_state, path / "flow" / "flow.pt")
     if not (path / HIFT_FILE).is_file():
         vocos = " (it has vocos2d/generator_jit.ckpt, GLM-TTS's 32 kHz Vocos2D vocoder: a TorchScript program, which is not " \
                 "loaded as data)" if (path / VOCOS_FILE).is_file() else ""

@@ -215,7 +215,7 @@ def test_streamed_approaches_the_whole_utterance_with_lookahead(decoder):
 
     none, half_second, everything = error(0), error(12), error(32)
     assert everything < 1e-5  # lookahead past the end: each chunk is cut from the whole decode
-    assert half_second < none / 2 and half_second < 0.1, (none, half_second)  # measured 0.36 -> 0.05 on the tiny weights
+    assert half_second < none / 2 and half_second < 0.1, (none, half_second)  # measured 0.37 -> 0.037 on the tiny weights
 
 
 def test_a_requests_audio_does_not_depend_on_its_batch(decoder):

@@ -6,7 +6,8 @@ sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2
 bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
 bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Fish Speech S2 Pro: bench/configs/fish_speech_s2_pro.json; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
-cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/), loads it as the
+cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/; GLM-TTS: the published Llama and flow configs of
+tests/goldens/glm_tts/real/), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -67,7 +68,10 @@ CASES = {
     "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", GOLDENS / "higgs_audio_v2" / "tiny"),
     "fish-speech-s2-pro": Case("s2-pro", GOLDENS / "fish_speech" / "tiny"),
     "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", GOLDENS / "cosyvoice3" / "real", clone=True, built=True),
+    "glm-tts": Case("GLM-TTS", GOLDENS / "glm_tts" / "real", clone=True, built=True),
 }
+BUILDERS = {"cosyvoice3": "tests.goldens.cosyvoice3.tiny", "glm-tts": "tests.goldens.glm_tts.tiny"}
+"""The tiny-checkpoint builder of each `built` case."""
 BUILT_TINY = {"voxtral"}
 """Families whose tiny checkpoint is built by a script (into the work dir) rather than committed."""
 
@@ -123,6 +127,8 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_higgs(out)
         elif key == "cosyvoice3":
             _build_cosyvoice3(out)
+        elif key == "glm-tts":
+            _build_glm_tts(out)
         elif key == "fish-speech-s2-pro":
             _build_fish(out)
         else:
@@ -228,9 +234,9 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
 
 def tiny_checkpoint(key: str, work: Path) -> Path:
     if CASES[key].built:
-        from tests.goldens.cosyvoice3.tiny import build
+        import importlib
 
-        return build(work / f"{key}-tiny")
+        return importlib.import_module(BUILDERS[key]).build(work / f"{key}-tiny")
     if key not in BUILT_TINY:
         return tiny_path(key, work)
     from tests.goldens.voxtral.build_tiny import build
@@ -300,6 +306,27 @@ def _build_cosyvoice3(out: Path) -> None:
     torch.save({k: v.detach().cpu() for k, v in build_hift(config).state_dict().items()}, out / "hift.pt")
 
 
+
+
+def _build_glm_tts(out: Path) -> None:
+    """The tiny checkpoint (its tokenizers and CAM++: their cost is not what is measured), then the published Llama
+    config and flow config (tests/goldens/glm_tts/real) with random llm/, flow.pt and hift.pt at the published sizes."""
+    from tests.goldens.glm_tts.tiny import build
+    from vocalis.stages.models.glm_tts.config import load_config
+    from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
+    from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
+    from vocalis.stages.models.glm_tts.weights import build_flow, build_hift
+
+    real = GOLDENS / "glm_tts" / "real"
+    build(out)
+    shutil.copy(real / "llm_config.json", out / "llm" / "config.json")
+    shutil.copy(real / "flow_config.yaml", out / "flow" / "config.yaml")
+    config = load_config(out)
+    lm = GLMSpeechLM(config.llama)
+    lm.model.embed_tokens.weight[GLMTokenizer.from_dir(out / "vq32k-phoneme-tokenizer").stop_ids()] = 0  # stops rarely win
+    _save(lm, out / "llm" / "model.safetensors")
+    torch.save({k: v.detach().cpu() for k, v in build_flow(config).state_dict().items()}, out / "flow" / "flow.pt")
+    torch.save({k: v.detach().cpu() for k, v in build_hift(config).state_dict().items()}, out / "hift" / "hift.pt")
 
 
 # -- serving --------------------------------------------------------------------------------------

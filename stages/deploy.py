@@ -44,6 +44,11 @@ class StageDeploy:
     lookahead_frames: int = 0
     chunk_growth: float = 1.0
     max_chunk_frames: int = 100
+    min_tokens_per_text_token: float = 0.0
+    """An autoregressive stage whose family bounds its output by the text's length (GLM-TTS): at least this many tokens
+    per text token before a stop is allowed. 0: the family's default."""
+    max_tokens_per_text_token: float = 0.0
+    """... and at most this many (before max_new_tokens and max_len). 0: the family's default."""
     weights_dir: str = ""
     """A second directory this stage loads weights from, where a model is published in two parts (AuK served from
     its upstream directory: the condition stage's Qwen2.5-Omni-3B snapshot). Empty: none."""

@@ -1,5 +1,6 @@
 """Speech tokens to waveform through flow matching and the HiFT vocoder, as a ChunkStage decoder: written once for the
-families whose second stage is `CausalMaskedDiffWithDiT` + `CausalHiFTGenerator` (CosyVoice3, GLM-TTS).
+families whose second stage is flow matching + HiFT: CosyVoice3 (`CausalMaskedDiffWithDiT` + `CausalHiFTGenerator`) and
+GLM-TTS (`GLMFlow` + the centred `HiFTGenerator`).
 
 Each request's stream carries its conditioning (prompt speech tokens, prompt mel, speaker embedding). A chunk is
 decoded from the request's first token (the DiT's chunk-causal attention reaches back to the start: configure
@@ -8,6 +9,8 @@ With at least `exact_lookahead_tokens` of lookahead every emitted sample equals 
 chunk-causal DiT lets a mel frame see to the end of its attention chunk, the pre-lookahead convolution reads
 `pre_lookahead_len` tokens further, and the vocoder reads 5 mel frames ahead. The streamed output is the published
 streaming's (which re-runs flow and vocoder over the whole prefix, too), without its approximation at chunk ends.
+GLM-TTS has no such bound (its DiT attends to, and its GRN normalises over, the whole utterance): its chunk ends
+approximate the whole decode, closer the longer the lookahead, as the published streaming's do.
 Rows are decoded one at a time: prompts differ in length per request, and a row's output never depends on its batch.
 """
 
@@ -21,6 +24,7 @@ import torch
 
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.layers.flow_matching import CausalMaskedDiffWithDiT
+from vocalis.stages.layers.glm_dit import GLMFlow
 from vocalis.stages.layers.hift import CausalHiFTGenerator
 from vocalis.stages.request import SynthesisRequest
 
@@ -41,7 +45,7 @@ class FlowConditioning:
 class FlowVocoderDecoder(ChunkDecoder):
     causal = False  # rows are grouped by window length, never right-padded with tokens that are not there
 
-    def __init__(self, flow: CausalMaskedDiffWithDiT, hift: CausalHiFTGenerator, conditioning: Callable[[SynthesisRequest], FlowConditioning],
+    def __init__(self, flow: CausalMaskedDiffWithDiT | GLMFlow, hift: CausalHiFTGenerator, conditioning: Callable[[SynthesisRequest], FlowConditioning],
                  n_timesteps: int = 10, first_chunk: Callable[[SynthesisRequest], int | None] | None = None) -> None:
         self.flow, self.hift = flow, hift
         self.conditioning = conditioning
@@ -50,10 +54,15 @@ class FlowVocoderDecoder(ChunkDecoder):
         self.samples_per_frame = flow.token_mel_ratio * hift.samples_per_frame
 
     @property
-    def exact_lookahead_tokens(self) -> int:
+    def exact_lookahead_tokens(self) -> int | None:
+        """Tokens of lookahead with which a stream equals the whole-utterance decode; None where no finite lookahead
+        does (GLM-TTS: its DiT attends to, and its GRN normalises over, the whole utterance)."""
         ratio = self.flow.token_mel_ratio
+        if not isinstance(self.flow, CausalMaskedDiffWithDiT):
+            return None
         chunk = max(self.flow.decoder.estimator.static_chunk_size, 1)
-        return math.ceil((chunk - 1) / ratio) + self.flow.pre_lookahead_layer.pre_lookahead_len + math.ceil(HIFT_LOOKAHEAD_MEL / ratio)
+        vocoder = getattr(self.hift, "lookahead_mel", HIFT_LOOKAHEAD_MEL)
+        return math.ceil((chunk - 1) / ratio) + self.flow.pre_lookahead_layer.pre_lookahead_len + math.ceil(vocoder / ratio)
 
     def start(self, request: SynthesisRequest) -> DecodeStream:
         first = self.first_chunk(request) if self.first_chunk is not None else None
@@ -64,7 +73,7 @@ class FlowVocoderDecoder(ChunkDecoder):
 
     def decode_one(self, tokens: torch.Tensor, conditioning: FlowConditioning, noise: torch.Tensor | None = None) -> torch.Tensor:
         """Samples [T * samples_per_frame] of tokens [T] after the voice's prompt."""
-        device = self.flow.input_embedding.weight.device
+        device = next(self.flow.parameters()).device
         mel = self.flow.inference(
             tokens.to(device).long()[None], conditioning.prompt_tokens.to(device).long()[None], conditioning.prompt_mel.to(device)[None],
             conditioning.embedding.to(device).float()[None], self.n_timesteps, noise,

@@ -118,7 +118,7 @@ class Attention(nn.Module):
         self.to_v = nn.Linear(dim, inner)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(0.0))
 
-    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, length, _ = x.shape
         q = interleaved_rotary(self.to_q(x), freqs)
         k = interleaved_rotary(self.to_k(x), freqs)
@@ -129,11 +129,12 @@ class Attention(nn.Module):
 
 
 class AdaLayerNormZero(nn.Module):
-    """`linear`: six modulations of the block from the time embedding."""
+    """`linear`: six modulations of the block from the time embedding (`emb_dim` wide when a speaker embedding is
+    concatenated to it, as GLM-TTS's DiT does; `dim` otherwise)."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, emb_dim: int | None = None) -> None:
         super().__init__()
-        self.linear = nn.Linear(dim, dim * 6)
+        self.linear = nn.Linear(emb_dim or dim, dim * 6)
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -142,9 +143,9 @@ class AdaLayerNormZero(nn.Module):
 
 
 class AdaLayerNormZeroFinal(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, emb_dim: int | None = None) -> None:
         super().__init__()
-        self.linear = nn.Linear(dim, dim * 2)
+        self.linear = nn.Linear(emb_dim or dim, dim * 2)
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
@@ -165,14 +166,14 @@ class FeedForward(nn.Module):
 
 
 class DiTBlock(nn.Module):
-    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float) -> None:
+    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float, emb_dim: int | None = None) -> None:
         super().__init__()
-        self.attn_norm = AdaLayerNormZero(dim)
+        self.attn_norm = AdaLayerNormZero(dim, emb_dim)
         self.attn = Attention(dim, heads, dim_head)
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.ff = FeedForward(dim, ff_mult)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
         x = x + gate_msa[:, None] * self.attn(norm, freqs, mask)
         norm = self.ff_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]

@@ -11,6 +11,7 @@ decoder does), so a frame's mel does not depend on how the utterance was chunked
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -53,8 +54,7 @@ class CausalConditionalCFM(nn.Module):
         self.estimator = estimator
         self.inference_cfg_rate = inference_cfg_rate
         self.t_scheduler = t_scheduler
-        generator = torch.Generator(device="cpu").manual_seed(0)
-        self.register_buffer("rand_noise", torch.randn([1, mel_dim, NOISE_FRAMES], generator=generator), persistent=False)
+        self.register_buffer("rand_noise", fixed_noise(mel_dim), persistent=False)
 
     def time_span(self, steps: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         if self.t_scheduler == "cosine":
@@ -77,16 +77,27 @@ class CausalConditionalCFM(nn.Module):
         mu_in = torch.cat([mu, torch.zeros_like(mu)])
         spks_in = torch.cat([spks, torch.zeros_like(spks)])
         cond_in = torch.cat([cond, torch.zeros_like(cond)])
-        rate = self.inference_cfg_rate
-        t, dt = t_span[0], t_span[1] - t_span[0]
-        for step in range(1, len(t_span)):
-            velocity = self.estimator(torch.cat([x, x]), mu_in, t.expand(2), spks_in, cond_in)
-            conditioned, unconditioned = velocity.chunk(2)
-            x = x + dt * ((1.0 + rate) * conditioned - rate * unconditioned)
-            t = t + dt
-            if step < len(t_span) - 1:
-                dt = t_span[step + 1] - t
-        return x.float()
+        return guided_euler(lambda x2, t2: self.estimator(x2, mu_in, t2, spks_in, cond_in), x, t_span, self.inference_cfg_rate)
+
+
+def guided_euler(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor, t_span: torch.Tensor,
+                 cfg_rate: float) -> torch.Tensor:
+    """Euler steps over `t_span` with classifier-free guidance: `velocity(x2, t2)` takes x twice along the batch (row
+    block 0 conditioned, block 1 unconditioned, whatever each family drops) and t for both; returns x at t_span[-1]."""
+    t, dt = t_span[0], t_span[1] - t_span[0]
+    for step in range(1, len(t_span)):
+        conditioned, unconditioned = velocity(torch.cat([x, x]), t.expand(2 * x.shape[0])).chunk(2)
+        x = x + dt * ((1.0 + cfg_rate) * conditioned - cfg_rate * unconditioned)
+        t = t + dt
+        if step < len(t_span) - 1:
+            dt = t_span[step + 1] - t
+    return x.float()
+
+
+def fixed_noise(mel_dim: int, frames: int = NOISE_FRAMES) -> torch.Tensor:
+    """[1, mel_dim, frames] start noise drawn from a generator seeded 0, indexed by absolute mel position."""
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    return torch.randn([1, mel_dim, frames], generator=generator)
 
 
 class CausalMaskedDiffWithDiT(nn.Module):

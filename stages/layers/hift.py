@@ -1,5 +1,6 @@
-"""Mel to waveform: the causal HiFT vocoder (`CausalHiFTGenerator`: a neural source filter, HiFi-GAN upsampling and an
-inverse STFT), named as the checkpoints' `hift.pt` tensors; written once for CosyVoice3 and GLM-TTS.
+"""Mel to waveform: the HiFT vocoder (a neural source filter, HiFi-GAN upsampling and an inverse STFT), named as the
+checkpoints' `hift.pt` tensors: CosyVoice3's causal `CausalHiFTGenerator`, and CosyVoice2's centred `HiFTGenerator`
+(GLM-TTS), which differs only in its convolutions' padding and the phase upsampling.
 
 An F0 predictor reads the mel; the source module turns F0 into harmonics (phase accumulated at mel rate) plus fixed
 noise indexed by absolute sample position; the generator upsamples the mel, fuses the source's STFT at each scale and
@@ -53,13 +54,22 @@ class CausalConv1dDownSample(nn.Conv1d):
         return super().forward(F.pad(x, (self.stride[0] - 1, 0)))
 
 
-class ResBlock(nn.Module):
-    """`convs1`, `convs2`, `activations1`, `activations2`: causal dilated Snake residual units."""
+def _centred(channels: int, kernel_size: int, dilation: int = 1) -> nn.Conv1d:
+    return nn.Conv1d(channels, channels, kernel_size, dilation=dilation, padding=(kernel_size * dilation - dilation) // 2)
 
-    def __init__(self, channels: int, kernel_size: int, dilations: list[int]) -> None:
+
+class ResBlock(nn.Module):
+    """`convs1`, `convs2`, `activations1`, `activations2`: dilated Snake residual units, causal (CosyVoice3) or centred
+    (CosyVoice2's HiFT, GLM-TTS)."""
+
+    def __init__(self, channels: int, kernel_size: int, dilations: list[int], causal: bool = True) -> None:
         super().__init__()
-        self.convs1 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size, dilation=d) for d in dilations)
-        self.convs2 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size) for _ in dilations)
+        if causal:
+            self.convs1 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size, dilation=d) for d in dilations)
+            self.convs2 = nn.ModuleList(CausalConv1d(channels, channels, kernel_size) for _ in dilations)
+        else:
+            self.convs1 = nn.ModuleList(_centred(channels, kernel_size, d) for d in dilations)
+            self.convs2 = nn.ModuleList(_centred(channels, kernel_size) for _ in dilations)
         self.activations1 = nn.ModuleList(Snake(channels, flat=True) for _ in dilations)
         self.activations2 = nn.ModuleList(Snake(channels, flat=True) for _ in dilations)
 
@@ -88,9 +98,9 @@ class SineGen2(nn.Module):
     """Harmonics of F0 with phase accumulated at mel rate, plus fixed noise (uniform, as published) by sample position."""
 
     def __init__(self, sampling_rate: int, upsample_scale: int, harmonic_num: int, sine_amp: float, noise_std: float,
-                 voiced_threshold: float) -> None:
+                 voiced_threshold: float, phase_upsampling: str = "nearest") -> None:
         super().__init__()
-        self.sampling_rate, self.upsample_scale = sampling_rate, upsample_scale
+        self.sampling_rate, self.upsample_scale, self.phase_upsampling = sampling_rate, upsample_scale, phase_upsampling
         self.sine_amp, self.noise_std, self.voiced_threshold = sine_amp, noise_std, voiced_threshold
         generator = torch.Generator(device="cpu").manual_seed(0)
         rand_ini = torch.rand(1, harmonic_num + 1, generator=generator)
@@ -110,7 +120,7 @@ class SineGen2(nn.Module):
         rad[:, 0, :] = rad[:, 0, :] + self.rand_ini
         rad = F.interpolate(rad.transpose(1, 2), scale_factor=1 / self.upsample_scale, mode="linear").transpose(1, 2)
         phase = torch.cumsum(rad, dim=1) * 2 * math.pi
-        phase = F.interpolate(phase.transpose(1, 2) * self.upsample_scale, scale_factor=self.upsample_scale, mode="nearest").transpose(1, 2)
+        phase = F.interpolate(phase.transpose(1, 2) * self.upsample_scale, scale_factor=self.upsample_scale, mode=self.phase_upsampling).transpose(1, 2)
         sines = torch.sin(phase) * self.sine_amp
         uv = (f0 > self.voiced_threshold).to(sines.dtype)
         noise_amp = uv * self.noise_std + (1 - uv) * self.sine_amp / 3
@@ -121,9 +131,9 @@ class SourceModuleHnNSF(nn.Module):
     """`l_linear`: the harmonics merged into one excitation, through tanh."""
 
     def __init__(self, sampling_rate: int, upsample_scale: int, harmonic_num: int, sine_amp: float, add_noise_std: float,
-                 voiced_threshold: float) -> None:
+                 voiced_threshold: float, phase_upsampling: str = "nearest") -> None:
         super().__init__()
-        self.l_sin_gen = SineGen2(sampling_rate, upsample_scale, harmonic_num, sine_amp, add_noise_std, voiced_threshold)
+        self.l_sin_gen = SineGen2(sampling_rate, upsample_scale, harmonic_num, sine_amp, add_noise_std, voiced_threshold, phase_upsampling)
         self.l_linear = nn.Linear(harmonic_num + 1, 1)
 
     def forward(self, f0: torch.Tensor) -> torch.Tensor:
@@ -197,3 +207,66 @@ class CausalHiFTGenerator(nn.Module):
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
         """Mel [B, C, M] -> samples [B, M * samples_per_frame] (the published `inference(finalize=True)`)."""
         return self.decode(mel, self.source(mel))
+
+
+class ConvRNNF0Predictor(nn.Module):
+    """CosyVoice2's F0 predictor: `condnet.{0,2,4,6,8}` (centred kernel-3 convolutions, ELU between), `classifier`."""
+
+    def __init__(self, num_class: int = 1, in_channels: int = 80, cond_channels: int = 512) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for index in range(5):
+            layers += [nn.Conv1d(in_channels if index == 0 else cond_channels, cond_channels, 3, padding=1), nn.ELU()]
+        self.condnet = nn.Sequential(*layers)
+        self.classifier = nn.Linear(cond_channels, num_class)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.condnet(x).transpose(1, 2)).squeeze(-1).abs()
+
+
+class HiFTGenerator(CausalHiFTGenerator):
+    """CosyVoice2's HiFT (GLM-TTS's `hift/hift.pt`): the same tensors as the causal one, but centred convolutions,
+    transposed-convolution upsampling, and phase upsampled linearly. A sample depends on mel frames on both sides
+    (`lookahead_mel` ahead, measured in the tests), so a stream needs that much lookahead to match a whole decode."""
+
+    lookahead_mel = 21
+    """Mel frames ahead that a sample can depend on: the F0 predictor's 5, the source's strided conv and resblocks
+    (about 5.5 at 8x mel rate), the upsampled branch's resblocks (7.5 + 1.5 + 0.5); 19.5 measured, rounded up."""
+
+    def __init__(self, *, in_channels: int = 80, base_channels: int = 512, nb_harmonics: int = 8, sampling_rate: int = 24000,
+                 nsf_alpha: float = 0.1, nsf_sigma: float = 0.003, nsf_voiced_threshold: float = 10,
+                 upsample_rates: list[int], upsample_kernel_sizes: list[int], istft_params: dict[str, int],
+                 resblock_kernel_sizes: list[int], resblock_dilation_sizes: list[list[int]],
+                 source_resblock_kernel_sizes: list[int], source_resblock_dilation_sizes: list[list[int]],
+                 lrelu_slope: float = 0.1, audio_limit: float = 0.99, f0_predictor: ConvRNNF0Predictor, **_unused: object) -> None:
+        nn.Module.__init__(self)
+        if sampling_rate == 22050:
+            raise ValueError("the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz")
+        self.n_fft, self.hop = istft_params["n_fft"], istft_params["hop_len"]
+        self.lrelu_slope, self.audio_limit = lrelu_slope, audio_limit
+        self.num_kernels = len(resblock_kernel_sizes)
+        self.upsample_rates = list(upsample_rates)
+        self.samples_per_frame = int(math.prod(upsample_rates) * self.hop)
+        self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold,
+                                          phase_upsampling="linear")
+        self.conv_pre = nn.Conv1d(in_channels, base_channels, 7, padding=3)
+        self.ups = nn.ModuleList(
+            nn.ConvTranspose1d(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u, padding=(k - u) // 2)
+            for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))
+        )
+        cumulative, rates = [], [1, *upsample_rates[::-1][:-1]]
+        for rate in rates:
+            cumulative.append(rate * (cumulative[-1] if cumulative else 1))
+        self.source_downs = nn.ModuleList()
+        self.source_resblocks = nn.ModuleList()
+        for i, (u, k, d) in enumerate(zip(cumulative[::-1], source_resblock_kernel_sizes, source_resblock_dilation_sizes, strict=True)):
+            channels = base_channels // 2 ** (i + 1)
+            self.source_downs.append(nn.Conv1d(self.n_fft + 2, channels, 1) if u == 1 else nn.Conv1d(self.n_fft + 2, channels, u * 2, u, padding=u // 2))
+            self.source_resblocks.append(ResBlock(channels, k, d, causal=False))
+        self.resblocks = nn.ModuleList(
+            ResBlock(base_channels // 2 ** (i + 1), k, d, causal=False)
+            for i in range(len(self.ups)) for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
+        )
+        self.conv_post = nn.Conv1d(base_channels // 2 ** len(self.ups), self.n_fft + 2, 7, padding=3)
+        self.register_buffer("stft_window", torch.hann_window(self.n_fft, periodic=True), persistent=False)
+        self.f0_predictor = f0_predictor

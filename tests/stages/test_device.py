@@ -9,6 +9,7 @@ and a short seeded request through its own deploy defaults, stage by stage.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +50,9 @@ CASES = {
     "voxcpm2": (GOLDENS / "voxcpm2" / "tiny", "Hello there.", {"max_new_tokens": 4}),
     "omnivoice": (GOLDENS / "omnivoice" / "tiny", "Hello there.", {}),
     "cosyvoice3": ("build", "Hello there.", {"max_new_tokens": 4}),
+    "glm_tts": ("build", "Hello there.", {"max_new_tokens": 4}),
 }
-CLONES = {"cosyvoice3"}
+CLONES = {"cosyvoice3", "glm_tts"}
 """Families that need a voice to clone (a reference clip with its transcript) on every request."""
 
 
@@ -68,9 +70,7 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, tmp_path):
     if path is None:
         path = build_checkpoint(tmp_path / "tiny-tts")
     elif path == "build":
-        from tests.goldens.cosyvoice3.tiny import build
-
-        path = build(tmp_path / f"{name}-tiny")
+        path = importlib.import_module(f"tests.goldens.{name}.tiny").build(tmp_path / f"{name}-tiny")
     t = np.arange(16000 * 3) / 16000
     reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32), 16000, text="a short prompt.") if name in CLONES else None
     fam = family(name, path)

@@ -20,32 +20,13 @@ from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.layers.transformer import PreNormDecoderLayer
+from vocalis.stages.layers.whisper import WhisperEncoderLayer
 from vocalis.stages.models.auk.config import AudioConfig, TextConfig
 
 
-class AudioEncoderLayer(nn.Module):
+class AudioEncoderLayer(WhisperEncoderLayer):
     def __init__(self, config: AudioConfig) -> None:
-        super().__init__()
-        dim = config.d_model
-        self.heads = config.encoder_attention_heads
-        self.self_attn = nn.Module()
-        self.self_attn.q_proj = nn.Linear(dim, dim)
-        self.self_attn.k_proj = nn.Linear(dim, dim, bias=False)
-        self.self_attn.v_proj = nn.Linear(dim, dim)
-        self.self_attn.out_proj = nn.Linear(dim, dim)
-        self.self_attn_layer_norm = nn.LayerNorm(dim)
-        self.fc1 = nn.Linear(dim, config.encoder_ffn_dim)
-        self.fc2 = nn.Linear(config.encoder_ffn_dim, dim)
-        self.final_layer_norm = nn.LayerNorm(dim)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [windows, L, dim]; mask [windows, 1, 1, L] of valid keys."""
-        h = self.self_attn_layer_norm(x)
-        attn = self.self_attn
-        q, k, v = (p(h).unflatten(-1, (self.heads, -1)).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).flatten(2)
-        x = x + attn.out_proj(out)
-        return x + self.fc2(F.gelu(self.fc1(self.final_layer_norm(x))))
+        super().__init__(config.d_model, config.encoder_attention_heads, config.encoder_ffn_dim)
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000) -> torch.Tensor:

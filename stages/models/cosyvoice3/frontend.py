@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vocalis.stages.campplus import CampPlus, onnx_session
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.reference import ReferenceCache, content_key, resample
-from vocalis.stages.speech_features import kaldi_fbank, matcha_log_mel, whisper_log_mel
+from vocalis.stages.speech_features import matcha_log_mel, whisper_log_mel
 
 TOKENIZER_RATE = 16000
 MAX_REFERENCE_SECONDS = 30.0
@@ -31,20 +32,11 @@ class VoicePrompt:
     """[2 * len(speech_tokens), 80] log-mel of the clip at the model's rate."""
 
 
-def _session(path: Path):
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-
-
 class Frontend:
     def __init__(self, path: Path, config: CosyVoice3Config) -> None:
         self.config = config
-        self.campplus = _session(path / "campplus.onnx")
-        self.speech_tokenizer = _session(path / "speech_tokenizer_v3.onnx")
+        self.campplus = CampPlus(path / "campplus.onnx")
+        self.speech_tokenizer = onnx_session(path / "speech_tokenizer_v3.onnx")
         self.cache: ReferenceCache[VoicePrompt] = ReferenceCache()
 
     def prompt(self, samples: np.ndarray, sample_rate: int) -> VoicePrompt:
@@ -52,11 +44,7 @@ class Frontend:
         return self.cache.get_or_make(content_key(samples, sample_rate, "cosyvoice3"), lambda: self._encode(samples, sample_rate))
 
     def speaker_embedding(self, samples_16k: np.ndarray) -> torch.Tensor:
-        feat = kaldi_fbank(torch.from_numpy(samples_16k))
-        feat = feat - feat.mean(dim=0, keepdim=True)
-        inputs = self.campplus.get_inputs()
-        out = self.campplus.run(None, {inputs[0].name: feat[None].numpy()})[0]
-        return torch.from_numpy(np.asarray(out, dtype=np.float32).reshape(-1))
+        return self.campplus(samples_16k)
 
     def speech_tokens(self, samples_16k: np.ndarray) -> list[int]:
         feat = whisper_log_mel(torch.from_numpy(samples_16k))[None]

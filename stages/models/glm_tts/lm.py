@@ -1,0 +1,77 @@
+"""GLM-TTS's speech LM (`llm/`): a transformers Llama (HF tensor names) over [reference transcript, text,
+<|begin_of_audio|>, the reference's speech tokens as <|audio_k|> ids], emitting <|audio_k|> ids at 25 Hz until a stop
+token. Built from the shared decoder layer; the head is tied to the embeddings unless the config says otherwise."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.norm import RMSNorm
+from vocalis.stages.layers.rotary import rope
+from vocalis.stages.layers.transformer import gated_decoder_layer
+from vocalis.stages.models.glm_tts.config import LlamaConfig
+
+TIED_HEAD_KEYS = (r"lm_head\.weight",)
+"""A tied head saved anyway: the embeddings are used, the copy is declared unused."""
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c: LlamaConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+                                c.rms_norm_eps, bias=c.attention_bias)
+            for _ in range(c.num_hidden_layers)
+        )
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+
+class GLMSpeechLM(nn.Module):
+    """`model.*` and, untied, `lm_head`."""
+
+    def __init__(self, config: LlamaConfig) -> None:
+        super().__init__()
+        if config.mlp_bias:
+            raise ValueError("llm/config.json: mlp_bias is not supported (the published GLM-TTS has none)")
+        self.config = config
+        self.model = LlamaModel(config)
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.embed_tokens.weight.device
+
+    def embed(self, ids: list[int] | torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device)
+        return self.model.embed_tokens(ids)
+
+    def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = rope(positions, self.config.dim_per_head, self.config.rope_theta)
+        return cos.to(dtype), sin.to(dtype)
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
+        rotary = self.rope_tables(batch.token_positions.to(embeds.device), embeds.dtype)
+        x = embeds
+        for index, layer in enumerate(self.model.layers):
+            x = layer.cached(x, rotary, cache, index, batch)
+        return self.model.norm(x)
+
+    def dense(self, embeds: torch.Tensor) -> torch.Tensor:
+        """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
+        length = embeds.shape[1]
+        rotary = self.rope_tables(torch.arange(length, device=embeds.device), embeds.dtype)
+        mask = causal_mask(length, device=embeds.device)
+        x = embeds
+        for layer in self.model.layers:
+            x = layer.dense(x, rotary, mask)
+        return self.model.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return (hidden @ weight.T).float()

@@ -1,0 +1,154 @@
+"""GLM-TTS on the runtime: the voice prompt encoded ahead (PrepareStage), the Llama speech LM as an
+AutoregressiveStage, and flow matching (the GLM DiT) + HiFT as a ChunkStage."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.flow_vocoder import FlowConditioning
+from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
+from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
+from vocalis.stages.ras_sampling import RASParams, ras_sample
+from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_row
+
+STOP = -1
+"""The frame a stop token becomes (speech frames are 0 .. speech_tokens - 1)."""
+MAX_TOKENS = 2048
+"""The text-length budget's ceiling (the peer's stage max_tokens); max_new_tokens may go past it."""
+
+
+def normalize_text(text: str) -> str:
+    """Whitespace collapsed. The published frontend's WeTextProcessing normaliser (numbers, dates, punctuation) is not
+    reproduced: text reaches the tokenizer as written."""
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True, eq=False)
+class GLMTTSInput:
+    """Stage-0 input of a session, made by the adapter."""
+
+    ref_text: str
+    samples: np.ndarray | None
+    """The clip to clone (mono float32), unless `voice` is given."""
+    sample_rate: int
+    sampling: SamplingParams
+    ras: RASParams | None = RASParams()
+    """RAS sampling (the default); None: the standard sampler."""
+    max_new_tokens: int | None = None
+    voice: object | None = None
+    """The prompt already encoded (a frontend VoicePrompt: tests, cached voices)."""
+
+
+@dataclass
+class SequenceState:
+    min_tokens: int
+    ras: RASParams | None
+    history: list[int]
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    min_ratio: float = 2.0
+    max_ratio: float = 20.0
+
+
+class GLMTTSLM(AutoregressiveModel):
+    """The stage model: prompt ids in, one speech token (0-based) per step out, STOP at a stop token."""
+
+    emits_eos_frame = False
+
+    def __init__(self, lm: GLMSpeechLM, tokenizer: GLMTokenizer, max_len: int, budget: TokenBudget = TokenBudget()) -> None:
+        self.lm, self.tokenizer, self.budget = lm, tokenizer, budget
+        c = lm.config
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, min(max_len, c.max_position_embeddings))
+        self.audio_start, self.speech_tokens = tokenizer.audio_start, tokenizer.speech_tokens
+        self.stop_ids = tokenizer.stop_ids()
+        self.begin_of_audio = tokenizer.begin_of_audio()
+        allowed = torch.full((c.vocab_size,), float("-inf"))
+        allowed[self.audio_start:self.audio_start + self.speech_tokens] = 0
+        allowed[self.stop_ids] = 0
+        self.allowed = allowed
+        """Added to the logits: only speech and stop tokens can be picked (the published decoder warns on others and
+        passes them to the flow, which cannot voice them)."""
+
+    def prompt_ids(self, ref_text: str, text: str, prompt_speech: list[int]) -> list[int]:
+        """[reference transcript + " ", text, <|begin_of_audio|>, the reference's speech tokens as <|audio_k|>]."""
+        encode = self.tokenizer.encode
+        return (encode(normalize_text(ref_text) + " ") + encode(normalize_text(text)) + [self.begin_of_audio]
+                + [self.audio_start + t for t in prompt_speech])
+
+    def token_budget(self, text: str) -> tuple[int, int]:
+        """(min, max) speech tokens for `text`: its token count times the deploy's ratios, the max at most 2048."""
+        count = len(self.tokenizer.encode(normalize_text(text)))
+        return max(1, int(count * self.budget.min_ratio)), min(MAX_TOKENS, max(1, int(count * self.budget.max_ratio)))
+
+    def start(self, request: SynthesisRequest[GLMTTSInput]) -> SequenceStart:
+        inputs = request.stage_input
+        voice = request.prepared
+        ids = self.prompt_ids(inputs.ref_text, request.text, voice.speech_tokens)
+        with torch.inference_mode():
+            embeds = self.lm.embed(ids)
+        low, high = self.token_budget(request.text)
+        if inputs.max_new_tokens is not None:
+            high = inputs.max_new_tokens
+        room = self.cache_shape.max_len - len(ids)
+        if room < 1:
+            raise ValueError(f"the prompt ({len(ids)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
+        high = min(high, room)
+        sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
+        return SequenceStart(embeds, sampling, SequenceState(min(low, high), inputs.ras, []))
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        return self.lm(embeds, batch, cache)
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
+        logits = self.lm.logits(hidden).cpu() + self.allowed
+        out = torch.empty(len(states), 1, dtype=torch.long, device="cpu")
+        for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
+            row_logits = logits[row]
+            if len(state.history) < state.min_tokens:  # no stop before the text's minimum
+                row_logits = row_logits.clone()
+                row_logits[self.stop_ids] = float("-inf")
+            if state.ras is not None and not sampler.params.greedy:
+                scaled = row_logits / sampler.params.temperature if sampler.params.temperature != 1.0 else row_logits
+                token = ras_sample(scaled, state.history, state.ras, sampler.generator)
+            else:
+                history = torch.tensor(state.history, dtype=torch.long, device="cpu")
+                token = int(sample_row(row_logits, sampler, history))
+            state.history.append(token)
+            out[row, 0] = STOP if token in self.stop_ids else token - self.audio_start
+        return out
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        return frames[:, 0] < 0
+
+    def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
+        return self.lm.embed(frames[:, 0].to(self.lm.device) + self.audio_start)
+
+
+class VoicePreparer:
+    """Encodes a request's clip on the PrepareStage's thread (kept by content: a session's utterances and a stored
+    voice's requests share it)."""
+
+    def __init__(self, frontend) -> None:
+        self.frontend = frontend
+
+    def prepare(self, request: SynthesisRequest[GLMTTSInput]):
+        inputs = request.stage_input
+        if inputs.voice is not None:
+            return inputs.voice
+        return self.frontend.prompt(inputs.samples, inputs.sample_rate)
+
+
+def conditioning(request: SynthesisRequest[GLMTTSInput]) -> FlowConditioning:
+    voice = request.prepared
+    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)

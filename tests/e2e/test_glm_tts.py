@@ -1,0 +1,180 @@
+"""GLM-TTS served end to end on the tiny checkpoint (published layout, no top-level config.json: detected by its
+file set): HTTP (whole, raw stream, SSE), the WebSocket and gRPC, at 24 kHz, cloning from inline and uploaded voices.
+
+Lengths are pinned: max_new_tokens with a text whose minimum (2 speech tokens per text token) is at or above it, so
+no stop token can come first; sampling is pinned with seed. Every protocol's audio comes through the same chunked
+flow stage (4-token chunks, 8 of lookahead), so streams equal the whole file byte for byte; how far chunk ends are
+from a one-pass decode of the utterance is bounded in tests/stages/models/glm_tts/test_flow_vocoder.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.sync.client import connect
+
+from tests.goldens.glm_tts.tiny import build
+from tests.serving import start_server
+from vocalis.clients.sync import Client
+from vocalis.tts.v1 import audio_pb2
+from vocalis.tts.v1 import synthesizer_pb2 as pb
+
+RATE = 24000
+TOKEN = 960  # samples per 25 Hz speech token at 24 kHz
+TOKENS = 12
+TEXT = "Hello world, this is a tiny voice."
+REF_TEXT = "a short prompt."
+
+
+def clip_wav(seconds: float = 3.2, rate: int = 16000) -> bytes:
+    t = np.arange(int(seconds * rate)) / rate
+    samples = 0.3 * np.sin(2 * np.pi * 180 * t) * np.sin(2 * np.pi * 2 * t) + 0.02 * np.random.default_rng(0).standard_normal(len(t))
+    buffer = io.BytesIO()
+    sf.write(buffer, samples.astype(np.float32), rate, format="WAV")
+    return buffer.getvalue()
+
+
+CLIP = clip_wav()
+REF = base64.b64encode(CLIP).decode()
+PINNED = {"max_new_tokens": TOKENS, "seed": 5, "ref_audio": REF, "ref_text": REF_TEXT}
+
+
+@pytest.fixture(scope="module")
+def glm(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glm_tts")
+    checkpoint = build(root / "glm-tts-tiny")
+    overrides = json.dumps({"flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 8}})
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        running = start_server(root, "--stage-overrides", overrides, str(checkpoint))
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS")
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+    yield running
+    running.stop()
+
+
+def speak(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": TEXT, **{**PINNED, **body}}, timeout=120)
+
+
+def pcm(response: httpx.Response) -> bytes:
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+def test_detected_by_its_file_set_and_http_wav_at_24k(glm):
+    models = httpx.get(f"{glm.http_url}/v1/models", timeout=30).json()
+    assert [m["id"] for m in models["data"]] == ["glm-tts-tiny"]
+    response = speak(glm)
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    assert response.headers["x-sample-rate"] == "24000" and rate == RATE
+    assert len(samples) == TOKENS * TOKEN and 0.01 < samples.std() < 0.9
+
+
+def test_http_raw_and_sse_streams_equal_the_whole(glm):
+    whole = pcm(speak(glm, response_format="pcm"))
+    body = {"input": TEXT, **PINNED, "response_format": "pcm", "stream": True}
+    with httpx.stream("POST", f"{glm.http_url}/v1/audio/speech", json={**body, "stream_format": "audio"}, timeout=120) as response:
+        assert response.status_code == 200 and response.headers["x-sample-rate"] == "24000"
+        raw = b"".join(response.iter_bytes())
+    assert raw == whole
+    events = []
+    with httpx.stream("POST", f"{glm.http_url}/v1/audio/speech", json={**body, "stream_format": "sse"}, timeout=120) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    assert events[-1]["type"] == "speech.audio.done"
+    assert b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta") == whole
+
+
+def test_grpc_streams_chunks_equal_to_the_whole(glm):
+    longer = {**PINNED, "max_new_tokens": 2 * TOKENS}  # the text's minimum is 2 x its 12 tokens
+    whole = pcm(speak(glm, response_format="pcm", **longer))
+    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, max_new_tokens=2 * TOKENS, seed=5, ref_text=REF_TEXT)
+    message.ref_audio = REF
+    with Client(glm.grpc_target, timeout=120) as client:
+        responses = list(client.stream(message, TEXT))
+    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
+    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio"]
+    assert started.sample_rate == RATE
+    assert len(chunks) >= 4 and chunks[0].num_samples == TOKEN  # the first chunk is one token (40 ms)
+    assert sum(c.num_samples for c in chunks) == 2 * TOKENS * TOKEN
+    assert b"".join(c.audio for c in chunks) == whole
+
+
+def test_websocket_streams_at_24k(glm):
+    with connect(f"ws://127.0.0.1:{glm.http_port}/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", **PINNED}))
+        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+        ws.send(json.dumps({"type": "input.done"}))
+        frames = []
+        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
+            frame = ws.recv(timeout=120)
+            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
+    assert start["sample_rate"] == RATE
+    assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(glm, response_format="pcm"))
+
+
+def test_seed_decides_the_tokens(glm):
+    a, b = pcm(speak(glm, response_format="pcm")), pcm(speak(glm, response_format="pcm"))
+    c = pcm(speak(glm, response_format="pcm", seed=6))
+    assert a == b and a != c and len(c) == len(a)
+
+
+def test_uploaded_voice_caches_its_prompt_and_clones(glm):
+    upload = httpx.post(f"{glm.http_url}/v1/audio/voices", data={"name": "alice", "consent": "c-1", "ref_text": REF_TEXT},
+                        files={"audio_sample": ("voice.wav", CLIP, "audio/wav")}, timeout=60)
+    assert upload.status_code == 200, upload.text
+    body = {"input": TEXT, "max_new_tokens": TOKENS, "seed": 5, "voice": "alice", "response_format": "pcm"}
+    first = pcm(httpx.post(f"{glm.http_url}/v1/audio/speech", json=body, timeout=120))
+    again = pcm(httpx.post(f"{glm.http_url}/v1/audio/speech", json=body, timeout=120))
+    assert len(first) == 2 * TOKENS * TOKEN and first == again
+    bare = httpx.post(f"{glm.http_url}/v1/audio/voices", data={"name": "bob", "consent": "c-2"},
+                      files={"audio_sample": ("voice.wav", CLIP, "audio/wav")}, timeout=60)
+    assert bare.status_code == 200, bare.text
+    response = httpx.post(f"{glm.http_url}/v1/audio/speech", json={**body, "voice": "bob"}, timeout=60)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
+    assert "ref_text" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        ({"ref_audio": None, "ref_text": None}, "ref_audio", "GLM-TTS requires 'ref_audio'"),
+        ({"ref_text": None}, "ref_text", "GLM-TTS requires 'ref_text'"),
+        ({"max_new_tokens": 100000}, "max_new_tokens", "max_new_tokens"),
+        ({"extra_params": {"sampler": "greedy"}}, "extra_params.sampler", "sampler"),
+        ({"extra_params": {"sampler": "topk", "win_size": 4}}, "extra_params.win_size", "ras sampler only"),
+    ],
+)
+def test_bad_requests_are_400_naming_the_field(glm, body, param, message):
+    full = {"input": TEXT, **PINNED, **body}
+    response = httpx.post(f"{glm.http_url}/v1/audio/speech", json={k: v for k, v in full.items() if v is not None}, timeout=60)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and message in error["message"]
+
+
+def test_a_requests_audio_does_not_depend_on_what_else_runs(glm):
+    alone = pcm(speak(glm, response_format="pcm"))
+    others = [{"seed": 20 + i, "input": "Hello world, this is a tiny voice. " * (i + 1)} for i in range(2)]
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(speak, glm, response_format="pcm", **body) for body in others]
+        target = pool.submit(speak, glm, response_format="pcm")
+        assert all(f.result().status_code == 200 for f in futures)
+        assert pcm(target.result()) == alone
+    assert speak(glm, extra_params={"sampler": "topk"}).status_code == 200  # the published alternative sampler serves too

@@ -131,3 +131,20 @@ def test_refusals_are_400_naming_the_field(drama, body, field):
     assert response.status_code == 400, response.text
     assert field in response.text
     assert speak(drama, response_format="pcm").status_code == 200  # the server keeps serving
+
+
+def test_batched_requests_equal_their_solo_runs(drama):
+    """Batch invariance through the server: seeded requests running together (backbone, tower and codec batched
+    across them, each tower over its own cache) give what each gives alone, within float rounding of another
+    batch shape (a few int16 steps)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [dict(input=TEXT, seed=3, response_format="pcm"), dict(input="<|speaker:4|> Good morning, brown fox.", seed=4,
+                                                                   response_format="pcm"),
+              dict(input="The lazy dog.", seed=5, response_format="pcm", max_new_tokens=3)]
+    solo = [pcm(speak(drama, **body)) for body in bodies]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        together = list(pool.map(lambda body: pcm(speak(drama, **body)), bodies))
+    for alone, batched in zip(solo, together, strict=True):
+        assert alone.shape == batched.shape
+        assert np.abs(alone.astype(np.int32) - batched.astype(np.int32)).max() <= 4

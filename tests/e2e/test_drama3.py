@@ -31,10 +31,10 @@ TEXT = "Hello world, this is a tiny voice."
 PINNED = {"max_new_tokens": FRAMES, "seed": 7}
 
 
-def clip_data_url(seconds: float = 1.2, rate: int = 24000) -> str:
+def clip_data_url(pitch: float = 220, seconds: float = 1.2, rate: int = 24000) -> str:
     t = np.arange(int(seconds * rate)) / rate
     buffer = io.BytesIO()
-    sf.write(buffer, (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate, format="WAV")
+    sf.write(buffer, (0.3 * np.sin(2 * np.pi * pitch * t)).astype(np.float32), rate, format="WAV")
     return "data:audio/wav;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
@@ -99,8 +99,25 @@ def test_speaker_tags_reach_the_model_and_a_clone_is_served(drama):
                 for n in (1, 9, 15)]
     assert all(len(d) % FRAME == 0 and len(d) for d in dialogue)
     assert not np.array_equal(dialogue[0], dialogue[2]) and not np.array_equal(dialogue[0], untagged)
-    cloned = speak(drama, response_format="pcm", references=[{"audio_path": clip_data_url(), "text": "<|speaker:2|> A short reference."}])
-    assert len(pcm(cloned)) % FRAME == 0 and len(pcm(cloned)) > 0
+
+
+def test_multi_reference_cloning_over_http_and_grpc(drama):
+    """One voice per speaker: `references` (HTTP, the peer's alias) and ref_audio + more_references (gRPC) give the
+    same prompt, hence the same seeded audio; a second reference changes it; a reference without its transcript
+    is a 400 naming it."""
+    first = {"audio_path": clip_data_url(220), "text": "<|speaker:0|> A short reference."}
+    second = {"audio_path": clip_data_url(330), "text": "<|speaker:1|> The quick brown fox."}
+    scene = "<|speaker:0|> Hello world. <|speaker:1|> Good morning, fox!"
+    single = pcm(speak(drama, response_format="pcm", input=scene, references=[first]))
+    both = pcm(speak(drama, response_format="pcm", input=scene, references=[first, second]))
+    assert len(both) % FRAME == 0 and len(both) > 0 and not np.array_equal(single, both)
+    config = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, ref_audio=first["audio_path"], ref_text=first["text"], **PINNED)
+    config.more_references.add(audio=second["audio_path"], text=second["text"])
+    with Client(drama.grpc_target, timeout=120) as client:
+        responses = list(client.stream(config, scene))
+    assert b"".join(r.audio.audio for r in responses if r.WhichOneof("response") == "audio") == both.tobytes()
+    missing = speak(drama, references=[first, {"audio_path": second["audio_path"]}])
+    assert missing.status_code == 400 and "more_references[0]" in missing.text
 
 
 def test_long_text_is_spoken_and_streamed_one_utterance_at_a_time(drama):

@@ -1,7 +1,9 @@
 """Which request fields Drama 3 honours, and how a request becomes its stage-0 input.
 
 No preset speakers: `voice` is "default" (the text-only prompt) or an uploaded voice; `ref_audio` clones a clip and
-needs `ref_text`, its transcript (the `references` alias carries one such pair). Speaker tags `<|speaker:0|>` ...
+needs `ref_text`, its transcript; `more_references` (the `references` alias past its first element) add further
+voices, each a clip and its transcript, so that a scene's speakers can each be cloned (transcripts may lead with
+their speaker tag). Speaker tags `<|speaker:0|>` ...
 `<|speaker:15|>`, `[direction]` cues and `<whisper>...</whisper>` ride in `input` and are checked when each
 utterance's prompt is built. Sampling defaults are the reference server's (temperature 1.0, top-p 0.9, top-k off for
 the main token and 30 for the codes, at most 2048 frames).
@@ -15,7 +17,7 @@ from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
-from vocalis.stages.models.drama3.talker import Drama3Input
+from vocalis.stages.models.drama3.talker import Drama3Input, ReferenceClip
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
@@ -37,7 +39,7 @@ class Drama3Adapter:
             sample_rate=sample_rate,
             voices=(VOICE,),
             default_voice=VOICE,
-            accepted_fields=frozenset({"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text"}),
+            accepted_fields=frozenset({"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text", "more_references"}),
             extra_params=tuple(EXTRA_PARAMS),
             streaming=True,
             voice_cloning=True,
@@ -60,6 +62,8 @@ class Drama3Adapter:
         max_set = "max_new_tokens" in fields
         reference = params.reference
         if reference is None:
+            if params.more_references:
+                raise InvalidField("more_references", "REF_AUDIO_REQUIRED", "more_references follow ref_audio; give it too")
             if (fields.get("ref_text") or "").strip():
                 raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio; give ref_audio too")
             return Drama3Input(sampling, max_set)
@@ -74,4 +78,15 @@ class Drama3Adapter:
         samples = np.asarray(reference.samples, dtype=np.float32)
         if samples.size == 0:
             raise InvalidField("voice" if reference.name else "ref_audio", "VOICE_NOT_SUPPORTED", "the voice has no audio to clone")
-        return Drama3Input(sampling, max_set, samples, int(reference.sample_rate), text)
+        more = []
+        for index, clip in enumerate(params.more_references):
+            where = f"more_references[{index}]"
+            transcript = (clip.text or "").strip()
+            if not transcript:
+                raise InvalidField(where, "REF_TEXT_REQUIRED", f"{where} needs the transcript of its clip")
+            try:
+                check_text(transcript, where)
+            except PromptTextError as error:
+                raise InvalidField(where, "INVALID_VALUE", str(error)) from None
+            more.append(ReferenceClip(np.asarray(clip.samples, dtype=np.float32), int(clip.sample_rate), transcript))
+        return Drama3Input(sampling, max_set, samples, int(reference.sample_rate), text, tuple(more))

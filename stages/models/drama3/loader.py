@@ -35,7 +35,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.drama3.adapter import Drama3Adapter
     from vocalis.stages.models.drama3.config import parse_config
-    from vocalis.stages.models.drama3.talker import Drama3Talker
+    from vocalis.stages.models.drama3.talker import Drama3Talker, ReferenceFrames
     from vocalis.stages.models.drama3.weights import load_drama3
     from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, ReferenceEncoder
     from vocalis.stages.pipeline import Pipeline
@@ -51,7 +51,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     model = load_drama3(path, config, talker_deploy.device, talker_deploy.torch_dtype)
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     adapter = Drama3Adapter(codec.sample_rate)
-    encoder = ReferenceEncoder(codec)
+    encoder = ReferenceFrames(ReferenceEncoder(codec))
     stages = [
         PrepareStage("voices", encoder),
         autoregressive_stage(Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder), talker_deploy, codec_deploy),

@@ -39,6 +39,15 @@ CODEBOOK_TOP_K = 30
 
 
 @dataclass(frozen=True, eq=False)
+class ReferenceClip:
+    """A further voice to clone: mono float32 samples at `rate`, and the transcript."""
+
+    samples: np.ndarray
+    rate: int
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
 class Drama3Input:
     """Stage-0 input of a session, made by the adapter."""
 
@@ -48,6 +57,23 @@ class Drama3Input:
     """The voice to clone (mono float32) at `ref_rate`; the PrepareStage encodes it with the codec."""
     ref_rate: int = 0
     ref_text: str = ""
+    more_references: tuple[ReferenceClip, ...] = ()
+    """Further voices after the first (each its own `[Reference i]` block of the prompt)."""
+
+
+class ReferenceFrames:
+    """The Preparer of the pipeline's first stage: every reference clip of a request to codec frames [F, K], with
+    S2 Pro's reference encoder (resampling, content cache), on the PrepareStage's thread."""
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+
+    def prepare(self, request: SynthesisRequest[Drama3Input]) -> list[torch.Tensor] | None:
+        inputs = request.stage_input
+        if inputs.ref_samples is None:
+            return None
+        clips = [(inputs.ref_samples, inputs.ref_rate), *((clip.samples, clip.rate) for clip in inputs.more_references)]
+        return [self.encoder.encode(samples, rate) for samples, rate in clips]
 
 
 @dataclass
@@ -84,10 +110,11 @@ class Drama3Talker:
         if inputs.ref_samples is not None:
             if request.prepared is None:  # no PrepareStage ahead (tests): encode here
                 request.prepared = self.encoder.prepare(request)
-            references = [Reference(inputs.ref_text, request.prepared)]
+            texts = [inputs.ref_text, *(clip.text for clip in inputs.more_references)]
+            references = [Reference(text, codes) for text, codes in zip(texts, request.prepared, strict=True)]
         try:
             rows = build_prompt(self.tokenizer, request.text, references, c.decoder.num_codebooks, c.decoder.vocab_size,
-                                reference_field="ref_text")
+                                reference_field="ref_text" if len(references) == 1 else "references")
         except PromptTextError as error:
             raise InvalidField(error.where, "INVALID_VALUE", str(error)) from None
         params = inputs.sampling

@@ -17,16 +17,19 @@ Loading is strict: a tensor outside these names, or a module tensor the file lac
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 import torch
 
-from vocalis.stages.block_fp8 import dequantize_checkpoint
+from vocalis.stages.block_fp8 import dequantised_growth, dequantize_checkpoint
 from vocalis.stages.layers.moe import fuse_expert_weights
 from vocalis.stages.models.drama3.config import FP8_BLOCK, CodebookDecoderConfig, Drama3Config
 from vocalis.stages.models.drama3.model import Drama3
 from vocalis.stages.weights import Weights, load_strict, read_safetensors
+
+log = logging.getLogger(__name__)
 
 _LAYER = re.compile(r"audio_decoder_mtp(_shared)?\.layers\.(\d+)\.(.+)")
 _RENAMES = {
@@ -97,6 +100,8 @@ def tower_weights(weights: Weights, c: CodebookDecoderConfig) -> Weights:
 def module_weights(weights: Weights, config: Drama3Config, dtype: torch.dtype = torch.float32) -> Weights:
     """The checkpoint's tensors renamed (and dequantised, fused, split) for `Drama3`."""
     if config.fp8_experts:
+        log.info("dequantising the FP8 experts into %s: %.2f GiB more than as published (no FP8 matrix path is used)",
+                 dtype, dequantised_growth(weights, dtype) / 2**30)
         weights = dequantize_checkpoint(weights, FP8_BLOCK, dtype)
     else:
         fp8 = [n for n, t in weights.items() if t.dtype == torch.float8_e4m3fn]

@@ -103,7 +103,7 @@ def test_speaker_tags_reach_the_model_and_a_clone_is_served(drama):
 
 def test_multi_reference_cloning_over_http_and_grpc(drama):
     """One voice per speaker: `references` (HTTP, the peer's alias) and ref_audio + more_references (gRPC) give the
-    same prompt, hence the same seeded audio; a second reference changes it; a reference without its transcript
+    same prompts, hence the same seeded frames; a second reference changes it; a reference without its transcript
     is a 400 naming it."""
     first = {"audio_path": clip_data_url(220), "text": "<|speaker:0|> A short reference."}
     second = {"audio_path": clip_data_url(330), "text": "<|speaker:1|> The quick brown fox."}
@@ -115,7 +115,9 @@ def test_multi_reference_cloning_over_http_and_grpc(drama):
     config.more_references.add(audio=second["audio_path"], text=second["text"])
     with Client(drama.grpc_target, timeout=120) as client:
         responses = list(client.stream(config, scene))
-    assert b"".join(r.audio.audio for r in responses if r.WhichOneof("response") == "audio") == both.tobytes()
+    streamed = np.frombuffer(b"".join(r.audio.audio for r in responses if r.WhichOneof("response") == "audio"), dtype="<i2")
+    # the same frames; the two sentences may run side by side in one path and not the other: float rounding only
+    assert streamed.shape == both.shape and np.abs(streamed.astype(np.int32) - both.astype(np.int32)).max() <= 4
     missing = speak(drama, references=[first, {"audio_path": second["audio_path"]}])
     assert missing.status_code == 400 and "more_references[0]" in missing.text
 

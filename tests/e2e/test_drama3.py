@@ -103,7 +103,7 @@ def test_speaker_tags_reach_the_model_and_a_clone_is_served(drama):
 
 def test_multi_reference_cloning_over_http_and_grpc(drama):
     """One voice per speaker: `references` (HTTP, the peer's alias) and ref_audio + more_references (gRPC) give the
-    same prompts, hence the same seeded frames; a second reference changes it; a reference without its transcript
+    same prompts, hence the same seeded frames, as does an uploaded voice for the first; a second reference changes it; a reference without its transcript
     is a 400 naming it."""
     first = {"audio_path": clip_data_url(220), "text": "<|speaker:0|> A short reference."}
     second = {"audio_path": clip_data_url(330), "text": "<|speaker:1|> The quick brown fox."}
@@ -118,6 +118,12 @@ def test_multi_reference_cloning_over_http_and_grpc(drama):
     streamed = np.frombuffer(b"".join(r.audio.audio for r in responses if r.WhichOneof("response") == "audio"), dtype="<i2")
     # the same frames; the two sentences may run side by side in one path and not the other: float rounding only
     assert streamed.shape == both.shape and np.abs(streamed.astype(np.int32) - both.astype(np.int32)).max() <= 4
+    clip = base64.b64decode(first["audio_path"].split(",", 1)[1])
+    upload = httpx.post(f"{drama.http_url}/v1/audio/voices", data={"name": "narrator", "consent": "c-1", "ref_text": first["text"]},
+                        files={"audio_sample": ("voice.wav", clip, "audio/wav")}, timeout=60)
+    assert upload.status_code == 200, upload.text
+    stored = pcm(speak(drama, response_format="pcm", input=scene, voice="narrator"))  # an uploaded voice clones the same
+    assert stored.shape == single.shape and np.abs(stored.astype(np.int32) - single.astype(np.int32)).max() <= 4
     missing = speak(drama, references=[first, {"audio_path": second["audio_path"]}])
     assert missing.status_code == 400 and "more_references[0]" in missing.text
 

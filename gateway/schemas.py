@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
 WHOLE_FILE_FORMATS = ("flac",)
@@ -84,6 +84,8 @@ class SpeechRequest(_Body):
     """Body of POST /v1/audio/speech."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+    _more_references: list[Reference] = PrivateAttr(default_factory=list)
+    """`references` after the first (the first becomes ref_audio/ref_text)."""
 
     input: str = Field(description="Text to speak.")
     model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
@@ -109,7 +111,10 @@ class SpeechRequest(_Body):
     )
     extra_params: dict[str, Any] | None = Field(default=None, description="Model-specific parameters.")
     word_timestamps: bool = Field(default=False, description="Ask for word timings.")
-    references: list[Reference] | None = Field(default=None, description="Alias of ref_audio/ref_text (one element).")
+    references: list[Reference] | None = Field(
+        default=None, description="Alias of ref_audio/ref_text: the first element; further ones are more voices to clone, "
+        "for models that take several (more_references)."
+    )
 
     @field_validator("extra_params")
     @classmethod
@@ -132,14 +137,19 @@ class SpeechRequest(_Body):
                 raise ValueError("give voice or speaker, not both")
             self.voice, self.speaker = self.speaker, None
         if self.references is not None:
-            if len(self.references) != 1:
-                raise ValueError("references must hold exactly one element (multi-shot cloning is not supported)")
+            if not self.references:
+                raise ValueError("references must hold at least one element")
             ref = self.references[0]
+            self._more_references = list(self.references[1:])
             if self.ref_audio not in (None, ref.audio_path) or (self.ref_text not in (None, ref.text) and ref.text is not None):
                 raise ValueError("references conflicts with ref_audio/ref_text")
             self.ref_audio, self.ref_text = ref.audio_path, ref.text if ref.text is not None else self.ref_text
             self.references = None
         return self
+
+    @property
+    def more_references(self) -> list[Reference]:
+        return self._more_references
 
     @property
     def unknown_fields(self) -> list[str]:

@@ -44,6 +44,8 @@ def session_config(body: SpeechRequest, request_id: str) -> synthesizer_pb2.Sess
             setattr(config, name, value)
     if body.task_type is not None:
         config.task_type = TASK_TYPES[body.task_type]
+    for reference in body.more_references:
+        config.more_references.add(audio=reference.audio_path, text=reference.text or "")
     if body.speaker_embedding is not None:
         config.speaker_embedding.extend(body.speaker_embedding)
     config.unknown_fields.extend(body.unknown_fields)

@@ -49,6 +49,22 @@ class ReferenceResolver:
             reference = ReferenceAudio(reference.samples, reference.sample_rate, ref_text, reference.name, reference.artifacts)
         return reference
 
+    async def resolve_more(self, session: synthesizer_pb2.SessionConfig, model: LoadedModel) -> tuple[ReferenceAudio, ...]:
+        """The clips of `more_references`, each fetched and checked as `ref_audio` is; they need `ref_audio`."""
+        if not session.more_references or "more_references" not in model.capabilities.accepted_fields:
+            return ()  # session_config.validate refuses the field by name on a model without it
+        if not session.HasField("ref_audio"):
+            raise invalid_argument("more_references", "REF_AUDIO_REQUIRED",
+                                   "more_references follow the first reference: give ref_audio and ref_text too")
+        clips = []
+        for index, clip in enumerate(session.more_references):
+            field = f"more_references[{index}]"
+            if not clip.audio:
+                raise invalid_argument(field, "REF_AUDIO_REQUIRED", f"{field}.audio is empty")
+            audio = await asyncio.to_thread(check_clip, await self._fetch(clip.audio), self.config, field)
+            clips.append(ReferenceAudio(audio.samples, audio.sample_rate, text=clip.text))
+        return tuple(clips)
+
     async def _fetch(self, value: str) -> bytes:
         value = value.strip()
         if value.startswith("data:"):

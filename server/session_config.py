@@ -160,7 +160,7 @@ def adapter_fields(config: synthesizer_pb2.SessionConfig, fields: dict[str, Any]
     with its own speed), enum numbers as names (so that no proto numbering reaches stages/)."""
     params: dict[str, Any] = {}
     for name, value in fields.items():
-        if (name in UNIVERSAL_FIELDS and not (name == "speed" and native_speed)) or name == "ref_audio":
+        if (name in UNIVERSAL_FIELDS and not (name == "speed" and native_speed)) or name in ("ref_audio", "more_references"):
             continue
         descriptor = config.DESCRIPTOR.fields_by_name[name]
         if descriptor.enum_type is not None:
@@ -249,7 +249,8 @@ def validate(config: synthesizer_pb2.SessionConfig, model: LoadedModel, limits: 
 def resolve(settings: SessionSettings, voice: ResolvedVoice) -> ResolvedSession:
     """The session for validated `settings` spoken with `voice`: the model's adapter builds its input."""
     model = settings.model
-    params = RequestParams(model=model.name, voice=voice.preset, fields=settings.params, reference=voice.reference, streamed=settings.streamed)
+    params = RequestParams(model=model.name, voice=voice.preset, fields=settings.params, reference=voice.reference, streamed=settings.streamed,
+                           more_references=list(voice.more_references))
     try:
         stage_input = model.adapter.stage_input(params)
     except RequestError as error:

@@ -27,6 +27,8 @@ class ResolvedVoice:
     """The model's preset voice, "" when the session clones `reference` instead."""
     reference: ReferenceAudio | None
     """The clip (and precomputed artifacts) to clone, from `ref_audio` or a stored voice; None for a preset."""
+    more_references: tuple[ReferenceAudio, ...] = ()
+    """Further clips to clone (`more_references`, for models that take several), after `reference`."""
 
 
 class VoiceResolver:
@@ -37,10 +39,11 @@ class VoiceResolver:
     async def resolve(self, config: synthesizer_pb2.SessionConfig, model: LoadedModel) -> ResolvedVoice:
         """The voice `config` asks for on `model`; StatusError naming `voice` or `ref_audio` when there is none."""
         reference = await self.references.resolve(config, model) if self.references else None
+        more = await self.references.resolve_more(config, model) if self.references and config.more_references else ()
         cloned = reference is not None and reference.name is not None and not config.HasField("ref_audio")
         try:
             preset = "" if cloned else model.adapter.resolve_voice(config.voice)
         except RequestError as error:
             raise from_request_error(error) from error
         name = reference.name if cloned and reference is not None and reference.name else preset
-        return ResolvedVoice(name=name, preset=preset, reference=reference)
+        return ResolvedVoice(name=name, preset=preset, reference=reference, more_references=more)

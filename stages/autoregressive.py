@@ -59,7 +59,9 @@ class AutoregressiveModel(Protocol):
         ...
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
-        """Hidden states [T, H] of the flattened step tokens, writing their keys/values into the cache."""
+        """Hidden states [T, H] of the flattened step tokens, writing their keys/values into the cache. A model that
+        sets `forward_takes_states = True` also gets `states=`: each chunk's `SequenceStart.state`, in batch order
+        (a sub-model with its own per-sequence cache that must see every prefill position, as Drama 3's tower)."""
         ...
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
@@ -227,7 +229,10 @@ class AutoregressiveStage:
             [chunk.seq.block_table for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks],
             slots,
         )
-        hidden = self.model.forward(embeds, batch, self.cache)
+        if getattr(self.model, "forward_takes_states", False):
+            hidden = self.model.forward(embeds, batch, self.cache, states=[chunk.seq.data.state for chunk in chunks])
+        else:
+            hidden = self.model.forward(embeds, batch, self.cache)
         ends = list(itertools.accumulate(c.num_tokens for c in chunks))
         last_token = {id(chunk.seq): end - 1 for chunk, end in zip(chunks, ends, strict=True)}
         seqs = self.scheduler.advance(chunks)

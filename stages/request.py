@@ -50,6 +50,8 @@ class RequestParams:
     `ref_audio` is not among them: the server resolves it into `reference`."""
     reference: ReferenceAudio | None = None
     """The voice to clone, from `ref_audio` or a stored voice."""
+    more_references: list[ReferenceAudio] = field(default_factory=list)
+    """Further voices to clone after `reference` (`more_references`), for a model whose prompt takes several."""
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
     """(field, code, message) an adapter reports about a request it serves all the same (a reference clip outside
     the model's recommended length, an input taken in another role, a setting the checkpoint overrides); the server

@@ -80,6 +80,14 @@ class QKVAttention(nn.Module):
         """o_proj of the attended values out [..., T, Hq * D] (gated first with `output_gate`)."""
         return self.o_proj(out if gate is None else out * torch.sigmoid(gate))
 
+    def project(self, x: torch.Tensor, rope: Rope | None):
+        """q, k, v and the output gate of x, for a caller that keeps its own keys and values (see `_qkv`)."""
+        return self._qkv(x, rope)
+
+    def output(self, out: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+        """o_proj of attended values [..., Hq * D] (gated with `output_gate`), the counterpart of `project`."""
+        return self._out(out, gate)
+
     def cached(self, x: torch.Tensor, rope: Rope | None, cache, layer: int, batch: AttentionBatch) -> torch.Tensor:
         """Causal attention of a step's flattened tokens x [T, hidden] over their sequences' cached prefixes."""
         q, k, v, gate = self._qkv(x, rope)

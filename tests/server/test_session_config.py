@@ -68,6 +68,7 @@ def test_validate_keeps_the_models_fields_and_never_calls_the_adapter():
     [
         (pb.SessionConfig(instructions="calm"), "instructions", "FIELD_NOT_SUPPORTED"),
         (pb.SessionConfig(ref_audio="AAAA"), "ref_audio", "FIELD_NOT_SUPPORTED"),
+        (pb.SessionConfig(more_references=[pb.ReferenceClip(audio="AAAA", text="t")]), "more_references", "FIELD_NOT_SUPPORTED"),
         (pb.SessionConfig(speed=9.0), "speed", "OUT_OF_RANGE"),
         (pb.SessionConfig(encoding=77), "encoding", "INVALID_VALUE"),
         (pb.SessionConfig(sample_rate=10), "sample_rate", "OUT_OF_RANGE"),

@@ -10,7 +10,8 @@ import pytest
 
 from vocalis.stages import family as families
 
-BUILTIN = {"piper", "qwen3_tts", "omnivoice", "voxcpm2", "voxtral", "auk", "gepard", "higgs_audio_v2", "cosyvoice3", "fish_speech", "glm_tts"}
+BUILTIN = {"piper", "qwen3_tts", "omnivoice", "voxcpm2", "voxtral", "auk", "gepard", "higgs_audio_v2", "cosyvoice3", "fish_speech",
+           "glm_tts", "drama3"}
 
 
 def test_shipped_families_are_discovered_without_torch():

@@ -58,10 +58,8 @@ CONFIG = {
 }
 
 
-def main() -> None:
-    torch.manual_seed(SEED)
-    config = Qwen3_5MoeTextConfig(**CONFIG)
-    model = Qwen3_5MoeTextModel(config).eval()
+def randomise(model: torch.nn.Module) -> None:
+    """Every tensor re-randomised (in parameter order, from the global generator) away from its initial value."""
     with torch.no_grad():
         for name, tensor in model.named_parameters():
             if name.endswith("A_log"):
@@ -78,6 +76,13 @@ def main() -> None:
             else:
                 fan_in = tensor[0].numel()
                 tensor.copy_(torch.randn_like(tensor) * (1.5 / fan_in**0.5))
+
+
+def main() -> None:
+    torch.manual_seed(SEED)
+    config = Qwen3_5MoeTextConfig(**CONFIG)
+    model = Qwen3_5MoeTextModel(config).eval()
+    randomise(model)
     ids = torch.randint(0, CONFIG["vocab_size"], (1, LENGTH), generator=torch.Generator().manual_seed(SEED))
     with torch.no_grad():
         dense = model(input_ids=ids).last_hidden_state[0]

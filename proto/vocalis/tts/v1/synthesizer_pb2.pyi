@@ -57,7 +57,7 @@ class SynthesizeRequest(_message.Message):
     def __init__(self, config: _Optional[_Union[SessionConfig, _Mapping]] = ..., text: _Optional[_Union[TextInput, _Mapping]] = ..., flush: _Optional[_Union[Flush, _Mapping]] = ..., clear: _Optional[_Union[Clear, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ("model", "voice", "encoding", "sample_rate", "speed", "language", "instructions", "task_type", "ref_audio", "ref_text", "x_vector_only_mode", "speaker_embedding", "seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "word_timestamps", "request_id", "delivery", "text_splitting", "duration_seconds", "unknown_fields")
+    __slots__ = ("model", "voice", "encoding", "sample_rate", "speed", "language", "instructions", "task_type", "ref_audio", "ref_text", "x_vector_only_mode", "speaker_embedding", "seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params", "word_timestamps", "request_id", "delivery", "text_splitting", "duration_seconds", "more_references", "unknown_fields")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VOICE_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,7 @@ class SessionConfig(_message.Message):
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     TEXT_SPLITTING_FIELD_NUMBER: _ClassVar[int]
     DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MORE_REFERENCES_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_FIELDS_FIELD_NUMBER: _ClassVar[int]
     model: str
     voice: str
@@ -101,8 +102,17 @@ class SessionConfig(_message.Message):
     delivery: AudioDelivery
     text_splitting: TextSplitting
     duration_seconds: float
+    more_references: _containers.RepeatedCompositeFieldContainer[ReferenceClip]
     unknown_fields: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, model: _Optional[str] = ..., voice: _Optional[str] = ..., encoding: _Optional[_Union[_audio_pb2.AudioEncoding, str]] = ..., sample_rate: _Optional[int] = ..., speed: _Optional[float] = ..., language: _Optional[str] = ..., instructions: _Optional[str] = ..., task_type: _Optional[_Union[TaskType, str]] = ..., ref_audio: _Optional[str] = ..., ref_text: _Optional[str] = ..., x_vector_only_mode: _Optional[bool] = ..., speaker_embedding: _Optional[_Iterable[float]] = ..., seed: _Optional[int] = ..., max_new_tokens: _Optional[int] = ..., initial_codec_chunk_frames: _Optional[int] = ..., extra_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., word_timestamps: _Optional[bool] = ..., request_id: _Optional[str] = ..., delivery: _Optional[_Union[AudioDelivery, str]] = ..., text_splitting: _Optional[_Union[TextSplitting, _Mapping]] = ..., duration_seconds: _Optional[float] = ..., unknown_fields: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., voice: _Optional[str] = ..., encoding: _Optional[_Union[_audio_pb2.AudioEncoding, str]] = ..., sample_rate: _Optional[int] = ..., speed: _Optional[float] = ..., language: _Optional[str] = ..., instructions: _Optional[str] = ..., task_type: _Optional[_Union[TaskType, str]] = ..., ref_audio: _Optional[str] = ..., ref_text: _Optional[str] = ..., x_vector_only_mode: _Optional[bool] = ..., speaker_embedding: _Optional[_Iterable[float]] = ..., seed: _Optional[int] = ..., max_new_tokens: _Optional[int] = ..., initial_codec_chunk_frames: _Optional[int] = ..., extra_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., word_timestamps: _Optional[bool] = ..., request_id: _Optional[str] = ..., delivery: _Optional[_Union[AudioDelivery, str]] = ..., text_splitting: _Optional[_Union[TextSplitting, _Mapping]] = ..., duration_seconds: _Optional[float] = ..., more_references: _Optional[_Iterable[_Union[ReferenceClip, _Mapping]]] = ..., unknown_fields: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReferenceClip(_message.Message):
+    __slots__ = ("audio", "text")
+    AUDIO_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    audio: str
+    text: str
+    def __init__(self, audio: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
 
 class TextSplitting(_message.Message):
     __slots__ = ("granularity", "max_unit_chars", "idle_flush_ms")

@@ -1,0 +1,66 @@
+"""Block-quantised FP8 weights (DeepSeek-V3 style, as Drama 3's `bsgemm-moe` experts are published) turned back into
+ordinary tensors when the device has no FP8 matrix path (CPU, pre-Hopper GPUs).
+
+A quantised weight `<name>.weight` is float8_e4m3fn [rows, cols] beside `<name>.weight_scale_inv` float32
+[ceil(rows / block_rows), ceil(cols / block_cols)]: each block's real value is its FP8 codes times its scale.
+Dequantising costs memory: every such weight grows from 1 byte per element to the model's dtype (2 for bfloat16,
+4 for float32), which `dequantised_growth` reports for a checkpoint.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SCALE_SUFFIX = "_scale_inv"
+
+
+def dequantize_block_fp8(weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int],
+                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """weight [R, C] (float8) times its per-block scales [ceil(R/br), ceil(C/bc)], in `dtype`."""
+    rows, cols = weight.shape
+    br, bc = block
+    expected = (-(-rows // br), -(-cols // bc))
+    if tuple(scale_inv.shape) != expected:
+        raise ValueError(f"a [{rows}, {cols}] FP8 weight with {list(block)} blocks needs scales of shape {list(expected)}, "
+                         f"got {list(scale_inv.shape)}")
+    scales = scale_inv.float().repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols]
+    return (weight.float() * scales).to(dtype)
+
+
+def quantize_block_fp8(weight: torch.Tensor, block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse, for building checkpoints in the published layout: (float8_e4m3fn codes, float32 scale_inv)."""
+    rows, cols = weight.shape
+    br, bc = block
+    padded = torch.nn.functional.pad(weight.float(), (0, (-cols) % bc, 0, (-rows) % br))
+    blocks = padded.view(padded.shape[0] // br, br, padded.shape[1] // bc, bc)
+    amax = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12)
+    scale = amax / torch.finfo(torch.float8_e4m3fn).max
+    codes = (blocks / scale[:, None, :, None]).to(torch.float8_e4m3fn).view(padded.shape)[:rows, :cols]
+    return codes.contiguous(), scale
+
+
+def dequantize_checkpoint(weights: dict[str, torch.Tensor], block: tuple[int, int],
+                          dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """Every `<x>.weight` with a `<x>.weight_scale_inv` beside it dequantised; the scales dropped; others unchanged.
+    A float8 tensor without scales, or scales without their weight, raises naming it."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in weights.items():
+        if name.endswith(SCALE_SUFFIX):
+            if name[: -len(SCALE_SUFFIX)] not in weights:
+                raise ValueError(f"{name} has no FP8 weight beside it")
+            continue
+        scale = weights.get(name + SCALE_SUFFIX)
+        if scale is not None:
+            out[name] = dequantize_block_fp8(tensor, scale, block, dtype)
+        elif tensor.dtype == torch.float8_e4m3fn:
+            raise ValueError(f"{name} is float8 but the checkpoint has no {name}{SCALE_SUFFIX}")
+        else:
+            out[name] = tensor
+    return out
+
+
+def dequantised_growth(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> int:
+    """Bytes that dequantising the FP8 weights of `weights` into `dtype` adds (scales dropped)."""
+    grow = torch.tensor([], dtype=dtype).element_size() - 1
+    return sum(t.numel() * grow - weights[n + SCALE_SUFFIX].numel() * 4
+               for n, t in weights.items() if n + SCALE_SUFFIX in weights)

@@ -1,0 +1,61 @@
+"""Build a ready-to-serve Drama 3: the backbone + tower talker, S2 Pro's DAC, the talker -> codec pipeline.
+
+The published repository holds no codec: the reference server takes S2 Pro's. `codec.pth` (with an optional
+`codec_config.json`) beside the checkpoint is used when present; otherwise the codec stage's `weights_dir` (a
+directory or a Hub repo id; `fishaudio/s2-pro` by default) is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vocalis.stages.deploy import DeployConfig
+from vocalis.stages.model import LoadedModel
+
+DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
+
+
+def codec_directory(path: Path, weights_dir: str) -> Path:
+    from vocalis.stages.codecs.fish_dac import CODEC_FILE
+    from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_repo
+
+    if (path / CODEC_FILE).exists():
+        return path
+    if not weights_dir:
+        raise ValueError(f"{path} has no {CODEC_FILE} and the dac_decoder stage names no weights_dir: Drama 3 decodes with "
+                         "S2 Pro's codec (fishaudio/s2-pro)")
+    return resolve_repo(weights_dir) if looks_like_repo_id(weights_dir) else Path(weights_dir)
+
+
+def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from tokenizers import Tokenizer
+
+    from vocalis.stages.codecs.fish_dac import load_fish_dac
+    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.models.drama3.adapter import Drama3Adapter
+    from vocalis.stages.models.drama3.config import parse_config
+    from vocalis.stages.models.drama3.talker import Drama3Talker, ReferenceFrames
+    from vocalis.stages.models.drama3.weights import load_drama3
+    from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, ReferenceEncoder
+    from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.prepare import PrepareStage
+
+    talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("dac_decoder")
+    config = parse_config(json.loads((path / "config.json").read_text()))
+    codec = load_fish_dac(codec_directory(path, codec_deploy.weights_dir), codec_deploy.device)
+    if codec.config.num_codebooks != config.decoder.num_codebooks or codec.config.semantic_codebook_size != config.decoder.vocab_size:
+        raise ValueError(f"{path}: the model makes frames of {config.decoder.num_codebooks} codes of {config.decoder.vocab_size}, "
+                         f"the codec decodes {codec.config.num_codebooks} with a semantic codebook of "
+                         f"{codec.config.semantic_codebook_size}")
+    model = load_drama3(path, config, talker_deploy.device, talker_deploy.torch_dtype)
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    adapter = Drama3Adapter(codec.sample_rate)
+    encoder = ReferenceFrames(ReferenceEncoder(codec))
+    stages = [
+        PrepareStage("voices", encoder),
+        autoregressive_stage(Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder), talker_deploy, codec_deploy),
+        chunk_stage(CodecDecoderModel(codec), codec_deploy),
+    ]
+    return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages))

@@ -1,0 +1,202 @@
+"""Drama 3 on the runtime: the backbone continuously batched over the paged KV cache and recurrent states, and the
+codebook tower filling in each frame inside the step (an AutoregressiveModel whose frames are the codec's K codes).
+
+The tower attends over the whole sequence, so each sequence carries its own tower cache (`TowerKV`) and its frame
+rows in its state, and the stage hands `forward` the states of its chunks (`forward_takes_states`): prompt rows whose
+next frame is known (all but the last) fill the tower cache right after the backbone, in every prefill chunk; the
+step's sampling then runs the tower at each sequence's newest row. After a preemption the recompute refills it.
+
+Sampling, as the reference server does it: the main token from the lm_head rows of end-of-speech and the semantic
+band (temperature, top-k, top-p of the request), with a second draw (temperature 1, top-p 0.95, top-k 30) when a
+semantic pick repeats one of the last 16 main tokens; each code from its head with top-k capped at 30, on its own
+seeded stream. End of speech is never drawn for the first frame, so no request is silent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from vocalis.stages.attention import AttentionBatch
+from vocalis.stages.autoregressive import SequenceStart
+from vocalis.stages.errors import InvalidField
+from vocalis.stages.kv_cache import PagedKVCache
+from vocalis.stages.models.drama3.model import Drama3
+from vocalis.stages.models.drama3.prompt import PromptTextError, Reference, build_prompt
+from vocalis.stages.models.drama3.tower import RowGroup, TowerKV
+from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch, sample_row
+
+EOS_CODE = -1
+"""Code 0 of the frame that ends a sequence (end of speech drawn); never emitted."""
+RAS_WINDOW = 16
+RAS = SamplingParams(temperature=1.0, top_k=30, top_p=0.95)
+CODEBOOK_TOP_K = 30
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceClip:
+    """A further voice to clone: mono float32 samples at `rate`, and the transcript."""
+
+    samples: np.ndarray
+    rate: int
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class Drama3Input:
+    """Stage-0 input of a session, made by the adapter."""
+
+    sampling: SamplingParams
+    max_new_tokens_set: bool = False
+    ref_samples: np.ndarray | None = None
+    """The voice to clone (mono float32) at `ref_rate`; the PrepareStage encodes it with the codec."""
+    ref_rate: int = 0
+    ref_text: str = ""
+    more_references: tuple[ReferenceClip, ...] = ()
+    """Further voices after the first (each its own `[Reference i]` block of the prompt)."""
+
+
+class ReferenceFrames:
+    """The Preparer of the pipeline's first stage: every reference clip of a request to codec frames [F, K], with
+    S2 Pro's reference encoder (resampling, content cache), on the PrepareStage's thread."""
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+
+    def prepare(self, request: SynthesisRequest[Drama3Input]) -> list[torch.Tensor] | None:
+        inputs = request.stage_input
+        if inputs.ref_samples is None:
+            return None
+        clips = [(inputs.ref_samples, inputs.ref_rate), *((clip.samples, clip.rate) for clip in inputs.more_references)]
+        return [self.encoder.encode(samples, rate) for samples, rate in clips]
+
+
+@dataclass
+class Drama3Sequence:
+    rows: torch.Tensor
+    """[n, 1 + K] the frame rows at positions 0..n-1: the prompt's, then each generated frame's."""
+    kv: TowerKV
+    codes: SamplerState
+    mains: list[int] = dataclasses.field(default_factory=list)
+    computed: int = 0
+    """Positions the backbone has computed (the newest row is computed - 1)."""
+
+
+class Drama3Talker:
+    emits_eos_frame = False
+    forward_takes_states = True
+
+    def __init__(self, model: Drama3, tokenizer: Tokenizer, max_len: int, encoder) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.encoder = encoder
+        self.config = model.config
+        self.cache_shape = model.backbone.cache_shape(max_len)
+        self.state_shape = model.backbone.state_shape()
+        self._eos_column = int((model.candidates == model.config.eos_token_id).nonzero()[0, 0])
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.lm_head.weight.device
+
+    def start(self, request: SynthesisRequest[Drama3Input]) -> SequenceStart:
+        inputs, c = request.stage_input, self.config
+        references = []
+        if inputs.ref_samples is not None:
+            if request.prepared is None:  # no PrepareStage ahead (tests): encode here
+                request.prepared = self.encoder.prepare(request)
+            texts = [inputs.ref_text, *(clip.text for clip in inputs.more_references)]
+            references = [Reference(text, codes) for text, codes in zip(texts, request.prepared, strict=True)]
+        try:
+            rows = build_prompt(self.tokenizer, request.text, references, c.decoder.num_codebooks, c.decoder.vocab_size,
+                                reference_field="ref_text" if len(references) == 1 else "references")
+        except PromptTextError as error:
+            raise InvalidField(error.where, "INVALID_VALUE", str(error)) from None
+        params = inputs.sampling
+        room = self.cache_shape.max_len - len(rows)
+        if params.max_new_tokens > room:
+            if inputs.max_new_tokens_set or room < 1:
+                raise ValueError(f"the prompt ({len(rows)} positions) and max_new_tokens ({params.max_new_tokens}) exceed "
+                                 f"the talker's max_len ({self.cache_shape.max_len})")
+            params = dataclasses.replace(params, max_new_tokens=room)
+        codes = dataclasses.replace(inputs.sampling, top_k=min(inputs.sampling.top_k or CODEBOOK_TOP_K, CODEBOOK_TOP_K),
+                                    repetition_penalty=1.0)
+        with torch.inference_mode():
+            embeds = self.model.embed_rows(rows.to(self.device))
+        weight = self.model.lm_head.weight
+        state = Drama3Sequence(rows, self.model.tower.new_cache(weight.dtype, weight.device), SamplerState(codes, stream=1))
+        return SequenceStart(embeds, params, state)
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: PagedKVCache,
+                states: list[Drama3Sequence] | None = None) -> torch.Tensor:
+        hidden = self.model.backbone.cached(embeds, batch, cache)
+        if states is not None:
+            self._prefill_tower(hidden, batch, states)
+        return hidden
+
+    def _prefill_tower(self, hidden: torch.Tensor, batch: AttentionBatch, states: list[Drama3Sequence]) -> None:
+        """Tower rows of this step's tokens whose next frame the sequence already holds."""
+        parts, groups, offset = [], [], 0
+        for state, start, count in zip(states, batch.start_positions, batch.query_lens, strict=True):
+            state.kv.truncate(start)
+            known = max(0, min(start + count, len(state.rows) - 1) - start)
+            if known:
+                parts.append((hidden[offset : offset + known], torch.arange(start, start + known),
+                              state.rows[start : start + known], state.rows[start + 1 : start + known + 1]))
+                groups.append(RowGroup(state.kv, start, known))
+            state.computed = start + count
+            offset += count
+        if not groups:
+            return
+        device = hidden.device
+        h, positions, inputs, nexts = (torch.cat([p[i] for p in parts]).to(device) for i in range(4))
+        self.model.tower.run(h, positions, inputs, nexts[:, 0], groups, next_frames=nexts)
+
+    def _main_tokens(self, hidden: torch.Tensor, samplers: list[SamplerState], states: list[Drama3Sequence]) -> torch.Tensor:
+        logits = self.model.candidate_logits(hidden).cpu()
+        candidates = self.model.candidates.cpu()
+        eos = self.config.eos_token_id
+        mains = []
+        for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
+            if not state.mains:
+                logits[row, self._eos_column] = float("-inf")
+            token = int(candidates[sample_row(logits[row], sampler)])
+            if token != eos and token in state.mains[-RAS_WINDOW:]:
+                redraw = SamplerState(RAS)
+                redraw.generator = sampler.generator
+                token = int(candidates[sample_row(logits[row], redraw)])
+            mains.append(token)
+        return torch.tensor(mains)
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[Drama3Sequence]) -> torch.Tensor:
+        mains = self._main_tokens(hidden, samplers, states)
+        device = hidden.device
+        code_samplers = [s.codes for s in states]
+
+        def choose(_j: int, logits: torch.Tensor) -> torch.Tensor:
+            return sample_batch(logits.float().cpu(), code_samplers).to(device)
+
+        newest = [s.computed - 1 for s in states]
+        codes = self.model.tower.run(
+            hidden, torch.tensor(newest, device=device), torch.stack([s.rows[p] for s, p in zip(states, newest, strict=True)]).to(device),
+            mains.to(device), [RowGroup(s.kv, p, 1) for s, p in zip(states, newest, strict=True)], choose=choose,
+        ).cpu()
+        for state, main, frame in zip(states, mains.tolist(), codes, strict=True):
+            state.rows = torch.cat([state.rows, torch.tensor([[main, *frame.tolist()]])])
+            state.mains.append(main)
+        frames = codes.clone()
+        frames[mains == self.config.eos_token_id, 0] = EOS_CODE
+        return frames
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        return frames[:, 0] == EOS_CODE
+
+    def frame_embeds(self, frames: torch.Tensor, states: list[Drama3Sequence]) -> torch.Tensor:
+        frames = frames.to(self.device)
+        return self.model.embed_rows(torch.cat([frames[:, :1] + self.config.semantic_start_token_id, frames], dim=1))

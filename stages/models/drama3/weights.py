@@ -1,0 +1,125 @@
+"""Drama 3's published tensors into the modules of model.py.
+
+- `model.language_model.*`: the Qwen3.5-MoE backbone under transformers' names, experts one by one (stacked by the
+  floor's `fuse_expert_weights`); with `quantization_config` bsgemm-moe the routed experts are float8_e4m3fn with a
+  `weight_scale_inv` per [128, 128] block, dequantised here into the serving dtype (no FP8 matrix path is used).
+- `lm_head.weight`: untied, the whole text vocabulary.
+- `audio_decoder.codebook_embeddings.weight`, `audio_decoder_mtp_shared.layers.<i>.*` (shared enrichment layers),
+  `audio_decoder_mtp.layers.<j>.*` and `audio_decoder_mtp.heads.<j>.weight`: the tower. Its layers use gpt-fast
+  spellings inside `transformer_layer` (`attention.wqkv` holding [query | gate | key | value] rows, `attention.wo`,
+  `attention.{q,k}_norm`, `attention_norm`, `ffn_norm`, `feed_forward.w1/w3/w2`), the code embedding as
+  `semantic_embedding` or `codebook_embedding`, and `enorm`, `hnorm`, `eh_proj`, `final_layernorm` at layer level.
+  The fused projection is split into the per-head [query, gate] layout of `QKVAttention`, and the rotary channels
+  of queries and keys (and their norm weights) are permuted from pairwise-interleaved to half-split.
+
+Loading is strict: a tensor outside these names, or a module tensor the file lacks, fails naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from vocalis.stages.block_fp8 import dequantised_growth, dequantize_checkpoint
+from vocalis.stages.layers.moe import fuse_expert_weights
+from vocalis.stages.models.drama3.config import FP8_BLOCK, CodebookDecoderConfig, Drama3Config
+from vocalis.stages.models.drama3.model import Drama3
+from vocalis.stages.weights import Weights, load_strict, read_safetensors
+
+log = logging.getLogger(__name__)
+
+_LAYER = re.compile(r"audio_decoder_mtp(_shared)?\.layers\.(\d+)\.(.+)")
+_RENAMES = {
+    "semantic_embedding.weight": "token_embedding.weight",
+    "codebook_embedding.weight": "token_embedding.weight",
+    "enorm.weight": "enorm.weight",
+    "hnorm.weight": "hnorm.weight",
+    "eh_proj.weight": "eh_proj.weight",
+    "final_layernorm.weight": "final_layernorm.weight",
+    "transformer_layer.attention.wo.weight": "self_attn.o_proj.weight",
+    "transformer_layer.attention_norm.weight": "input_layernorm.weight",
+    "transformer_layer.ffn_norm.weight": "post_attention_layernorm.weight",
+    "transformer_layer.feed_forward.w1.weight": "mlp.gate_proj.weight",
+    "transformer_layer.feed_forward.w3.weight": "mlp.up_proj.weight",
+    "transformer_layer.feed_forward.w2.weight": "mlp.down_proj.weight",
+}
+
+
+def half_split_order(head_dim: int, rotary_dim: int) -> torch.Tensor:
+    """Channel order that turns pairwise-interleaved rotary channels (2i, 2i+1) into half-split ones (i, i + r/2)."""
+    return torch.cat([torch.arange(0, rotary_dim, 2), torch.arange(1, rotary_dim, 2), torch.arange(rotary_dim, head_dim)])
+
+
+def split_wqkv(wqkv: torch.Tensor, c: CodebookDecoderConfig) -> dict[str, torch.Tensor]:
+    order = half_split_order(c.head_dim, c.rotary_dim)
+    q_rows, kv_rows = c.n_head * c.head_dim, c.n_local_heads * c.head_dim
+    query, gate, key, value = wqkv.split([q_rows, q_rows, kv_rows, kv_rows])
+    query = query.view(c.n_head, c.head_dim, -1)[:, order]
+    gate = gate.view(c.n_head, c.head_dim, -1)
+    return {
+        "self_attn.q_proj.weight": torch.cat([query, gate], dim=1).reshape(2 * q_rows, -1),
+        "self_attn.k_proj.weight": key.view(c.n_local_heads, c.head_dim, -1)[:, order].reshape(kv_rows, -1),
+        "self_attn.v_proj.weight": value,
+    }
+
+
+def tower_weights(weights: Weights, c: CodebookDecoderConfig) -> Weights:
+    """The tower's tensors under module names; raises on an audio_decoder* tensor it does not know."""
+    order = half_split_order(c.head_dim, c.rotary_dim)
+    out: Weights = {}
+    for name, tensor in weights.items():
+        if name == "audio_decoder.codebook_embeddings.weight":
+            out["tower.codebook_embeddings.weight"] = tensor
+            continue
+        head = re.fullmatch(r"audio_decoder_mtp\.heads\.(\d+)\.weight", name)
+        if head:
+            out[f"tower.codebook_heads.{head[1]}.weight"] = tensor
+            continue
+        match = _LAYER.fullmatch(name)
+        if match is None:
+            raise ValueError(f"{name} is not a tensor of Drama 3's codebook decoder")
+        prefix = f"tower.{'shared_layers' if match[1] else 'residual_layers'}.{match[2]}."
+        part = match[3]
+        if part == "transformer_layer.attention.wqkv.weight":
+            out |= {prefix + k: v for k, v in split_wqkv(tensor, c).items()}
+        elif part in ("transformer_layer.attention.q_norm.weight", "transformer_layer.attention.k_norm.weight"):
+            out[prefix + f"self_attn.{part.split('.')[2]}.weight"] = tensor[order]
+        elif part in _RENAMES:
+            target = prefix + _RENAMES[part]
+            if target in out:
+                raise ValueError(f"{name}: the layer has both semantic_embedding and codebook_embedding")
+            out[target] = tensor
+        else:
+            raise ValueError(f"{name} is not a tensor of Drama 3's codebook decoder")
+    return out
+
+
+def module_weights(weights: Weights, config: Drama3Config, dtype: torch.dtype = torch.float32) -> Weights:
+    """The checkpoint's tensors renamed (and dequantised, fused, split) for `Drama3`."""
+    if config.fp8_experts:
+        log.info("dequantising the FP8 experts into %s: %.2f GiB more than as published (no FP8 matrix path is used)",
+                 dtype, dequantised_growth(weights, dtype) / 2**30)
+        weights = dequantize_checkpoint(weights, FP8_BLOCK, dtype)
+    else:
+        fp8 = [n for n, t in weights.items() if t.dtype == torch.float8_e4m3fn]
+        if fp8:
+            raise ValueError(f"{fp8[0]} is float8 but config.json has no bsgemm-moe quantization_config")
+    backbone = {k: v for k, v in weights.items() if k.startswith("model.language_model.")}
+    decoder = {k: v for k, v in weights.items() if k.startswith("audio_decoder")}
+    rest = set(weights) - set(backbone) - set(decoder) - {"lm_head.weight"}
+    if rest:
+        raise ValueError(f"tensors outside Drama 3's namespaces: {sorted(rest)[:8]}")
+    out = fuse_expert_weights(backbone) | tower_weights(decoder, config.decoder)
+    if "lm_head.weight" in weights:
+        out["lm_head.weight"] = weights["lm_head.weight"]
+    return out
+
+
+def load_drama3(directory: Path, config: Drama3Config, device: torch.device | str = "cpu",
+                dtype: torch.dtype = torch.float32) -> Drama3:
+    model = Drama3(config)
+    load_strict(model, module_weights(read_safetensors(Path(directory)), config, dtype), Path(directory))
+    return model.to(device=device, dtype=dtype).eval()

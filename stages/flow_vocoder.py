@@ -1,14 +1,17 @@
 """Speech tokens to waveform through flow matching and the HiFT vocoder, as a ChunkStage decoder: written once for the
 families whose second stage is `CausalMaskedDiffWithDiT` + `CausalHiFTGenerator` (CosyVoice3, GLM-TTS).
 
-Each request's stream carries its conditioning (prompt speech tokens, prompt mel, speaker embedding). A chunk is
-decoded from the request's first token (the DiT's chunk-causal attention reaches back to the start: configure
-`left_context_frames` to cover the longest utterance) through its lookahead, and only the chunk's own samples leave.
+Each request's stream carries its conditioning (prompt speech tokens, prompt mel, speaker embedding) and, from its
+first chunk on, what it has computed: the flow's held frames (`FlowStream`: keys and values of every attention
+chunk that is complete and final, so each mel frame is computed once more at most) and the vocoder's phase
+(`HiFTStream`: a window of mel a bounded length before the chunk). A chunk's cost does not grow with the utterance
+but for the attention over held frames; the frames before the window (`left_context_frames`) are not needed.
 With at least `exact_lookahead_tokens` of lookahead every emitted sample equals the whole-utterance decode's: the
 chunk-causal DiT lets a mel frame see to the end of its attention chunk, the pre-lookahead convolution reads
-`pre_lookahead_len` tokens further, and the vocoder reads 5 mel frames ahead. The streamed output is the published
-streaming's (which re-runs flow and vocoder over the whole prefix, too), without its approximation at chunk ends.
-Rows are decoded one at a time: prompts differ in length per request, and a row's output never depends on its batch.
+`pre_lookahead_len` tokens further, and the vocoder reads 5 mel frames ahead. The published streaming re-runs flow
+and vocoder over the whole prefix at every chunk (and approximates chunk ends).
+Rows are decoded one at a time: each has its own held frames (a different number per request), its own prompt, and
+new frames from its own position; a row's output never depends on its batch.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
-from vocalis.stages.layers.flow_matching import CausalMaskedDiffWithDiT
-from vocalis.stages.layers.hift import CausalHiFTGenerator
+from vocalis.stages.layers.flow_matching import CausalMaskedDiffWithDiT, FlowStream
+from vocalis.stages.layers.hift import CausalHiFTGenerator, HiFTStream
 from vocalis.stages.request import SynthesisRequest
 
 HIFT_LOOKAHEAD_MEL = 5
@@ -36,6 +39,17 @@ class FlowConditioning:
     """[P * token_mel_ratio, mel_dim] its mel."""
     embedding: torch.Tensor
     """[E] its speaker embedding."""
+
+
+class _Progress:
+    """What one request's stream has computed: the flow's held frames, the vocoder's phase, the tokens so far, and
+    the final mel of frames [mel_from, flow.held) that the vocoder's next windows read."""
+
+    def __init__(self, flow: FlowStream, hift: HiFTStream) -> None:
+        self.flow, self.hift = flow, hift
+        self.tokens = torch.zeros(0, dtype=torch.long)
+        self.mel: torch.Tensor | None = None
+        self.mel_from = 0
 
 
 class FlowVocoderDecoder(ChunkDecoder):
@@ -60,13 +74,40 @@ class FlowVocoderDecoder(ChunkDecoder):
         return DecodeStream(first_chunk_frames=first, conditioning=self.conditioning(request))
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        return torch.stack([self.decode_one(frames[row].reshape(-1), stream.conditioning) for row, stream in enumerate(streams)])
+        """Each row's samples of its window's [start, end) (the rest, never emitted, left zero); a stream without a
+        window (a direct call) is decoded whole."""
+        return torch.stack([self.decode_one(frames[row].reshape(-1), stream.conditioning) if stream.window is None
+                            else self.decode_window(frames[row].reshape(-1), stream) for row, stream in enumerate(streams)])
+
+    def decode_window(self, tokens: torch.Tensor, stream: DecodeStream) -> torch.Tensor:
+        """Samples [T * samples_per_frame] of the window's tokens [T], computing only what earlier windows did not."""
+        window = stream.window
+        if stream.state is None:
+            cond: FlowConditioning = stream.conditioning
+            stream.state = _Progress(FlowStream(self.flow, cond.prompt_tokens, cond.prompt_mel, cond.embedding, self.n_timesteps),
+                                     HiFTStream(self.hift))
+        progress: _Progress = stream.state
+        progress.tokens = torch.cat([progress.tokens[: window.context_start], tokens.cpu().long()])
+        first, new = progress.flow.advance(progress.tokens)
+        mel = new if progress.mel is None else torch.cat([progress.mel, new], dim=2)  # frames [mel_from, ...)
+        ratio, prompt = self.flow.token_mel_ratio, progress.flow.prompt_frames
+        emit, next_emit = window.start * ratio, window.end * ratio  # past the prompt
+        last = min(window.lookahead_end * ratio, next_emit + HIFT_LOOKAHEAD_MEL)
+        start = prompt + progress.hift.window_start(emit) - progress.mel_from
+        audio = progress.hift.samples(mel[:, :, start : prompt + last - progress.mel_from].to(self.hift.conv_pre.weight.dtype), emit, next_emit)[0]
+        keep = max(progress.mel_from, min(progress.flow.held, prompt + progress.hift.window_start(next_emit)))
+        progress.mel = mel[:, :, keep - progress.mel_from : progress.flow.held - progress.mel_from]
+        progress.mel_from = keep
+        out = audio.new_zeros(len(tokens) * self.samples_per_frame)
+        begin = (window.start - window.context_start) * self.samples_per_frame
+        out[begin : begin + len(audio)] = audio
+        return out
 
     def decode_one(self, tokens: torch.Tensor, conditioning: FlowConditioning, noise: torch.Tensor | None = None) -> torch.Tensor:
         """Samples [T * samples_per_frame] of tokens [T] after the voice's prompt."""
         device = self.flow.input_embedding.weight.device
         mel = self.flow.inference(
             tokens.to(device).long()[None], conditioning.prompt_tokens.to(device).long()[None], conditioning.prompt_mel.to(device)[None],
-            conditioning.embedding.to(device).float()[None], self.n_timesteps, noise,
+            conditioning.embedding.to(device, self.flow.spk_embed_affine_layer.weight.dtype)[None], self.n_timesteps, noise,
         )
         return self.hift(mel.to(self.hift.conv_pre.weight.dtype))[0]

@@ -11,6 +11,7 @@ import io
 import json
 import os
 
+import grpc
 import httpx
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from websockets.sync.client import connect
 
 from tests.serving import start_server
 from tests.tiny_gepard.build import build_checkpoint
+from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -100,10 +102,15 @@ def test_opus_is_resampled(gepard):
 
 
 def test_only_the_default_voice(gepard):
-    """The server resolves voice names before the model (a NOT_FOUND, 404, for every family); the peer answers 400."""
+    """Gepard's voices are fixed (Capabilities.fixed_voices): another name is a bad argument naming the one there is,
+    as the peer answers (400), not a stored voice that is missing (the 404 of the families that clone)."""
     response = speak(gepard, voice="alice")
-    assert response.status_code == 404 and response.json()["error"]["param"] == "voice"
-    assert "default" in response.json()["error"]["message"]
+    assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
+    assert "'alice'" in response.json()["error"]["message"] and "only 'default'" in response.json()["error"]["message"]
+    with Client(gepard.grpc_target, timeout=60) as client:
+        with pytest.raises(VocalisError) as caught:
+            client.synthesize(pb.SessionConfig(voice="Alice", encoding=audio_pb2.AUDIO_ENCODING_PCM, **PINNED), TEXT)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "only 'default'" in caught.value.message
     assert np.array_equal(pcm(speak(gepard, voice="default", response_format="pcm")), pcm(speak(gepard, response_format="pcm")))
 
 

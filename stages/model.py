@@ -40,6 +40,9 @@ class Capabilities:
     split it unless the caller asks for a granularity."""
     min_speed: float = 0.25
     max_speed: float = 4.0
+    warmup_fields: tuple[tuple[str, Any], ...] = ()
+    """(field, value) pairs the server's warm-up request sets beside its text, for a model whose defaults do not make
+    a request (AuK needs a duration without ref_audio)."""
 
 
 InputT_co = TypeVar("InputT_co", covariant=True)

@@ -16,10 +16,10 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.serving import start_server
 from tests.tiny_gepard.build import build_checkpoint
+from tests.ws_session import ws_session
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -81,14 +81,7 @@ def test_grpc_streams_chunks_that_join_to_the_whole(gepard):
 
 
 def test_websocket_stream(gepard):
-    with connect(f"ws://127.0.0.1:{gepard.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not (isinstance(frames[-1:] and frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=60)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(gepard, {"response_format": "pcm", "stream_audio": True, **PINNED}, TEXT, timeout=60)
     start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
     assert start["sample_rate"] == 22050
     assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(gepard, response_format="pcm")).tobytes()

@@ -123,8 +123,11 @@ class Attention(nn.Module):
         self.to_v = nn.Linear(dim, inner)
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(0.0))
 
-    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
-                past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.attend(x, freqs, mask)[0]
+
+    def attend(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Output [B, L, dim], and this call's keys and values [B, heads, L, dim_head]; `past` keys and values of
         earlier frames (mask [L, past + L]) are attended to, not returned."""
         b, length, _ = x.shape
@@ -181,11 +184,14 @@ class DiTBlock(nn.Module):
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.ff = FeedForward(dim, ff_mult)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
-                past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The block's output, and its attention's keys and values of these frames (see `Attention.forward`)."""
+    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.attend(x, t, freqs, mask)[0]
+
+    def attend(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The block's output, and its attention's keys and values of these frames (see `Attention.attend`)."""
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
-        attended, k, v = self.attn(norm, freqs, mask, past)
+        attended, k, v = self.attn.attend(norm, freqs, mask, past)
         x = x + gate_msa[:, None] * attended
         norm = self.ff_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
         return x + gate_mlp[:, None] * self.ff(norm), k, v
@@ -216,7 +222,7 @@ class DiT(nn.Module):
         freqs = self.rotary_embed(length).to(x.dtype)
         mask = chunk_causal_mask(length, self.static_chunk_size, x.device)
         for block in self.transformer_blocks:
-            x, _, _ = block(x, t, freqs, mask)
+            x = block(x, t, freqs, mask)
         return self._out(x, residual, t)
 
     def forward_after(self, past: DiTPast, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor,
@@ -239,7 +245,7 @@ class DiT(nn.Module):
                           chunk_causal_mask(length, self.static_chunk_size, x.device)], dim=1)
         keys, values = [], []
         for layer, block in enumerate(self.transformer_blocks):
-            x, k, v = block(x, t, freqs, mask, past.layer(layer))
+            x, k, v = block.attend(x, t, freqs, mask, past.layer(layer))
             keys.append(k)
             values.append(v)
         return self._out(x, residual, t), DiTFrames(projected, keys, values)

@@ -47,7 +47,7 @@ class _Progress:
 
     def __init__(self, flow: FlowStream, hift: HiFTStream) -> None:
         self.flow, self.hift = flow, hift
-        self.tokens = torch.zeros(0, dtype=torch.long)
+        self.tokens = torch.zeros(0, dtype=torch.long, device="cpu")
         self.mel: torch.Tensor | None = None
         self.mel_from = 0
 

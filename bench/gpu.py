@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,42 +48,66 @@ GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
 
 
+def _committed(path: Path) -> Callable[[Path], Path | None]:
+    return lambda work: path
+
+
+def _higgs_tiny(work: Path) -> Path:
+    """higgs-audio v2's tiny checkpoint assembled in `work` (its codec is OmniVoice's, committed apart)."""
+    from tests.goldens.higgs_audio_v2 import checkpoint
+
+    return checkpoint.native(work / "higgs-audio-v2-tiny")
+
+
+def _cosyvoice3_tiny(work: Path) -> Path:
+    from tests.goldens.cosyvoice3.tiny import build
+
+    return build(work / "cosyvoice3-tiny")
+
+
+def _glm_tts_tiny(work: Path) -> Path:
+    from tests.goldens.glm_tts.tiny import build
+
+    return build(work / "glm-tts-tiny")
+
+
+def _voxtral_tiny(work: Path) -> Path:
+    from tests.goldens.voxtral.build_tiny import build
+
+    work.mkdir(parents=True, exist_ok=True)
+    return build(Path(tempfile.mkdtemp(prefix="voxtral-tiny-", dir=work)) / "voxtral")  # fresh: parallel runs never share one
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
-    tiny: Path
-    """Committed tiny checkpoint in the real layout."""
+    tiny: Callable[[Path], Path | None]
+    """The tiny checkpoint in the real layout, given a work dir: a committed folder, or one built or assembled there."""
     clone: bool = False
     """Needs a reference clip (a Base checkpoint)."""
-    built: bool = False
-    """The tiny checkpoint is built by its script (tests/goldens/<family>/tiny.py), not committed."""
+    layout: Callable[[Path], Path | None] | None = None
+    """What the real-size weights are laid over (its weights left out; None from it: nothing), given a work dir;
+    None: the tiny checkpoint."""
 
 
 CASES = {
-    "qwen3-1.7b-base": Case("Qwen3-TTS-12Hz-1.7B-Base", GOLDENS / "qwen3_tts" / "base-1b7", clone=True),
-    "qwen3-1.7b-customvoice": Case("Qwen3-TTS-12Hz-1.7B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-1b7"),
-    "voxcpm2": Case("VoxCPM2", GOLDENS / "voxcpm2" / "tiny"),
-    "omnivoice": Case("OmniVoice", GOLDENS / "omnivoice" / "tiny"),
-    "voxtral": Case("Voxtral-4B-TTS-2603", GOLDENS / "voxtral" / "tiny"),
-    "auk": Case("AuK", GOLDENS / "auk" / "tiny"),
-    "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", GOLDENS / "higgs_audio_v2" / "tiny"),
-    "fish-speech-s2-pro": Case("s2-pro", GOLDENS / "fish_speech" / "tiny"),
-    "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", GOLDENS / "cosyvoice3" / "real", clone=True, built=True),
-    "glm-tts": Case("GLM-TTS", GOLDENS / "glm_tts" / "real", clone=True, built=True),
+    "qwen3-1.7b-base": Case("Qwen3-TTS-12Hz-1.7B-Base", _committed(GOLDENS / "qwen3_tts" / "base-1b7"), clone=True),
+    "qwen3-1.7b-customvoice": Case("Qwen3-TTS-12Hz-1.7B-CustomVoice", _committed(GOLDENS / "qwen3_tts" / "cv-1b7")),
+    "voxcpm2": Case("VoxCPM2", _committed(GOLDENS / "voxcpm2" / "tiny")),
+    "omnivoice": Case("OmniVoice", _committed(GOLDENS / "omnivoice" / "tiny")),
+    "voxtral": Case("Voxtral-4B-TTS-2603", _voxtral_tiny, layout=lambda work: None),
+    "auk": Case("AuK", _committed(GOLDENS / "auk" / "tiny")),
+    "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", _higgs_tiny),
+    "fish-speech-s2-pro": Case("s2-pro", _committed(GOLDENS / "fish_speech" / "tiny")),
+    "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", _cosyvoice3_tiny, clone=True, layout=_committed(GOLDENS / "cosyvoice3" / "real")),
+    "glm-tts": Case("GLM-TTS", _glm_tts_tiny, clone=True, layout=lambda work: None),  # _build_glm_tts builds its base
 }
-BUILDERS = {"cosyvoice3": "tests.goldens.cosyvoice3.tiny", "glm-tts": "tests.goldens.glm_tts.tiny"}
-"""The tiny-checkpoint builder of each `built` case."""
-BUILT_TINY = {"voxtral"}
-"""Families whose tiny checkpoint is built by a script (into the work dir) rather than committed."""
 
 
-def tiny_path(key: str, work: Path) -> Path:
-    """The committed tiny checkpoint of `key`, assembled where its parts live apart (higgs-audio v2's codec is OmniVoice's)."""
-    if key == "higgs-audio-v2":
-        from tests.goldens.higgs_audio_v2 import checkpoint
-
-        return checkpoint.native(work / "higgs-audio-v2-tiny")
-    return CASES[key].tiny
+def tiny_checkpoint(key: str, work: Path) -> Path:
+    path = CASES[key].tiny(work)
+    assert path is not None
+    return path
 
 
 # -- real-size checkpoints ------------------------------------------------------------------------
@@ -111,14 +136,15 @@ def build_real(key: str, work: Path, device: str) -> Path:
     if (out / ".complete").exists():
         return out
     shutil.rmtree(out, ignore_errors=True)
-    if key not in BUILT_TINY:
-        shutil.copytree(tiny_path(key, work), out, ignore=shutil.ignore_patterns("*.safetensors"))
+    layout = (case.layout or case.tiny)(work)
+    if layout is not None:
+        shutil.copytree(layout, out, ignore=shutil.ignore_patterns("*.safetensors"))
     torch.manual_seed(0)
     with torch.device(device), torch.no_grad():
         if key == "voxtral":
             _build_voxtral(out)
         elif key.startswith("qwen3"):
-            _build_qwen3(case, out)
+            _build_qwen3(case.name, out)
         elif key == "voxcpm2":
             _build_voxcpm2(out)
         elif key == "auk":
@@ -137,14 +163,14 @@ def build_real(key: str, work: Path, device: str) -> Path:
     return out
 
 
-def _build_qwen3(case: Case, out: Path) -> None:
+def _build_qwen3(name: str, out: Path) -> None:
     from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder, SpeechEncoder
     from vocalis.stages.models.qwen3_tts.config import Qwen3TTSConfig
     from vocalis.stages.models.qwen3_tts.speaker import SpeakerEncoder
     from vocalis.stages.models.qwen3_tts.talker import Talker
 
     real = json.loads((ROOT / "tests" / "stages" / "models" / "qwen3_tts" / "real_key_sets.json").read_text())
-    config = _overlay(json.loads((out / "config.json").read_text()), real["checkpoints"][case.name]["config"])
+    config = _overlay(json.loads((out / "config.json").read_text()), real["checkpoints"][name]["config"])
     (out / "config.json").write_text(json.dumps(config, indent=2))
     speech = _overlay(json.loads((out / "speech_tokenizer" / "config.json").read_text()), real["speech_tokenizer"]["config"])
     (out / "speech_tokenizer" / "config.json").write_text(json.dumps(speech, indent=2))
@@ -230,19 +256,6 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     (out / "codec_config.json").unlink(missing_ok=True)
     _save(FishDualAR(parse_config(config)), out / "model.safetensors")
     torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")
-
-
-def tiny_checkpoint(key: str, work: Path) -> Path:
-    if CASES[key].built:
-        import importlib
-
-        return importlib.import_module(BUILDERS[key]).build(work / f"{key}-tiny")
-    if key not in BUILT_TINY:
-        return tiny_path(key, work)
-    from tests.goldens.voxtral.build_tiny import build
-
-    work.mkdir(parents=True, exist_ok=True)
-    return build(Path(tempfile.mkdtemp(prefix=f"{key}-tiny-", dir=work)) / key)  # fresh: parallel runs never share one
 
 
 def _build_auk(out: Path) -> None:

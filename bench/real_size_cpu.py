@@ -89,7 +89,7 @@ def build(key: str, out: Path) -> None:
         if family.reference == "voxcpm2":
             gpu._build_voxcpm2(out)
         else:
-            gpu._build_qwen3(gpu.Case(family.published, family.tiny), out)
+            gpu._build_qwen3(family.published, out)
     config = json.loads((out / "config.json").read_text())
     fit_layer_types(config)
     fit_cpu(config)

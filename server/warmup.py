@@ -14,11 +14,13 @@ WARMUP_TEXT = "Hello."
 
 
 async def warm_up(engine: Engine) -> None:
-    """Run WARMUP_TEXT through every model with its default settings; a model that needs more is skipped."""
+    """Run WARMUP_TEXT through every model with its default settings and the fields it declares for warm-up
+    (`Capabilities.warmup_fields`); a model that still refuses the request is skipped."""
     for model in engine.models.values():
         try:
             voice = model.adapter.resolve_voice("")
-            stage_input = model.adapter.stage_input(RequestParams(model=model.name, voice=voice))
+            params = RequestParams(model=model.name, voice=voice, fields=dict(model.capabilities.warmup_fields))
+            stage_input = model.adapter.stage_input(params)
         except RequestError as error:
             log.info("no warm-up for %s: %s", model.name, error)
             continue

@@ -26,6 +26,8 @@ class DecodeStream:
     """Per-request inputs of the decoder besides frames (a speaker embedding, a prompt mel), as the decoder defines."""
     state: Any = None
     """What the decoder carries from one chunk of this stream to the next (a vocoder's overlap cache), as it defines."""
+    window: Window | None = None
+    """The window being decoded (absolute frame positions), set by the ChunkStage before each `decode` call."""
 
 
 class ChunkDecoder(Protocol):
@@ -125,6 +127,7 @@ class ChunkStage(RequestTable[_Frames]):
                 pad = frames.new_zeros((longest - len(frames), *frames.shape[1:]))
                 frames = torch.cat([frames, pad])
             rows.append(frames)
+            entry.stream.window = window
         samples = self.decoder.decode(torch.stack(rows), [entry.stream for entry, _ in group])
         self.decode_calls += 1
         hop = self.decoder.samples_per_frame

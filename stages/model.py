@@ -27,6 +27,10 @@ class Capabilities:
     streaming: bool = True
     """Whether audio leaves before the whole utterance is synthesized."""
     voice_cloning: bool = False
+    fixed_voices: bool = False
+    """The model speaks its `voices` and nothing else (it clones none, nor uses stored voices): another name is a bad
+    argument that its adapter's `resolve_voice` refuses naming them (400 / INVALID_ARGUMENT, the peer's Gepard), not a
+    stored voice to look up (404 / NOT_FOUND when missing)."""
     preset_over_reference: bool = False
     """A preset `voice` given beside `ref_audio` is the voice and ref_audio is ignored (vLLM-Omni's Voxtral rule); by
     default ref_audio gives the voice and the preset is ignored."""
@@ -36,6 +40,9 @@ class Capabilities:
     split it unless the caller asks for a granularity."""
     min_speed: float = 0.25
     max_speed: float = 4.0
+    warmup_fields: tuple[tuple[str, Any], ...] = ()
+    """(field, value) pairs the server's warm-up request sets beside its text, for a model whose defaults do not make
+    a request (AuK needs a duration without ref_audio)."""
 
 
 InputT_co = TypeVar("InputT_co", covariant=True)

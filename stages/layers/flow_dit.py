@@ -10,6 +10,7 @@ interleaved pairs; attention where a frame sees every frame up to the end of its
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -74,11 +75,15 @@ class InputEmbedding(nn.Module):
         self.conv_pos_embed = CausalConvPositionEmbedding(dim)
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor) -> torch.Tensor:
+        x = self.project(x, cond, mu, spks)
+        return self.conv_pos_embed(x) + x
+
+    def project(self, x: torch.Tensor, cond: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor) -> torch.Tensor:
+        """The projection alone, frame by frame (what the position embedding convolves)."""
         parts = [x, cond, mu]
         if self.spk_dim > 0:
             parts.append(spks[:, None, :].expand(-1, x.shape[1], -1))
-        x = self.proj(torch.cat(parts, dim=-1))
-        return self.conv_pos_embed(x) + x
+        return self.proj(torch.cat(parts, dim=-1))
 
 
 def interleaved_rotary(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
@@ -119,13 +124,20 @@ class Attention(nn.Module):
         self.to_out = nn.Sequential(nn.Linear(inner, dim), nn.Dropout(0.0))
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.attend(x, freqs, mask)[0]
+
+    def attend(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Output [B, L, dim], and this call's keys and values [B, heads, L, dim_head]; `past` keys and values of
+        earlier frames (mask [L, past + L]) are attended to, not returned."""
         b, length, _ = x.shape
         q = interleaved_rotary(self.to_q(x), freqs)
         k = interleaved_rotary(self.to_k(x), freqs)
         v = self.to_v(x)
         q, k, v = (t.view(b, length, self.heads, self.dim_head).transpose(1, 2) for t in (q, k, v))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.to_out(out.transpose(1, 2).reshape(b, length, -1))
+        keys, values = (k, v) if past is None else (torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2))
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+        return self.to_out(out.transpose(1, 2).reshape(b, length, -1)), k, v
 
 
 class AdaLayerNormZero(nn.Module):
@@ -174,10 +186,16 @@ class DiTBlock(nn.Module):
         self.ff = FeedForward(dim, ff_mult)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.attend(x, t, freqs, mask)[0]
+
+    def attend(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The block's output, and its attention's keys and values of these frames (see `Attention.attend`)."""
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
-        x = x + gate_msa[:, None] * self.attn(norm, freqs, mask)
+        attended, k, v = self.attn.attend(norm, freqs, mask, past)
+        x = x + gate_msa[:, None] * attended
         norm = self.ff_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
-        return x + gate_mlp[:, None] * self.ff(norm)
+        return x + gate_mlp[:, None] * self.ff(norm), k, v
 
 
 class DiT(nn.Module):
@@ -206,6 +224,85 @@ class DiT(nn.Module):
         mask = chunk_causal_mask(length, self.static_chunk_size, x.device)
         for block in self.transformer_blocks:
             x = block(x, t, freqs, mask)
+        return self._out(x, residual, t)
+
+    def forward_after(self, past: DiTPast, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor,
+                      cond: torch.Tensor) -> tuple[torch.Tensor, DiTFrames]:
+        """The velocity of frames [past.length, past.length + L) (tensors as `forward`'s), the frames before being
+        whole attention chunks held in `past`: each frame sees all of them, so it equals `forward` over the whole
+        sequence. Also what `past.append` needs to hold some of these frames for the next call."""
+        if self.static_chunk_size <= 0 and past.length:
+            raise ValueError("a DiT with full attention reads later frames: it cannot continue after held ones")
+        x, mu, cond = x.transpose(1, 2), mu.transpose(1, 2), cond.transpose(1, 2)
+        length, offset = x.shape[1], past.length
+        t = self.time_embed(t)
+        projected = self.input_embed.project(x, cond, mu, spks)
+        context = projected if past.projected is None else torch.cat([past.projected, projected], dim=1)
+        x = self.input_embed.conv_pos_embed(context)[:, -length:] + projected
+        residual = x
+        positions = torch.arange(offset, offset + length, device=x.device)
+        freqs = self.rotary_embed.angles(positions).to(x.dtype)
+        mask = torch.cat([torch.ones(length, offset, dtype=torch.bool, device=x.device),
+                          chunk_causal_mask(length, self.static_chunk_size, x.device)], dim=1)
+        keys, values = [], []
+        for layer, block in enumerate(self.transformer_blocks):
+            x, k, v = block.attend(x, t, freqs, mask, past.layer(layer))
+            keys.append(k)
+            values.append(v)
+        return self._out(x, residual, t), DiTFrames(projected, keys, values)
+
+    def _out(self, x: torch.Tensor, residual: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         if self.long_skip_connection is not None:
             x = self.long_skip_connection(torch.cat([x, residual], dim=-1))
         return self.proj_out(self.norm_out(x, t)).transpose(1, 2)
+
+
+@dataclass
+class DiTFrames:
+    """What `DiT.forward_after` computed for its frames that a later call reads: the input projection [B, L, dim]
+    (the position embedding's convolutions read it) and every block's keys and values [B, heads, L, dim_head]."""
+
+    projected: torch.Tensor
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+
+
+class DiTPast:
+    """The frames a DiT call continues after (one ODE step's, both guidance rows): every block's keys and values
+    (grown in place, doubling), and the last input-projection frames the causal position embedding reads."""
+
+    def __init__(self, kernel_size: int) -> None:
+        self.tail = 2 * (kernel_size - 1)  # two causal convolutions in a row
+        self.length = 0
+        self.projected: torch.Tensor | None = None
+        self._keys: list[torch.Tensor] = []
+        self._values: list[torch.Tensor] = []
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for the keys and values."""
+        return sum(buffer.numel() * buffer.element_size() for buffer in (*self._keys, *self._values))
+
+    def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if not self.length:
+            return None
+        return self._keys[index][:, :, : self.length], self._values[index][:, :, : self.length]
+
+    def append(self, frames: DiTFrames, count: int) -> None:
+        """Hold the first `count` of `frames` (their attention chunks complete and final)."""
+        if count <= 0:
+            return
+        end = self.length + count
+        for held, new in ((self._keys, frames.keys), (self._values, frames.values)):
+            for index, tensor in enumerate(new):
+                if index == len(held):
+                    held.append(tensor.new_empty((*tensor.shape[:2], max(end, 64), tensor.shape[3])))
+                elif held[index].shape[2] < end:
+                    grown = tensor.new_empty((*tensor.shape[:2], max(end, 2 * held[index].shape[2]), tensor.shape[3]))
+                    grown[:, :, : self.length] = held[index][:, :, : self.length]
+                    held[index] = grown
+                held[index][:, :, self.length : end] = tensor[:, :, :count]
+        projected = frames.projected[:, :count]
+        joined = projected if self.projected is None else torch.cat([self.projected, projected], dim=1)
+        self.projected = joined[:, -self.tail :]
+        self.length = end

@@ -1,5 +1,6 @@
-"""Speech tokens to mel by conditional flow matching: CosyVoice3's `CausalMaskedDiffWithDiT` (`flow.pt`), written once
-for the families that share it (CosyVoice3, GLM-TTS).
+"""Speech tokens to mel by conditional flow matching: CosyVoice3's `CausalMaskedDiffWithDiT` (`flow.pt`) and its
+incremental stream (`FlowStream`), plus the guided Euler solver (`guided_euler`) and fixed start noise that GLM-TTS's
+flow (`glm_dit.GLMFlow`) shares.
 
 Tokens (the prompt's, then the generated ones) are embedded, passed through a pre-lookahead convolution (each token
 sees `pre_lookahead_len` later ones), repeated `token_mel_ratio` times, and a DiT integrates the ODE from fixed noise
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.layers.flow_dit import DiT
+from vocalis.stages.layers.flow_dit import DiT, DiTPast
 
 NOISE_FRAMES = 50 * 300
 """Frames of the fixed start noise (300 s at 50 Hz), drawn from a generator seeded 0 as the published decoder's."""
@@ -72,26 +73,38 @@ class CausalConditionalCFM(nn.Module):
         x = noise.to(mu.device, mu.dtype)
         return self.solve_euler(x, self.time_span(n_timesteps, mu.device, mu.dtype), mu, spks, cond)
 
-    def solve_euler(self, x: torch.Tensor, t_span: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+    def solve_euler(self, x: torch.Tensor, t_span: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor,
+                    pasts: list[DiTPast] | None = None, hold: int = 0) -> torch.Tensor:
+        """`pasts` (one per step): x continues after the frames they hold (`DiT.forward_after`); each then holds
+        the first `hold` frames of x as well."""
         # Row 0 is conditioned; row 1 has mu, speaker and prompt zeroed (the guidance's unconditional branch).
         mu_in = torch.cat([mu, torch.zeros_like(mu)])
         spks_in = torch.cat([spks, torch.zeros_like(spks)])
         cond_in = torch.cat([cond, torch.zeros_like(cond)])
-        return guided_euler(lambda x2, t2: self.estimator(x2, mu_in, t2, spks_in, cond_in), x, t_span, self.inference_cfg_rate)
+
+        def velocity(x2: torch.Tensor, t2: torch.Tensor, step: int) -> torch.Tensor:
+            if pasts is None:
+                return self.estimator(x2, mu_in, t2, spks_in, cond_in)
+            result, frames = self.estimator.forward_after(pasts[step], x2, mu_in, t2, spks_in, cond_in)
+            pasts[step].append(frames, hold)
+            return result
+
+        return guided_euler(velocity, x, t_span, self.inference_cfg_rate)
 
 
-def guided_euler(velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor, t_span: torch.Tensor,
+def guided_euler(velocity: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], x: torch.Tensor, t_span: torch.Tensor,
                  cfg_rate: float) -> torch.Tensor:
-    """Euler steps over `t_span` with classifier-free guidance: `velocity(x2, t2)` takes x twice along the batch (row
-    block 0 conditioned, block 1 unconditioned, whatever each family drops) and t for both; returns x at t_span[-1]."""
+    """Euler steps over `t_span` with classifier-free guidance: `velocity(x2, t2, step)` takes x twice along the batch
+    (row block 0 conditioned, block 1 unconditioned, whatever each family drops), t for both, and the step's index
+    from 0 (what an incremental estimator keys its held frames by); returns x at t_span[-1], at least float32."""
     t, dt = t_span[0], t_span[1] - t_span[0]
     for step in range(1, len(t_span)):
-        conditioned, unconditioned = velocity(torch.cat([x, x]), t.expand(2 * x.shape[0])).chunk(2)
+        conditioned, unconditioned = velocity(torch.cat([x, x]), t.expand(2 * x.shape[0]), step - 1).chunk(2)
         x = x + dt * ((1.0 + cfg_rate) * conditioned - cfg_rate * unconditioned)
         t = t + dt
         if step < len(t_span) - 1:
             dt = t_span[step + 1] - t
-    return x.float()
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def fixed_noise(mel_dim: int, frames: int = NOISE_FRAMES) -> torch.Tensor:
@@ -129,3 +142,58 @@ class CausalMaskedDiffWithDiT(nn.Module):
         cond[:, :, :prompt_frames] = prompt_feat.transpose(1, 2).to(mu.dtype)
         mel = self.decoder(mu, spks, cond, n_timesteps, noise)
         return mel[:, :, prompt_frames:]
+
+
+class FlowStream:
+    """One utterance's mel computed piece by piece, equal to `CausalMaskedDiffWithDiT.inference` over the whole.
+
+    Each call gets the utterance's tokens so far and computes the mel frames after the ones it holds. Frames whose
+    attention chunk is complete and whose token features are final (`pre_lookahead_len` later tokens known) are held:
+    every block's keys and values at every ODE step, so that later frames attend to them without recomputing them.
+    Cost per call: the new frames, plus attention over the held ones; memory: steps x depth x 2 x 2 x dim floats
+    per held frame.
+    """
+
+    def __init__(self, flow: CausalMaskedDiffWithDiT, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor,
+                 embedding: torch.Tensor, n_timesteps: int = 10) -> None:
+        self.flow = flow
+        device = flow.input_embedding.weight.device
+        self.prompt_tokens = prompt_tokens.to(device).long()
+        self.prompt_feat = prompt_feat.to(device)
+        self.prompt_frames = prompt_feat.shape[0]
+        self.spks = flow.spk_embed_affine_layer(F.normalize(embedding.to(device, flow.spk_embed_affine_layer.weight.dtype)[None], dim=1))
+        self.n_timesteps = n_timesteps
+        estimator = flow.decoder.estimator
+        kernel = estimator.input_embed.conv_pos_embed.kernel_size
+        self.pasts = [DiTPast(kernel) for _ in range(n_timesteps)]
+        chunk = estimator.static_chunk_size
+        self.align = math.lcm(chunk, flow.token_mel_ratio) if chunk > 0 else 0
+        self.held = 0
+        """Frames (prompt's included) held: their mel is final and later calls start after them."""
+
+    def advance(self, tokens: torch.Tensor) -> tuple[int, torch.Tensor]:
+        """Given all the utterance's tokens so far [T] (past the prompt), the mel [1, D, F - first] of frames
+        [first, F) where first is the frames held before this call and F = (prompt tokens + T) * ratio; frames past
+        the last `pre_lookahead_len` tokens read zeros for the tokens not yet there, as a whole decode's end does."""
+        flow, ratio = self.flow, self.flow.token_mel_ratio
+        first = self.held
+        every = torch.cat([self.prompt_tokens, tokens.to(self.prompt_tokens.device).long()])
+        frames = len(every) * ratio
+        begin = first // ratio
+        back = flow.pre_lookahead_layer.conv2.kernel_size[0] - 1  # the causal conv's tokens before
+        low = max(0, begin - back)
+        features = flow.pre_lookahead_layer(flow.input_embedding(every[low:].clamp(min=0))[None])[:, begin - low :]
+        mu = features.repeat_interleave(ratio, dim=1).transpose(1, 2)
+        cond = torch.zeros_like(mu)
+        prompt = self.prompt_feat[first : self.prompt_frames]
+        cond[0, :, : len(prompt)] = prompt.transpose(0, 1).to(mu.dtype)
+        decoder = flow.decoder
+        if frames > decoder.rand_noise.shape[2]:
+            raise ValueError(f"{frames} mel frames exceed the flow decoder's {decoder.rand_noise.shape[2]} frames of start noise")
+        noise = decoder.rand_noise[:, :, first:frames].to(mu.device, mu.dtype)
+        final = max(0, len(every) - flow.pre_lookahead_layer.pre_lookahead_len) * ratio
+        held = final // self.align * self.align if self.align else 0
+        hold = max(0, held - first)
+        mel = decoder.solve_euler(noise, decoder.time_span(self.n_timesteps, mu.device, mu.dtype), mu, self.spks, cond, self.pasts, hold)
+        self.held = first + hold
+        return first, mel

@@ -205,7 +205,7 @@ class GLMFlow(nn.Module):
         cond2 = torch.cat([cond, torch.zeros_like(cond)])
         speaker2 = torch.cat([speaker, torch.zeros_like(speaker)])
 
-        def velocity(x2: torch.Tensor, t2: torch.Tensor) -> torch.Tensor:
+        def velocity(x2: torch.Tensor, t2: torch.Tensor, _step: int) -> torch.Tensor:
             return self.estimator(x2, cond2, tokens2, t2, speaker2, mask)
 
         x = noise.to(device).transpose(1, 2).float()

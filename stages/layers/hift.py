@@ -93,6 +93,11 @@ class CausalConvRNNF0Predictor(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.condnet(x).transpose(1, 2)).squeeze(-1).abs()
 
+    @property
+    def context_frames(self) -> int:
+        """Frames before its own that an F0 value reads (the causal convolutions')."""
+        return sum(_frames_back(conv) for conv in self.condnet if isinstance(conv, CausalConv1d))
+
 
 class SineGen2(nn.Module):
     """Harmonics of F0 with phase accumulated at mel rate, plus fixed noise (uniform, as published) by sample position."""
@@ -110,21 +115,40 @@ class SineGen2(nn.Module):
         noise = torch.rand(1, NOISE_SECONDS * sampling_rate, harmonic_num + 1, generator=generator)
         self.register_buffer("noise", noise, persistent=False)
 
-    def fixed_noise(self, length: int) -> torch.Tensor:
-        repeats = -(-length // self.noise.shape[1])
-        return (self.noise if repeats == 1 else self.noise.repeat(1, repeats, 1))[:, :length]
+    def fixed_noise(self, length: int, start: int = 0) -> torch.Tensor:
+        """Samples [start, start + length) of the noise, wrapped around."""
+        if start == 0 and length <= self.noise.shape[1]:
+            return self.noise[:, :length]
+        return self.noise[:, (torch.arange(length, device=self.noise.device) + start) % self.noise.shape[1]]
 
     def forward(self, f0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """f0 [B, T, 1] at the sample rate -> sines [B, T, H], uv [B, T, 1]."""
+        sines, uv, _ = self.generate(f0)
+        return sines, uv
+
+    def generate(self, f0: torch.Tensor, offset: int = 0, cycles_before: torch.Tensor | None = None,
+                 from_frame: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`forward` for f0 that starts `offset` frames into the utterance: also returns each harmonic's phase in
+        cycles [B, frames, H] (float64, accumulated in order, so that a stream's pieces add up as the whole's).
+        `cycles_before` [B, 1, H]: the phase accumulated before frame `from_frame` of this window (frames before it
+        get an arbitrary phase: the caller does not use their samples)."""
         rad = (f0 * self.harmonic_ids / self.sampling_rate) % 1
-        rad[:, 0, :] = rad[:, 0, :] + self.rand_ini
+        if offset == 0:
+            rad[:, 0, :] = rad[:, 0, :] + self.rand_ini
         rad = F.interpolate(rad.transpose(1, 2), scale_factor=1 / self.upsample_scale, mode="linear").transpose(1, 2)
-        phase = torch.cumsum(rad, dim=1) * 2 * math.pi
+        steps = rad.double()
+        if cycles_before is None:
+            cycles = torch.cumsum(steps, dim=1)
+        else:
+            after = torch.cumsum(torch.cat([cycles_before, steps[:, from_frame:]], dim=1), dim=1)[:, 1:]
+            cycles = torch.cat([torch.cumsum(steps[:, :from_frame], dim=1), after], dim=1)
+        phase = cycles.to(rad.dtype) * 2 * math.pi
         phase = F.interpolate(phase.transpose(1, 2) * self.upsample_scale, scale_factor=self.upsample_scale, mode=self.phase_upsampling).transpose(1, 2)
         sines = torch.sin(phase) * self.sine_amp
         uv = (f0 > self.voiced_threshold).to(sines.dtype)
         noise_amp = uv * self.noise_std + (1 - uv) * self.sine_amp / 3
-        return sines * uv + noise_amp * self.fixed_noise(sines.shape[1]).to(sines), uv
+        noise = self.fixed_noise(sines.shape[1], offset * self.upsample_scale).to(sines)
+        return sines * uv + noise_amp * noise, uv, cycles
 
 
 class SourceModuleHnNSF(nn.Module):
@@ -139,6 +163,11 @@ class SourceModuleHnNSF(nn.Module):
     def forward(self, f0: torch.Tensor) -> torch.Tensor:
         sines, _ = self.l_sin_gen(f0)
         return torch.tanh(self.l_linear(sines))
+
+    def excite(self, f0: torch.Tensor, offset: int, cycles_before: torch.Tensor | None, from_frame: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` for a window of a stream (see `SineGen2.generate`); also returns the phase in cycles."""
+        sines, _, cycles = self.l_sin_gen.generate(f0, offset, cycles_before, from_frame)
+        return torch.tanh(self.l_linear(sines)), cycles
 
 
 class CausalHiFTGenerator(nn.Module):
@@ -182,9 +211,31 @@ class CausalHiFTGenerator(nn.Module):
 
     def source(self, mel: torch.Tensor) -> torch.Tensor:
         """The excitation [B, 1, M * samples_per_frame] of mel [B, C, M]."""
-        f0 = self.f0_predictor(mel.float())
+        f0 = self.f0_predictor(mel.to(self.f0_predictor.classifier.weight.dtype))
         f0 = F.interpolate(f0[:, None], scale_factor=self.samples_per_frame, mode="nearest").transpose(1, 2)
         return self.m_source(f0).transpose(1, 2)
+
+    def source_window(self, mel: torch.Tensor, offset: int, cycles_before: torch.Tensor | None,
+                      from_frame: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """`source` of mel frames [offset, offset + M) of an utterance, and the harmonics' phase (`SineGen2.generate`)."""
+        f0 = self.f0_predictor(mel.to(self.f0_predictor.classifier.weight.dtype))
+        f0 = F.interpolate(f0[:, None], scale_factor=self.samples_per_frame, mode="nearest").transpose(1, 2)
+        excitation, cycles = self.m_source.excite(f0, offset, cycles_before, from_frame)
+        return excitation.transpose(1, 2), cycles
+
+    @property
+    def context_frames(self) -> int:
+        """A bound on the mel frames before its own that a sample reads through the generator (its convolutions,
+        the source's STFT and the output's iSTFT), from the mel and from the source; the F0 predictor's not counted."""
+        samples = 2 * self.n_fft
+        per_step = self.samples_per_frame
+        for i, up in enumerate(self.ups):
+            per_step //= self.upsample_rates[i]
+            blocks = self.resblocks[i * self.num_kernels : (i + 1) * self.num_kernels]
+            steps = _frames_back(up) + max(_resblock_back(block) for block in blocks) + _resblock_back(self.source_resblocks[i])
+            samples += steps * per_step + self.source_downs[i].kernel_size[0] * self.hop
+        samples += (_frames_back(self.conv_post) + 1) * self.hop  # + the reflect pad's one
+        return math.ceil(samples / self.samples_per_frame) + 1
 
     def decode(self, mel: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         spec = torch.stft(source.squeeze(1), self.n_fft, self.hop, self.n_fft, window=self.stft_window, return_complex=True)
@@ -270,3 +321,48 @@ class HiFTGenerator(CausalHiFTGenerator):
         self.conv_post = nn.Conv1d(base_channels // 2 ** len(self.ups), self.n_fft + 2, 7, padding=3)
         self.register_buffer("stft_window", torch.hann_window(self.n_fft, periodic=True), persistent=False)
         self.f0_predictor = f0_predictor
+
+
+def _frames_back(conv: nn.Conv1d) -> int:
+    return (conv.kernel_size[0] - 1) * conv.dilation[0]
+
+
+def _resblock_back(block: ResBlock) -> int:
+    return sum(_frames_back(conv) for conv in (*block.convs1, *block.convs2))
+
+
+class HiFTStream:
+    """One utterance's samples, vocoded a window of mel at a time, equal to the whole mel's (`forward`), for the causal
+    `CausalHiFTGenerator` (its reach back bounds `context_frames`; the centred `HiFTGenerator` is not streamed this way).
+
+    A window starts `context` frames before the first frame it emits (the generator's reach back, and the F0
+    predictor's before it) and ends at least 5 frames after the last (the reach ahead); the harmonics' phase, which
+    accumulates from the utterance's start, is carried from window to window, and the fixed source noise is read at
+    the window's position. Per window: its frames only, whatever the utterance's length.
+    """
+
+    def __init__(self, hift: CausalHiFTGenerator) -> None:
+        self.hift = hift
+        self.source_context = hift.context_frames
+        self.context = self.source_context + hift.f0_predictor.context_frames
+        self.phase_frame = 0
+        """The frame before which `cycles` holds the phase (0: none yet)."""
+        self.cycles: torch.Tensor | None = None
+
+    def window_start(self, emit: int) -> int:
+        """The first mel frame of the window that emits from frame `emit`."""
+        return max(0, emit - self.context)
+
+    def samples(self, mel: torch.Tensor, emit: int, next_emit: int) -> torch.Tensor:
+        """Mel [B, C, M] of frames [window_start(emit), ...) -> samples [B, (frames - emit) * samples_per_frame] of
+        frames [emit, ...); the next call emits from `next_emit` (this one's phase is kept to there)."""
+        offset = self.window_start(emit)
+        if self.phase_frame < offset + (self.context - self.source_context if offset else 0):
+            raise ValueError(f"a window from frame {offset} needs the phase from frame {self.phase_frame}: emit in order")
+        source, cycles = self.hift.source_window(mel, offset, self.cycles, self.phase_frame - offset)
+        audio = self.hift.decode(mel, source)
+        keep = max(0, next_emit - self.source_context)
+        if keep > self.phase_frame:
+            self.cycles = cycles[:, keep - 1 - offset : keep - offset]
+            self.phase_frame = keep
+        return audio[:, (emit - offset) * self.hift.samples_per_frame :]

@@ -11,9 +11,10 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.serving import start_server
+from tests.ws_session import audio as ws_audio
+from tests.ws_session import events, ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -119,22 +120,7 @@ def test_grpc_streams_the_decode_in_chunks_and_announces_the_rate(auk):
 
 
 def test_websocket_session(auk):
-    url = f"ws://127.0.0.1:{auk.http_port}/v1/audio/speech/stream"
-    with connect(url) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, "extra_params": FAST,
-                            "duration_seconds": 0.2, "instructions": INSTRUCTION}))
-        ws.send(json.dumps({"type": "input.text", "text": "First. Second."}))
-        ws.send(json.dumps({"type": "input.done"}))
-        audio, done = bytearray(), []
-        while True:
-            frame = ws.recv(timeout=180)
-            if isinstance(frame, bytes):
-                audio += frame
-                continue
-            message = json.loads(frame)
-            assert message["type"] != "error", message
-            if message["type"] == "audio.done":
-                done.append(message)
-            if message["type"] == "session.done":
-                break
+    config = {"response_format": "pcm", "stream_audio": True, "extra_params": FAST, "duration_seconds": 0.2, "instructions": INSTRUCTION}
+    frames = ws_session(auk, config, "First. Second.", timeout=180, refuse_errors=True)
+    audio, done = ws_audio(frames), events(frames, "audio.done")
     assert len(done) == 1 and len(audio) == 10 * HOP * 2

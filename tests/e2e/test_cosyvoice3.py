@@ -17,10 +17,10 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.goldens.cosyvoice3.tiny import build
 from tests.serving import start_server
+from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -119,14 +119,7 @@ def test_grpc_streams_chunks_as_made_equal_to_the_whole(cosy):
 
 
 def test_websocket_streams_at_24k(cosy):
-    with connect(f"ws://127.0.0.1:{cosy.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", **PINNED}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(cosy, {"response_format": "pcm", **PINNED}, TEXT)
     start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
     assert start["sample_rate"] == RATE
     assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(cosy, response_format="pcm"))
@@ -193,15 +186,8 @@ def test_the_peers_streaming_client_session(cosy):
     config = {"response_format": "pcm", "ref_audio": "data:audio/wav;base64," + REF, "ref_text": REF_TEXT,
               "split_granularity": "sentence", "stream_audio": True, "max_new_tokens": TOKENS, "seed": 5}
     words = TEXT.split(" ")
-    with connect(f"ws://127.0.0.1:{cosy.http_port}/v1/audio/speech/stream", max_size=64 * 1024 * 1024) as ws:
-        ws.send(json.dumps({"type": "session.config", **config}))
-        for index, word in enumerate(words):
-            ws.send(json.dumps({"type": "input.text", "text": word + (" " if index < len(words) - 1 else "")}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    pieces = [word + (" " if index < len(words) - 1 else "") for index, word in enumerate(words)]
+    frames = ws_session(cosy, config, pieces, max_size=64 * 1024 * 1024)
     events = [f for f in frames if isinstance(f, dict)]
     start = next(e for e in events if e["type"] == "audio.start")
     assert start["sentence_index"] == 0 and start["sentence_text"].strip() == TEXT and start["sample_rate"] == RATE

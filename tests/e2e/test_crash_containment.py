@@ -9,17 +9,16 @@ ordinary sessions, one per transport, that must all finish with audio that decod
 from __future__ import annotations
 
 import io
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.audio_checks import assert_speech
 from tests.serving import RunningServer, start_server
+from tests.ws_session import audio, events, ws_session
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -55,19 +54,9 @@ def grpc_speech(server: RunningServer, text: str) -> np.ndarray:
 
 def ws_speech(server: RunningServer, text: str) -> tuple[np.ndarray, list[dict]]:
     """The PCM audio and the JSON frames of one WebSocket utterance (sentence units, so initials stay one unit)."""
-    config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
-    audio, events = bytearray(), []
-    with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps(config))
-        ws.send(json.dumps({"type": "input.text", "text": text}))
-        ws.send(json.dumps({"type": "input.done"}))
-        while not events or events[-1]["type"] not in ("session.done", "error"):
-            frame = ws.recv(timeout=120)
-            if isinstance(frame, bytes):
-                audio += frame
-            else:
-                events.append(json.loads(frame))
-    return np.frombuffer(bytes(audio), dtype="<i2").astype(np.float32) / 32768, events
+    config = {"response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+    frames = ws_session(server, config, text, until=("session.done", "error"))
+    return np.frombuffer(audio(frames), dtype="<i2").astype(np.float32) / 32768, events(frames)
 
 
 def assert_crash_message(message: str) -> None:

@@ -7,9 +7,9 @@ import json
 
 import httpx
 import pytest
-from websockets.sync.client import connect
 
 from tests.serving import start_server
+from tests.ws_session import ws_session
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -95,14 +95,7 @@ def test_grpc_strict_refusal_names_the_field(strict):
 
 
 def test_websocket_sends_warning_events(server):
-    with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "max_new_tokens": 300, "colour": "red"}))
-        ws.send(json.dumps({"type": "input.text", "text": "Hello."}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not frames or not (isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=30)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(server, {"response_format": "pcm", "max_new_tokens": 300, "colour": "red"}, "Hello.", timeout=30)
     warnings = [f for f in frames if isinstance(f, dict) and f["type"] == "warning"]
     assert sorted(w["param"] for w in warnings) == ["colour", "max_new_tokens"]
     assert any(isinstance(f, bytes) for f in frames)

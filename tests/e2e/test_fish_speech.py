@@ -18,9 +18,9 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.serving import start_server
+from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -83,14 +83,7 @@ def test_grpc_streams_chunks_equal_to_the_whole(fish):
 
 def test_websocket_and_sse_stream_the_same_audio(fish):
     whole = pcm(speak(fish, response_format="pcm")).tobytes()
-    with connect(f"ws://127.0.0.1:{fish.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(fish, {"response_format": "pcm", "stream_audio": True, **PINNED}, TEXT)
     start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
     assert start["sample_rate"] == 44100
     assert b"".join(f for f in frames if isinstance(f, bytes)) == whole

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import subprocess
 import sys
 import time
@@ -13,10 +12,10 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.serving import free_port, start_server
 from tests.tiny_tts.build import build_checkpoint
+from tests.ws_session import audio, ws_session
 
 TOKENS = 12
 HOP = 160
@@ -79,18 +78,9 @@ def test_models_are_merged_and_requests_go_to_their_pool(pools):
 def test_websocket_goes_to_its_pool(pools):
     url, a, b = pools
     before = (audio_seconds(a), audio_seconds(b))
-    with connect(f"ws://{url.removeprefix('http://')}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "model": "tiny-b", "response_format": "pcm", "max_new_tokens": TOKENS}))
-        ws.send(json.dumps({"type": "input.text", "text": "over the socket."}))
-        ws.send(json.dumps({"type": "input.done"}))
-        received = 0
-        while True:
-            frame = ws.recv(timeout=60)
-            if isinstance(frame, bytes):
-                received += len(frame)
-            elif json.loads(frame)["type"] == "session.done":
-                break
-    assert received == TOKENS * HOP * 2
+    frames = ws_session(f"ws://{url.removeprefix('http://')}/v1/audio/speech/stream",
+                        {"model": "tiny-b", "response_format": "pcm", "max_new_tokens": TOKENS}, "over the socket.", timeout=60)
+    assert len(audio(frames)) == TOKENS * HOP * 2
     assert audio_seconds(a) == before[0] and audio_seconds(b) - before[1] == pytest.approx(TOKENS * HOP / 16000)
 
 

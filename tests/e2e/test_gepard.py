@@ -11,14 +11,16 @@ import io
 import json
 import os
 
+import grpc
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.serving import start_server
 from tests.tiny_gepard.build import build_checkpoint
+from tests.ws_session import ws_session
+from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -79,14 +81,7 @@ def test_grpc_streams_chunks_that_join_to_the_whole(gepard):
 
 
 def test_websocket_stream(gepard):
-    with connect(f"ws://127.0.0.1:{gepard.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not (isinstance(frames[-1:] and frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=60)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(gepard, {"response_format": "pcm", "stream_audio": True, **PINNED}, TEXT, timeout=60)
     start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
     assert start["sample_rate"] == 22050
     assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(gepard, response_format="pcm")).tobytes()
@@ -100,10 +95,15 @@ def test_opus_is_resampled(gepard):
 
 
 def test_only_the_default_voice(gepard):
-    """The server resolves voice names before the model (a NOT_FOUND, 404, for every family); the peer answers 400."""
+    """Gepard's voices are fixed (Capabilities.fixed_voices): another name is a bad argument naming the one there is,
+    as the peer answers (400), not a stored voice that is missing (the 404 of the families that clone)."""
     response = speak(gepard, voice="alice")
-    assert response.status_code == 404 and response.json()["error"]["param"] == "voice"
-    assert "default" in response.json()["error"]["message"]
+    assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
+    assert "'alice'" in response.json()["error"]["message"] and "only 'default'" in response.json()["error"]["message"]
+    with Client(gepard.grpc_target, timeout=60) as client:
+        with pytest.raises(VocalisError) as caught:
+            client.synthesize(pb.SessionConfig(voice="Alice", encoding=audio_pb2.AUDIO_ENCODING_PCM, **PINNED), TEXT)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "only 'default'" in caught.value.message
     assert np.array_equal(pcm(speak(gepard, voice="default", response_format="pcm")), pcm(speak(gepard, response_format="pcm")))
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.goldens.higgs_audio_v2 import checkpoint
 from tests.serving import start_server
+from tests.ws_session import audio as ws_audio
+from tests.ws_session import events, ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -138,22 +138,7 @@ def test_grpc_streams_a_small_first_chunk(higgs):
 
 
 def test_websocket_session(higgs):
-    url = f"ws://127.0.0.1:{higgs.http_port}/v1/audio/speech/stream"
-    with connect(url) as ws:
-        ws.send(json.dumps({"type": "session.config", "model": NAME, "response_format": "pcm", "stream_audio": True,
-                            "max_new_tokens": 60}))
-        ws.send(json.dumps({"type": "input.text", "text": "Hello there. How are you?"}))
-        ws.send(json.dumps({"type": "input.done"}))
-        audio, done = bytearray(), []
-        while True:
-            frame = ws.recv(timeout=120)
-            if isinstance(frame, bytes):
-                audio += frame
-                continue
-            message = json.loads(frame)
-            assert message["type"] != "error", message
-            if message["type"] == "audio.done":
-                done.append(message)
-            if message["type"] == "session.done":
-                break
+    config = {"model": NAME, "response_format": "pcm", "stream_audio": True, "max_new_tokens": 60}
+    frames = ws_session(higgs, config, "Hello there. How are you?", refuse_errors=True)
+    audio, done = ws_audio(frames), events(frames, "audio.done")
     assert len(done) == 2 and len(audio) == sum(d["total_bytes"] for d in done) and len(audio) % (2 * HOP) == 0

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import time
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.serving import start_server
+from tests.ws_session import audio as ws_audio
+from tests.ws_session import events, ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -170,23 +170,9 @@ def test_forty_sentences_keep_every_sentence(omnivoice):
 
 
 def test_websocket_session(omnivoice):
-    url = f"ws://127.0.0.1:{omnivoice.http_port}/v1/audio/speech/stream"
-    with connect(url) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, "extra_params": FAST}))
-        ws.send(json.dumps({"type": "input.text", "text": "Hello there. How are you?"}))
-        ws.send(json.dumps({"type": "input.done"}))
-        audio, done = bytearray(), []
-        while True:
-            frame = ws.recv(timeout=120)
-            if isinstance(frame, bytes):
-                audio += frame
-                continue
-            message = json.loads(frame)
-            assert message["type"] != "error", message
-            if message["type"] == "audio.done":
-                done.append(message)
-            if message["type"] == "session.done":
-                break
+    config = {"response_format": "pcm", "stream_audio": True, "extra_params": FAST}
+    frames = ws_session(omnivoice, config, "Hello there. How are you?", refuse_errors=True)
+    audio, done = ws_audio(frames), events(frames, "audio.done")
     assert len(done) == 2 and all(d["total_bytes"] > 0 for d in done) and len(audio) == sum(d["total_bytes"] for d in done)
 
 

@@ -27,6 +27,7 @@ from tests.fleet import start_nginx, start_proxy
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from tests.serving import start_server
 from tests.tiny_tts.build import build_checkpoint
+from tests.ws_session import audio, receive, ws_session
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -190,18 +191,12 @@ def test_websocket_stays_on_its_replica_and_metrics_come_through_the_proxy(fleet
     with connect(url) as ws:
         pinned = ws.response.headers["x-vocalis-replica"]
         ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "max_new_tokens": TOKENS}))
-        audio = 0
         for piece in ("One sentence.", " Another one.", " And a third."):
             ws.send(json.dumps({"type": "input.text", "text": piece}))
             ws.send(json.dumps({"type": "input.flush"}))
         ws.send(json.dumps({"type": "input.done"}))
-        while True:
-            frame = ws.recv(timeout=60)
-            if isinstance(frame, bytes):
-                audio += len(frame)
-            elif json.loads(frame)["type"] == "session.done":
-                break
-    assert audio == 3 * TOKENS * HOP * 2
+        received = len(audio(receive(ws, timeout=60)))
+    assert received == 3 * TOKENS * HOP * 2
     grown = {r: replica_metric(proxy, r, "vocalis_audio_seconds_total") - seconds_before[r] for r in seconds_before}
     assert grown[pinned] == pytest.approx(3 * TOKENS * HOP / 16000)
     assert all(value == 0 for name, value in grown.items() if name != pinned), grown
@@ -225,18 +220,9 @@ def test_the_nginx_variant_carries_grpc_http_and_websocket(fleet, tmp_path):
                    for _ in range(3)]
         assert all(r.status_code == 200 and r.headers["x-sample-rate"] == "16000" for r in answers)
         assert len({r.headers["x-vocalis-upstream"] for r in answers}) > 1  # least_conn spread them
-        with connect(f"ws://127.0.0.1:{nginx.http_port}/v1/audio/speech/stream") as ws:
-            ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "max_new_tokens": TOKENS}))
-            ws.send(json.dumps({"type": "input.text", "text": "through nginx."}))
-            ws.send(json.dumps({"type": "input.done"}))
-            received = 0
-            while True:
-                frame = ws.recv(timeout=60)
-                if isinstance(frame, bytes):
-                    received += len(frame)
-                elif json.loads(frame)["type"] == "session.done":
-                    break
-        assert received == TOKENS * HOP * 2
+        frames = ws_session(f"ws://127.0.0.1:{nginx.http_port}/v1/audio/speech/stream",
+                            {"response_format": "pcm", "max_new_tokens": TOKENS}, "through nginx.", timeout=60)
+        assert len(audio(frames)) == TOKENS * HOP * 2
     finally:
         nginx.stop()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import signal
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from tests.serving import start_server
+from tests.ws_session import events, ws_session
 from vocalis.tts.v1 import (
     audio_pb2,
     metrics_pb2,
@@ -227,23 +227,13 @@ def test_authorization_that_metadata_cannot_carry_is_401(keyed):
 
 
 def test_keys_in_the_query_string_only_on_the_websocket(keyed):
-    from websockets.sync.client import connect
-
     with httpx.Client(base_url=keyed.http_url, timeout=30) as http:
         for parameter in ("api_key", "token"):
             assert http.get("/v1/models", params={parameter: "first-key"}).status_code == 401
             assert http.post("/v1/audio/speech", params={parameter: "first-key"}, json={"input": "Hi."}).status_code == 401
-    with connect(f"ws://127.0.0.1:{keyed.http_port}/v1/audio/speech/stream?api_key=first-key") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
-        ws.send(json.dumps({"type": "input.text", "text": "Hi."}))
-        ws.send(json.dumps({"type": "input.done"}))
-        kinds = []
-        while not kinds or kinds[-1] != "session.done":
-            frame = ws.recv(timeout=60)
-            if isinstance(frame, str):
-                kinds.append(json.loads(frame)["type"])
-                assert kinds[-1] != "error", frame
-    assert "audio.done" in kinds
+    url = f"ws://127.0.0.1:{keyed.http_port}/v1/audio/speech/stream?api_key=first-key"
+    frames = ws_session(url, {"response_format": "pcm"}, "Hi.", timeout=60, refuse_errors=True)
+    assert events(frames, "audio.done") and events(frames)[-1]["type"] == "session.done"
 
 
 def grpcurl_binary() -> str:

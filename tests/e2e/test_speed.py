@@ -11,11 +11,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.gated_tts.family import RATE as TONE_RATE
 from tests.gated_tts.family import write_checkpoint
 from tests.serving import start_server
+from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -81,21 +81,9 @@ HOW = ["http-file", "http-raw", "http-sse", "grpc-file", "grpc-stream", "ws-stre
 
 def ws_pcm(server, stream_audio: bool, text: str, **fields) -> np.ndarray:
     """Every sentence's audio over the WebSocket: binary PCM frames as made, or one WAV file per sentence."""
-    config = {"type": "session.config", "response_format": "pcm" if stream_audio else "wav", "stream_audio": stream_audio, **fields}
-    pieces = []
-    with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps(config))
-        ws.send(json.dumps({"type": "input.text", "text": text}))
-        ws.send(json.dumps({"type": "input.done"}))
-        while True:
-            frame = ws.recv(timeout=60)
-            if isinstance(frame, bytes):
-                pieces.append(frame)
-                continue
-            event = json.loads(frame)
-            assert event["type"] != "error", event
-            if event["type"] == "session.done":
-                break
+    config = {"response_format": "pcm" if stream_audio else "wav", "stream_audio": stream_audio, **fields}
+    frames = ws_session(server, config, text, timeout=60, refuse_errors=True)
+    pieces = [frame for frame in frames if isinstance(frame, bytes)]
     if stream_audio:
         return np.frombuffer(b"".join(pieces), "<i2").astype(np.float32) / 32768
     return np.concatenate([sf.read(io.BytesIO(piece), dtype="float32")[0] for piece in pieces])

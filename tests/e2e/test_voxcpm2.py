@@ -17,10 +17,10 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.goldens.voxcpm2.cases import HERE
 from tests.serving import start_server
+from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -97,14 +97,7 @@ def test_grpc_streams_patch_sized_chunks_equal_to_the_whole(vox):
 
 
 def test_websocket_announces_48k(vox):
-    with connect(f"ws://127.0.0.1:{vox.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
-        ws.send(json.dumps({"type": "input.text", "text": "Hello world, this is a tiny voice."}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames = []
-        while not (isinstance(frames[-1:] and frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=60)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(vox, {"response_format": "pcm", "stream_audio": True, **PINNED}, "Hello world, this is a tiny voice.", timeout=60)
     start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
     assert start["sample_rate"] == 48000
     audio = b"".join(f for f in frames if isinstance(f, bytes))

@@ -18,10 +18,10 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from websockets.sync.client import connect
 
 from tests.goldens.voxtral.build_tiny import build
 from tests.serving import start_server
+from tests.ws_session import events, ws_session
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -95,11 +95,7 @@ def test_grpc_and_websocket_say_a_voice_is_required(vox):
         with pytest.raises(VocalisError) as caught:
             client.synthesize(pb.SessionConfig(model=MODEL, encoding=audio_pb2.AUDIO_ENCODING_PCM), TEXT)
     assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "'voice' (preset speaker)" in caught.value.message
-    with connect(f"ws://127.0.0.1:{vox.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "model": MODEL, "response_format": "pcm"}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        error = next(m for m in (json.loads(ws.recv(timeout=60)) for _ in range(5)) if m["type"] == "error")
+    (error,) = events(ws_session(vox, {"model": MODEL, "response_format": "pcm"}, TEXT, timeout=60, until=("error",)), "error")
     assert "'voice' (preset speaker)" in error["message"]
 
 
@@ -158,14 +154,7 @@ def test_sse_and_websocket_stream_the_same_audio(vox):
                       json={"model": MODEL, "input": TEXT, **PINNED, "response_format": "pcm", "stream": True, "stream_format": "sse"}) as response:
         events = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
     assert b"".join(base64.b64decode(e["audio"]) for e in events if e.get("type") == "speech.audio.delta") == whole
-    with connect(f"ws://127.0.0.1:{vox.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "model": MODEL, "response_format": "pcm", "stream_audio": True, **PINNED}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        frames: list = []
-        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.done"):
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(vox, {"model": MODEL, "response_format": "pcm", "stream_audio": True, **PINNED}, TEXT)
     assert next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")["sample_rate"] == 24000
     assert b"".join(f for f in frames if isinstance(f, bytes)) == whole
 

@@ -8,7 +8,6 @@ early by the pause before a word; the median start difference is still to be und
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
@@ -16,9 +15,9 @@ import statistics
 import numpy as np
 import pytest
 import soxr
-from websockets.sync.client import connect
 
 from clients.prompts import MEDIUM, SHORT
+from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -72,15 +71,8 @@ def test_grpc_word_starts_agree_with_the_recogniser(server, decoder):
 
 def test_websocket_word_starts_agree_with_the_recogniser(server, decoder):
     text = " ".join(SHORT[:3])
-    frames = []
-    with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream") as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, "word_timestamps": True,
-                            "word_timestamps_format": "incremental"}))
-        ws.send(json.dumps({"type": "input.text", "text": text}))
-        ws.send(json.dumps({"type": "input.done"}))
-        while not frames or not isinstance(frames[-1], dict) or frames[-1]["type"] != "session.done":
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(server, {"response_format": "pcm", "stream_audio": True, "word_timestamps": True,
+                                 "word_timestamps_format": "incremental"}, text)
     samples = np.frombuffer(b"".join(f for f in frames if isinstance(f, bytes)), dtype=np.int16).astype(np.float32) / 32768
     words = [(w["word"], float(w["start_ms"])) for f in frames if isinstance(f, dict) and f["type"] == "audio.timestamps" for w in f["words"]]
     assert statistics.median(start_differences(decoder, samples, 22050, text, words)) < 80

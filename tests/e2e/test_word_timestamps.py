@@ -13,6 +13,7 @@ import soundfile as sf
 from websockets.sync.client import connect
 
 from tests.word_checks import assert_cover_speech, assert_monotonic, assert_words_fit_text
+from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -152,17 +153,9 @@ def test_a_raw_audio_stream_cannot_carry_them(server):
 
 
 def test_websocket_in_the_peers_format(server):
-    url = f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream"
-    frames = []
-    with connect(url) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True,
-                            "word_timestamps": True, "split_granularity": "sentence", "extra_params": NOISELESS}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        while not frames or frames[-1].get("type") != "session.done":
-            frame = ws.recv(timeout=120)
-            assert isinstance(frame, str), "audio must come in audio.chunk frames"
-            frames.append(json.loads(frame))
+    frames = ws_session(server, {"response_format": "pcm", "stream_audio": True, "word_timestamps": True, "split_granularity": "sentence",
+                                 "extra_params": NOISELESS}, TEXT)
+    assert all(isinstance(f, dict) for f in frames), "audio must come in audio.chunk frames"
     starts = [f for f in frames if f["type"] == "audio.start"]
     assert len(starts) == 2 and all(f["word_timestamps"] for f in starts)
     words, offset_ms = [], 0.0
@@ -182,18 +175,9 @@ def test_websocket_in_the_peers_format(server):
 
 
 def test_websocket_incremental_events_over_several_texts(server):
-    url = f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream"
     pieces = ["One two three. ", "Four five", " six.", " Seven eight nine."]
-    frames = []
-    with connect(url) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True,
-                            "word_timestamps": True, "word_timestamps_format": "incremental", "extra_params": NOISELESS}))
-        for piece in pieces:
-            ws.send(json.dumps({"type": "input.text", "text": piece}))
-        ws.send(json.dumps({"type": "input.done"}))
-        while not frames or not isinstance(frames[-1], dict) or frames[-1].get("type") != "session.done":
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(server, {"response_format": "pcm", "stream_audio": True, "word_timestamps": True,
+                                 "word_timestamps_format": "incremental", "extra_params": NOISELESS}, pieces)
     audio = b"".join(f for f in frames if isinstance(f, bytes))
     events = [f for f in frames if isinstance(f, dict) and f["type"] == "audio.timestamps"]
     words = [w for e in events for w in e["words"]]
@@ -211,16 +195,8 @@ def test_websocket_peer_format_needs_stream_audio(server):
 
 
 def test_websocket_incremental_events_follow_each_sentence_file(server):
-    url = f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream"
-    frames = []
-    with connect(url) as ws:
-        ws.send(json.dumps({"type": "session.config", "response_format": "wav", "word_timestamps": True,
-                            "split_granularity": "sentence", "extra_params": NOISELESS}))
-        ws.send(json.dumps({"type": "input.text", "text": TEXT}))
-        ws.send(json.dumps({"type": "input.done"}))
-        while not frames or not isinstance(frames[-1], dict) or frames[-1].get("type") != "session.done":
-            frame = ws.recv(timeout=120)
-            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    frames = ws_session(server, {"response_format": "wav", "word_timestamps": True, "split_granularity": "sentence",
+                                 "extra_params": NOISELESS}, TEXT)
     kinds = ["audio" if isinstance(f, bytes) else f["type"] for f in frames if isinstance(f, bytes) or f["type"] != "session.configured"]
     assert kinds == ["audio.start", "audio", "audio.timestamps", "audio.done"] * 2 + ["session.done"]
     words, offset_ms = [], 0.0

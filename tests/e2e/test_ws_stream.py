@@ -13,6 +13,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from tests.audio_checks import assert_speech
+from tests.ws_session import receive
 
 NOISELESS = {"noise_scale": 0, "noise_w_scale": 0}
 PCM_STREAM = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "extra_params": NOISELESS}
@@ -30,15 +31,10 @@ def send(ws: ClientConnection, type: str, **fields) -> None:
 def receive_until(ws: ClientConnection, kind: str, timeout: float = 30) -> list[dict | bytes]:
     """Frames up to and including the first JSON frame of type `kind` (JSON decoded, audio as bytes),
     less the `session.configured` acknowledgements (their own test checks them)."""
-    frames: list[dict | bytes] = []
-    while True:
-        frame = ws.recv(timeout=timeout)
-        frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
-        if kind != "session.configured" and isinstance(frames[-1], dict) and frames[-1]["type"] == "session.configured":
-            frames.pop()
-            continue
-        if isinstance(frames[-1], dict) and frames[-1]["type"] == kind:
-            return frames
+    frames = receive(ws, (kind,), timeout)
+    if kind == "session.configured":
+        return frames
+    return [f for f in frames if not (isinstance(f, dict) and f["type"] == "session.configured")]
 
 
 def sentences(frames: list[dict | bytes]) -> list[tuple[str, bytes]]:

@@ -57,6 +57,9 @@ class AuKInput:
             return self.task_prefix + json.dumps(text, ensure_ascii=False)
         return text
 
+WARMUP_SECONDS = 1.0
+"""The warm-up utterance's length (without ref_audio AuK must be told one)."""
+
 
 class AuKAdapter:
     def __init__(self, config: AuKConfig) -> None:
@@ -70,6 +73,7 @@ class AuKAdapter:
             streaming=True,
             voice_cloning=True,
             whole_input=True,
+            warmup_fields=(("duration_seconds", WARMUP_SECONDS),),
         )
 
     def resolve_voice(self, voice: str) -> str:

@@ -18,6 +18,7 @@ from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.cosyvoice3.stages import CosyVoice3Input
 from vocalis.stages.ras_sampling import RASParams
+from vocalis.stages.reference_policy import ReferencePolicy
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
@@ -35,6 +36,8 @@ EXTRA_PARAMS = ExtraParams("CosyVoice3", [
     ExtraParam("win_size", int, "RAS only: tokens looked back for repetition. Default 10.", minimum=1),
     ExtraParam("tau_r", float, "RAS only: share of the window that makes a pick a repetition. Default 0.1.", minimum=0, maximum=1),
 ])
+REFERENCE = ReferencePolicy("CosyVoice3", required=True, max_seconds=MAX_REFERENCE_SECONDS, recommended_seconds=RECOMMENDED_SECONDS)
+"""The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 
 
 class CosyVoice3Adapter:
@@ -58,23 +61,9 @@ class CosyVoice3Adapter:
 
     def stage_input(self, params: RequestParams) -> CosyVoice3Input:
         fields = params.fields
-        reference = params.reference
-        if reference is None:
-            raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "CosyVoice3 requires 'ref_audio' (reference audio for voice cloning)")
+        reference = REFERENCE.check(params)
+        assert reference is not None  # required
         text = (reference.text or "").strip()
-        if not text:
-            field = "voice" if reference.name else "ref_text"
-            raise InvalidField(field, "REF_TEXT_REQUIRED", "CosyVoice3 requires 'ref_text' (transcript of the reference audio)")
-        field = "voice" if reference.name else "ref_audio"
-        if reference.samples is None or len(reference.samples) == 0:
-            raise InvalidField(field, "VOICE_NOT_SUPPORTED", "the voice has no audio for CosyVoice3 to clone")
-        seconds = len(reference.samples) / reference.sample_rate
-        if seconds > MAX_REFERENCE_SECONDS:
-            raise InvalidField(field, "REFERENCE_TOO_LONG", f"the reference clip is {seconds:.1f} s; CosyVoice3's speech tokenizer "
-                               f"takes at most {MAX_REFERENCE_SECONDS:.0f} s (3 to 10 s clone best)")
-        if not RECOMMENDED_SECONDS[0] <= seconds <= RECOMMENDED_SECONDS[1]:
-            params.warnings.append((field, "REFERENCE_LENGTH", f"the reference clip is {seconds:.1f} s; CosyVoice3 clones best "
-                                    f"from {RECOMMENDED_SECONDS[0]:.0f} to {RECOMMENDED_SECONDS[1]:.0f} s"))
         extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
         standard = extra.pop("sampler", "ras") == "standard"
         settings: dict[str, Any] = {}

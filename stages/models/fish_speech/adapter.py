@@ -14,6 +14,7 @@ from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, normalize_text
 from vocalis.stages.models.fish_speech.stages import FishSpeechInput
+from vocalis.stages.reference_policy import ReferencePolicy
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
@@ -29,6 +30,9 @@ EXTRA_PARAMS = ExtraParams("Fish Speech S2 Pro", [
     ExtraParam("repetition_penalty", float, "Penalty on semantic tokens already generated (default 1, none).",
                minimum=0, exclusive_minimum=True),
 ])
+
+REFERENCE = ReferencePolicy("Fish Speech")
+"""Cloning is optional; a clone needs its transcript and audio."""
 
 
 class FishSpeechAdapter:
@@ -60,21 +64,13 @@ class FishSpeechAdapter:
             top_p=extra.get("top_p", DEFAULTS["top_p"]),
             repetition_penalty=extra.get("repetition_penalty", DEFAULTS["repetition_penalty"]),
             seed=fields.get("seed"), max_new_tokens=max_new)
-        reference = params.reference
+        reference = REFERENCE.check(params)
         if reference is None:
-            if (fields.get("ref_text") or "").strip():
-                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio; give ref_audio too")
             return FishSpeechInput(sampling, max_set)
-        field = "voice" if reference.name else "ref_audio"
         text = (reference.text or "").strip()
-        if not text:
-            raise InvalidField("voice" if reference.name else "ref_text", "REF_TEXT_REQUIRED",
-                               "Voice cloning requires 'ref_text' (transcript of the reference audio)")
         try:
             normalize_text(text, default_speaker=True)
         except ControlTokenInText as error:
             raise InvalidField("ref_text", "INVALID_VALUE", str(error)) from None
         samples = np.asarray(reference.samples, dtype=np.float32)
-        if samples.size == 0:
-            raise InvalidField(field, "VOICE_NOT_SUPPORTED", "the voice has no audio for Fish Speech to clone")
         return FishSpeechInput(sampling, max_set, samples, int(reference.sample_rate), text)

@@ -35,6 +35,7 @@ class GepardAdapter:
             accepted_fields=frozenset({"seed", "max_new_tokens"}),
             streaming=True,
             voice_cloning=False,
+            fixed_voices=True,
         )
 
     def resolve_voice(self, voice: str) -> str:

@@ -16,6 +16,7 @@ from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsInput
+from vocalis.stages.reference_policy import ReferencePolicy
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
@@ -31,6 +32,9 @@ EXTRA_PARAMS = ExtraParams("higgs-audio v2", [
                minimum=1, maximum=64),
 ])
 DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 0.95, "ras_win_len": 7, "ras_win_max_num_repeat": 2}
+
+REFERENCE = ReferencePolicy("higgs-audio v2", audio=False)
+"""Cloning needs ref_audio and ref_text together (the clip is checked when encoded)."""
 
 
 class HiggsAudioV2Adapter:
@@ -63,13 +67,7 @@ class HiggsAudioV2Adapter:
         if str(fields.get("language") or "").strip():
             raise InvalidField("language", "FIELD_NOT_SUPPORTED",
                                "higgs-audio v2 reads the language from the text: leave language out (or 'auto')")
-        reference = params.reference
-        if reference is None and str(fields.get("ref_text") or "").strip():
-            raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio: give ref_audio too")
-        if reference is not None and not (reference.text or "").strip():
-            raise InvalidField("ref_text", "REF_TEXT_REQUIRED",
-                               "voice cloning with higgs-audio v2 needs ref_audio and ref_text together: set ref_text "
-                               "(the transcript of the clip), or store the voice with one")
+        reference = REFERENCE.check(params)
         settings = DEFAULTS | EXTRA_PARAMS.parse(fields.get("extra_params"))
         budget = fields.get("max_new_tokens", MAX_FRAMES)
         if budget < 2:

@@ -18,6 +18,7 @@ from vocalis.stages.model import Capabilities
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.stage import OmniVoiceInput
 from vocalis.stages.models.omnivoice.text import InvalidInstruction, language_code, language_table, normalize_instruction
+from vocalis.stages.reference_policy import ReferencePolicy
 from vocalis.stages.request import RequestParams
 
 VOICE = "default"
@@ -41,6 +42,9 @@ EXTRA_PARAMS = ExtraParams("OmniVoice", [
     ExtraParam("postprocess_output", bool, "trim long pauses and edge silences of the audio (default true)"),
 ])
 _GENERATION_FIELDS = {f.name for f in fields(GenerationConfig)}
+
+REFERENCE = ReferencePolicy("OmniVoice", audio=False)
+"""Cloning needs the clip's transcript (the clip is checked when encoded)."""
 
 
 class OmniVoiceAdapter:
@@ -84,14 +88,7 @@ class OmniVoiceAdapter:
                 normalize_instruction(instruction, "")
             except InvalidInstruction as error:
                 raise InvalidField("instructions", "INVALID_VALUE", f"instructions: {error}") from None
-        reference = params.reference
-        if reference is None and "ref_text" in fields_:
-            raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio: give ref_audio (or a cloned voice) too")
-        if reference is not None and not (reference.text or "").strip():
-            raise InvalidField(
-                "ref_text", "REF_TEXT_REQUIRED",
-                "cloning with OmniVoice needs the transcript of the reference clip: set ref_text (or store the voice with one)",
-            )
+        reference = REFERENCE.check(params)
         return OmniVoiceInput(
             generation=generation,
             language=language,

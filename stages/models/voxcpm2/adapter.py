@@ -23,6 +23,7 @@ from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.voices import VoiceClip
+from vocalis.stages.reference_policy import ReferencePolicy
 from vocalis.stages.request import ReferenceAudio, RequestParams
 
 VOICE = "default"
@@ -69,6 +70,9 @@ class VoxCPM2Input:
             return "reference"
         return "continuation" if self.prompt is not None else "zero_shot"
 
+REFERENCE = ReferencePolicy("VoxCPM2", transcript=False, audio=False)
+"""Only the shared ref_text rule: which of transcript, audio or latents a clone needs depends on its clone_mode."""
+
 
 class VoxCPM2Adapter:
     def __init__(self, config: VoxCPM2Config, max_new_tokens: int = MAX_NEW_TOKENS) -> None:
@@ -108,10 +112,8 @@ class VoxCPM2Adapter:
             if value < 1:
                 raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be at least 1")
             settings["initial_codec_chunk_frames"] = int(value)
-        reference = params.reference
+        reference = REFERENCE.check(params)
         if reference is None:
-            if "ref_text" in fields:
-                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text needs ref_audio or a cloned voice")
             if mode is not None:
                 raise InvalidField("extra_params.clone_mode", "REF_AUDIO_REQUIRED", "clone_mode needs ref_audio or a cloned voice")
             return VoxCPM2Input(**settings)

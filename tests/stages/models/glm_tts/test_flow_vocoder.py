@@ -206,6 +206,7 @@ def test_streamed_approaches_the_whole_utterance_with_lookahead(decoder):
     with torch.inference_mode():
         whole = decoder.decode_one(tokens, cond)
     assert decoder.exact_lookahead_tokens is None
+    assert not decoder.streams_incrementally  # whole-utterance DiT: each chunk re-decodes the prefix
 
     def error(lookahead: int) -> float:
         policy = ChunkPolicy(first_chunk_frames=4, chunk_frames=8, left_context_frames=10_000, lookahead_frames=lookahead)

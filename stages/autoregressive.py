@@ -10,6 +10,7 @@ flags of a step cross to the host (frames leave as device tensors).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence as Sizes
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ import torch
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.block_manager import SlotManager, StateShape
 from vocalis.stages.chunking import ChunkPolicy
+from vocalis.stages.decode_graphs import DecodeGraphs
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.linear_attention import RecurrentStates
@@ -154,6 +156,8 @@ class AutoregressiveStage:
         kv_cache_fraction: float = 0.0,
         block_size: int = 16,
         handover: ChunkPolicy | None = None,
+        cuda_graph_batch_sizes: Sizes[int] = (),
+        graph_capture: bool | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -169,6 +173,11 @@ class AutoregressiveStage:
         self.handover = handover
         """The next stage's chunking: frames are handed over when its next chunk can be decoded (or the sequence
         ends), not every step, so the next stage wakes once per chunk. None: every frame at once."""
+        self.graphs: DecodeGraphs | None = None
+        """Decode-only steps on static buffers padded to `cuda_graph_batch_sizes` (captured as CUDA graphs on a GPU;
+        `graph_capture=False` runs the same buffers eagerly). Not for models with recurrent state."""
+        if cuda_graph_batch_sizes and state_shape is None:
+            self.graphs = DecodeGraphs(model.forward, self.cache, cuda_graph_batch_sizes, shape.max_len, graph_capture)
         self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len, slots)
         self._sequences: dict[int, Sequence[SequenceTensors]] = {}  # by id(request)
         self._ids = itertools.count()
@@ -229,10 +238,11 @@ class AutoregressiveStage:
             fresh = [seq.state_slot for seq in seqs_in if seq.num_computed == 0]
             if fresh:
                 self.cache.states.reset(torch.tensor(fresh, device=self.device))
-        batch = self.cache.batch(
-            [seq.block_table for seq in seqs_in], [seq.num_computed for seq in seqs_in], [c.num_tokens for c in chunks], slots
-        )
-        hidden = self.model.forward(embeds, batch, self.cache)
+        tables, starts = [seq.block_table for seq in seqs_in], [seq.num_computed for seq in seqs_in]
+        hidden = self.graphs.run(embeds, tables, starts) if self.graphs is not None and decode_only else None
+        if hidden is None:
+            batch = self.cache.batch(tables, starts, [c.num_tokens for c in chunks], slots)
+            hidden = self.model.forward(embeds, batch, self.cache)
         seqs = self.scheduler.advance(chunks)
         self.steps += 1
         if not seqs:

@@ -12,6 +12,7 @@ cache's device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -188,9 +189,13 @@ def _group(
 
 
 def paged_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch,
+    gather: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> torch.Tensor:
-    """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [blocks, block_size, Hkv, D] of one layer. Returns [T, Hq, D]."""
+    """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [blocks, block_size, Hkv, D] of one layer. Returns [T, Hq, D].
+
+    `gather(blocks)`: reusable destinations [blocks, block_size, Hkv, D] for the gathered keys and values (a fresh
+    multi-megabyte tensor per layer and step costs as much as the copy itself on a CPU); None: new tensors."""
     num_blocks, block_size, kv_heads, head_dim = cache_k.shape
     cache_k.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, k.to(cache_k.dtype))
     cache_v.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, v.to(cache_v.dtype))
@@ -201,8 +206,14 @@ def paged_attention(
         length = group.context_len
         # index_select on the flattened table: one gather per tensor, several times faster than advanced indexing
         flat = group.block_tables.view(-1)
-        keys = cache_k.index_select(0, flat).view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
-        values = cache_v.index_select(0, flat).view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+        if gather is None:
+            gathered_k, gathered_v = cache_k.index_select(0, flat), cache_v.index_select(0, flat)
+        else:
+            gathered_k, gathered_v = gather(flat.shape[0])
+            torch.index_select(cache_k, 0, flat, out=gathered_k)
+            torch.index_select(cache_v, 0, flat, out=gathered_v)
+        keys = gathered_k.view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+        values = gathered_v.view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
         queries = q.view(g, -1, *q.shape[1:]) if group.whole else q[group.query_index]  # [G, Q, Hq, D]
         attended = F.scaled_dot_product_attention(
             queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.mask, enable_gqa=gqa
@@ -220,4 +231,4 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache, l
 
     Families never index the cache themselves, so the cache's memory layout (paged blocks) can change without them.
     """
-    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
+    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch, getattr(cache, "gather_buffers", None))

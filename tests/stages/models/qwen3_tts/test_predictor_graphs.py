@@ -73,5 +73,5 @@ def test_talker_and_predictor_on_padded_buffers_reproduce_the_golden_codes():
         while stage.has_work():
             frames.extend(item.payload for item in stage.step() if item.payload is not None)
     assert torch.equal(torch.cat(frames), g["codes"])
-    assert stage.graphs.runner.replays == len(g["codes"]) - 1  # every step after the prompt's
+    assert stage.graphs.replays == len(g["codes"]) - 1  # every step after the prompt's
     assert talker.predictor_graphs.runners[0].replays == len(g["codes"])

@@ -114,7 +114,7 @@ class DecodeGraphs:
                 tables.extend([scratch] * (width - min(len(table), width)))
             host = torch.tensor(
                 [*positions, *[0] * pad, *slots, *[scratch * block_size] * pad, *tables, *[scratch] * (pad * width)],
-                dtype=torch.long,
+                dtype=torch.long, device="cpu",
             )
             inputs["meta"].copy_(host, non_blocking=True)  # one host-to-device copy of every index
             inputs["embeds"][:rows].copy_(embeds)

@@ -418,6 +418,8 @@ def bench_family(key: str, path: Path, args) -> list[dict]:
     stages = {"0": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "1": {"device": args.device, "max_num_seqs": top}}
     if key == "auk":  # condition -> flow -> decode: the flow is the stage the dtype is for
         stages |= {"1": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "2": {"device": args.device}}
+    if args.eager:
+        stages["0"]["cuda_graph_batch_sizes"] = []
     model = load_model(str(path), stage_overrides=json.dumps(stages))
     watch = KVWatch(model)
     model.pipeline.observe(watch)
@@ -448,6 +450,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", help="compute dtype of the autoregressive/generator stage")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
+    parser.add_argument("--eager", action="store_true", help="no CUDA graphs, whatever the deploy file's cuda_graph_batch_sizes")
     parser.add_argument("--families", default=",".join(CASES))
     parser.add_argument("--levels", default="1,4,16,64")
     parser.add_argument("--rounds", type=int, default=2, help="requests each caller sends back to back")

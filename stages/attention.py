@@ -12,6 +12,7 @@ cache's device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -69,6 +70,8 @@ class AttentionBatch:
         device: str | torch.device = "cpu",
         state_slots: list[int] | None = None,
     ) -> AttentionBatch:
+        if all(n == 1 for n in query_lens):
+            return cls._decodes(block_tables, start_positions, block_size, device, state_slots)
         positions: list[int] = []
         slots: list[int] = []
         firsts: list[int] = []
@@ -94,6 +97,51 @@ class AttentionBatch:
             groups,
             None if state_slots is None else RecurrentBatch.build(state_slots, query_lens, device),
         )
+
+
+    @classmethod
+    def _decodes(
+        cls,
+        block_tables: list[list[int]],
+        start_positions: list[int],
+        block_size: int,
+        device: str | torch.device,
+        state_slots: list[int] | None,
+    ) -> AttentionBatch:
+        """A step of decodes only (the steady state): every index the step needs is packed into one host list and
+        crosses to the device in one copy; the mask is one comparison on the device."""
+        rows = len(block_tables)
+        context_len = max(start_positions) + 1
+        width = -(-context_len // block_size)
+        slots: list[int] = []
+        tables: list[int] = []
+        for table, p in zip(block_tables, start_positions, strict=True):
+            if len(table) * block_size <= p:
+                raise ValueError(f"a block table of {len(table)} blocks cannot hold positions up to {p + 1}")
+            slots.append(table[p // block_size] * block_size + p % block_size)
+            tables.extend(table[:width])
+            tables.extend([0] * (width - min(len(table), width)))
+        packed = torch.tensor(
+            [*start_positions, *slots, *range(rows), *tables, *(state_slots or ())], dtype=torch.long, device=device
+        )
+        positions, slot_mapping, order = packed[:rows], packed[rows : 2 * rows], packed[2 * rows : 3 * rows]
+        table_end = 3 * rows + rows * width
+        key_positions = torch.arange(context_len, device=device)
+        # one query per sequence at its own position: key <= position is both the causal and the length bound
+        mask = key_positions[None, None, None, :] <= positions[:, None, None, None]
+        group = AttentionGroup(
+            block_tables=packed[3 * rows : table_end].view(rows, width),
+            query_index=order.view(rows, 1),
+            query_positions=positions.view(rows, 1),
+            context_lens=positions + 1,
+            context_len=context_len,
+            out_tokens=order,
+            out_index=order,
+            mask=mask,
+            whole=True,
+        )
+        recurrent = None if state_slots is None else RecurrentBatch.decodes(packed[table_end:], order)
+        return cls(positions, slot_mapping, [1] * rows, list(start_positions), [group], recurrent)
 
 
 def _group(
@@ -141,9 +189,13 @@ def _group(
 
 
 def paged_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch,
+    gather: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> torch.Tensor:
-    """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [blocks, block_size, Hkv, D] of one layer. Returns [T, Hq, D]."""
+    """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [blocks, block_size, Hkv, D] of one layer. Returns [T, Hq, D].
+
+    `gather(blocks)`: reusable destinations [blocks, block_size, Hkv, D] for the gathered keys and values (a fresh
+    multi-megabyte tensor per layer and step costs as much as the copy itself on a CPU); None: new tensors."""
     num_blocks, block_size, kv_heads, head_dim = cache_k.shape
     cache_k.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, k.to(cache_k.dtype))
     cache_v.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, v.to(cache_v.dtype))
@@ -152,8 +204,16 @@ def paged_attention(
     for group in batch.groups:  # at most two: the decodes, the prefill chunks
         g, width = group.block_tables.shape
         length = group.context_len
-        keys = cache_k[group.block_tables].view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
-        values = cache_v[group.block_tables].view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+        # index_select on the flattened table: one gather per tensor, several times faster than advanced indexing
+        flat = group.block_tables.view(-1)
+        if gather is None:
+            gathered_k, gathered_v = cache_k.index_select(0, flat), cache_v.index_select(0, flat)
+        else:
+            gathered_k, gathered_v = gather(flat.shape[0])
+            torch.index_select(cache_k, 0, flat, out=gathered_k)
+            torch.index_select(cache_v, 0, flat, out=gathered_v)
+        keys = gathered_k.view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+        values = gathered_v.view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
         queries = q.view(g, -1, *q.shape[1:]) if group.whole else q[group.query_index]  # [G, Q, Hq, D]
         attended = F.scaled_dot_product_attention(
             queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.mask, enable_gqa=gqa
@@ -171,4 +231,4 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache, l
 
     Families never index the cache themselves, so the cache's memory layout (paged blocks) can change without them.
     """
-    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch)
+    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch, getattr(cache, "gather_buffers", None))

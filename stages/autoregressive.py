@@ -10,6 +10,7 @@ flags of a step cross to the host (frames leave as device tensors).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence as Sizes
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ import torch
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.block_manager import SlotManager, StateShape
 from vocalis.stages.chunking import ChunkPolicy
+from vocalis.stages.decode_graphs import DecodeGraphs
 from vocalis.stages.errors import SynthesisFailed
 from vocalis.stages.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.linear_attention import RecurrentStates
@@ -97,8 +99,9 @@ class SequenceTensors:
     boundary: int = 0
     """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
     chunks: int = 0
-    frame_embeds: list[torch.Tensor] = field(default_factory=list)
-    """[1, H] input embedding of generated frame j: the input at position P + j (kept for recompute after preemption)."""
+    frame_embeds: list[tuple[torch.Tensor, int]] = field(default_factory=list)
+    """Input embedding of generated frame j, the input at position P + j, as (a step's [B, H] embeddings, row): kept
+    for recompute after preemption and sliced only then, so a step stores them without a torch call per sequence."""
 
     def inputs(self, start: int, count: int) -> torch.Tensor:
         """Input embeddings [count, H] of positions start..start+count-1."""
@@ -109,14 +112,14 @@ class SequenceTensors:
         first = max(start, prompt_len) - prompt_len
         last = start + count - prompt_len
         if last > first:
-            parts.extend(self.frame_embeds[first:last])
+            parts.extend(embeds[row : row + 1] for embeds, row in self.frame_embeds[first:last])
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def append_frame(self, frame: torch.Tensor) -> None:
-        """Record emitted frame [1, K] (written in place: no copy of the history per step)."""
+        """Record emitted frame [K] (written in place: no copy of the history per step)."""
         if self.frames is None:
-            self.frames = frame.new_empty((self.max_frames, *frame.shape[1:]))
-        self.frames[self.num_frames] = frame[0]
+            self.frames = frame.new_empty((self.max_frames, *frame.shape))
+        self.frames[self.num_frames] = frame
         self.num_frames += 1
 
     def history(self) -> torch.Tensor:
@@ -155,6 +158,8 @@ class AutoregressiveStage:
         kv_cache_fraction: float = 0.0,
         block_size: int = 16,
         handover: ChunkPolicy | None = None,
+        cuda_graph_batch_sizes: Sizes[int] = (),
+        graph_capture: bool | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -170,12 +175,19 @@ class AutoregressiveStage:
         self.handover = handover
         """The next stage's chunking: frames are handed over when its next chunk can be decoded (or the sequence
         ends), not every step, so the next stage wakes once per chunk. None: every frame at once."""
+        self.graphs: DecodeGraphs | None = None
+        """Decode-only steps on static buffers padded to `cuda_graph_batch_sizes` (captured as CUDA graphs on a GPU;
+        `graph_capture=False` runs the same buffers eagerly). Not for models with recurrent state."""
+        if cuda_graph_batch_sizes and state_shape is None:
+            self.graphs = DecodeGraphs(model.forward, self.cache, cuda_graph_batch_sizes, shape.max_len, graph_capture)
         self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len, slots)
         self._sequences: dict[int, Sequence[SequenceTensors]] = {}  # by id(request)
         self._ids = itertools.count()
         self._batch: list[SynthesisRequest] = []
         self.steps = 0
         self._emits_eos_frame = model.emits_eos_frame
+        self._next: tuple[torch.Tensor, list[Sequence[SequenceTensors]]] | None = None
+        """The last step's frame embeddings [B, H] and the sequences of its rows (see `_step_inputs`)."""
 
     # -- the Stage protocol -------------------------------------------------------------
 
@@ -217,58 +229,79 @@ class AutoregressiveStage:
         self._fail_out_of_memory()
         self._batch = [chunk.seq.request for chunk in chunks]
         if not chunks:
+            self._next = None
             return []
-        embeds = torch.cat([chunk.seq.data.inputs(chunk.seq.num_computed, chunk.num_tokens) for chunk in chunks])
+        seqs_in = [chunk.seq for chunk in chunks]
+        decode_only = all(chunk.num_tokens == 1 and chunk.seq.num_computed >= chunk.seq.prompt_len for chunk in chunks)
+        embeds = self._step_inputs(chunks, seqs_in, decode_only)
         slots = None
         if self.cache.states is not None:
-            slots = [chunk.seq.state_slot for chunk in chunks]
-            fresh = [chunk.seq.state_slot for chunk in chunks if chunk.seq.num_computed == 0]
+            slots = [seq.state_slot for seq in seqs_in]
+            fresh = [seq.state_slot for seq in seqs_in if seq.num_computed == 0]
             if fresh:
                 self.cache.states.reset(torch.tensor(fresh, device=self.device))
-        batch = self.cache.batch(
-            [chunk.seq.block_table for chunk in chunks], [chunk.seq.num_computed for chunk in chunks], [c.num_tokens for c in chunks],
-            slots,
-        )
-        if getattr(self.model, "forward_takes_states", False):
-            hidden = self.model.forward(embeds, batch, self.cache, states=[chunk.seq.data.state for chunk in chunks])
-        else:
-            hidden = self.model.forward(embeds, batch, self.cache)
-        ends = list(itertools.accumulate(c.num_tokens for c in chunks))
-        last_token = {id(chunk.seq): end - 1 for chunk, end in zip(chunks, ends, strict=True)}
+        tables, starts = [seq.block_table for seq in seqs_in], [seq.num_computed for seq in seqs_in]
+        takes_states = getattr(self.model, "forward_takes_states", False)
+        use_graphs = self.graphs is not None and decode_only and not takes_states
+        hidden = self.graphs.run(embeds, tables, starts) if use_graphs else None
+        if hidden is None:
+            batch = self.cache.batch(tables, starts, [c.num_tokens for c in chunks], slots)
+            if takes_states:
+                hidden = self.model.forward(embeds, batch, self.cache, states=[seq.data.state for seq in seqs_in])
+            else:
+                hidden = self.model.forward(embeds, batch, self.cache)
         seqs = self.scheduler.advance(chunks)
         self.steps += 1
         if not seqs:
+            self._next = None
             return []
+        if decode_only or all(chunk.num_tokens == 1 for chunk in chunks) and len(seqs) == len(chunks):
+            last_hidden = hidden  # one token per sequence, every one sampled: rows already in order
+        else:
+            ends = list(itertools.accumulate(c.num_tokens for c in chunks))
+            last_token = {id(chunk.seq): end - 1 for chunk, end in zip(chunks, ends, strict=True)}
+            last_hidden = hidden[torch.tensor([last_token[id(seq)] for seq in seqs], device=hidden.device)]
         data = [seq.data for seq in seqs]
-        last_hidden = hidden[torch.tensor([last_token[id(seq)] for seq in seqs], device=hidden.device)]
-        histories = [d.history() for d in data]
-        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], histories, [d.state for d in data])
+        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], [d.history() for d in data], [d.state for d in data])
         eos = self.model.is_eos(frames).tolist()
         reasons = self.scheduler.postprocess(seqs, eos)
+        rows = frames.unbind(0)  # one call for every sequence's [K] view
         outputs = []
-        continuing = []
-        for row, (seq, reason) in enumerate(zip(seqs, reasons, strict=True)):
+        continuing: list[Sequence[SequenceTensors]] = []
+        for frame, seq, reason in zip(rows, seqs, reasons, strict=True):
             request = seq.request
-            frame = frames[row : row + 1]
             emitted = reason is not FinishReason.EOS or self._emits_eos_frame
             if emitted:
                 seq.data.append_frame(frame)
                 request.output_tokens += 1
             finished = reason is not None
             if self.handover is None:
-                outputs.append(StageItem(request, frame if emitted else frame[:0], finished=finished))
+                outputs.append(StageItem(request, frame[None] if emitted else frames[:0], finished=finished))
             elif finished or self._chunk_due(seq.data, request):
-                outputs.append(StageItem(request, self._release(seq.data, frame), finished=finished))
-            if reason is not None:
+                outputs.append(StageItem(request, self._release(seq.data, frame[None]), finished=finished))
+            if finished:
                 self._sequences.pop(id(request), None)
             else:
-                continuing.append((row, seq))
+                continuing.append(seq)
+        self._next = None
         if continuing:
-            rows = torch.tensor([row for row, _ in continuing], device=frames.device)
-            next_embeds = self.model.frame_embeds(frames[rows], [seq.data.state for _, seq in continuing])
-            for i, (_, seq) in enumerate(continuing):
-                seq.data.frame_embeds.append(next_embeds[i : i + 1])
+            kept = frames if len(continuing) == len(seqs) else frames[
+                torch.tensor([i for i, r in enumerate(reasons) if r is None], device=frames.device)]
+            next_embeds = self.model.frame_embeds(kept, [seq.data.state for seq in continuing])
+            for i, seq in enumerate(continuing):
+                seq.data.frame_embeds.append((next_embeds, i))
+            self._next = (next_embeds, continuing)
         return outputs
+
+    def _step_inputs(self, chunks: list, seqs: list[Sequence[SequenceTensors]], decode_only: bool) -> torch.Tensor:
+        """The flattened input embeddings of a step. A decode-only step of exactly the sequences that continued
+        from the last step, in the same order (the steady state), reuses that step's frame embeddings as they are."""
+        following = self._next
+        if decode_only and following is not None and len(following[1]) == len(seqs) and all(
+            a is b for a, b in zip(following[1], seqs, strict=True)
+        ):
+            return following[0]
+        return torch.cat([chunk.seq.data.inputs(chunk.seq.num_computed, chunk.num_tokens) for chunk in chunks])
 
     def _chunk_due(self, data: SequenceTensors, request: SynthesisRequest) -> bool:
         """Whether the next stage can decode a new chunk of this sequence's frames now."""

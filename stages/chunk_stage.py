@@ -70,13 +70,18 @@ class _Frames:
 
 
 class ChunkStage(RequestTable[_Frames]):
-    def __init__(self, name: str, decoder: ChunkDecoder, policy: ChunkPolicy, max_num_seqs: int = 16) -> None:
+    def __init__(self, name: str, decoder: ChunkDecoder, policy: ChunkPolicy, max_num_seqs: int = 16,
+                 device: str | torch.device = "cpu") -> None:
         super().__init__()
         self.name = name
         self.decoder = decoder
         self.policy = policy
         self.max_num_seqs = max_num_seqs
         self.decode_calls = 0
+        device = torch.device(device)
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        """On CUDA the decoder runs on a stream of its own, so its kernels overlap the talker's (which keeps the
+        default stream) on the device as well as on the host threads. None elsewhere."""
 
     def add(self, item: StageItem) -> None:
         entry = self._entry(item.request)
@@ -118,6 +123,16 @@ class ChunkStage(RequestTable[_Frames]):
             outputs.extend(self._decode(group))
         return outputs
 
+    def _run(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        if self.stream is None:
+            return self.decoder.decode(frames, streams)
+        # frames may still be in flight on the producer's stream: order after what it has queued so far
+        self.stream.wait_stream(torch.cuda.default_stream(self.stream.device))
+        with torch.cuda.stream(self.stream):
+            samples = self.decoder.decode(frames, streams)
+        self.stream.synchronize()  # the samples leave for the host right after
+        return samples
+
     def _decode(self, group: list[tuple[_Frames, Window]]) -> list[StageItem]:
         longest = max(window.length for _, window in group)
         rows = []
@@ -128,7 +143,7 @@ class ChunkStage(RequestTable[_Frames]):
                 frames = torch.cat([frames, pad])
             rows.append(frames)
             entry.stream.window = window
-        samples = self.decoder.decode(torch.stack(rows), [entry.stream for entry, _ in group])
+        samples = self._run(torch.stack(rows), [entry.stream for entry, _ in group])
         self.decode_calls += 1
         hop = self.decoder.samples_per_frame
         outputs = []

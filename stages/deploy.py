@@ -49,6 +49,9 @@ class StageDeploy:
     per text token before a stop is allowed. 0: the family's default."""
     max_tokens_per_text_token: float = 0.0
     """... and at most this many (before max_new_tokens and max_len). 0: the family's default."""
+    cuda_graph_batch_sizes: tuple[int, ...] = ()
+    """Batch sizes at which an autoregressive stage captures its decode step as a CUDA graph (a batch is padded up to
+    the next one; larger batches run eagerly), e.g. [1, 2, 4, 8, 16]. Used on a CUDA device only; empty: off."""
     weights_dir: str = ""
     """A second directory this stage loads weights from, where a model is published in two parts (AuK served from
     its upstream directory: the condition stage's Qwen2.5-Omni-3B snapshot). Empty: none."""
@@ -66,6 +69,12 @@ class StageDeploy:
     def kv_cache_options(self) -> dict[str, int | float]:
         """The KV-cache keyword arguments of AutoregressiveStage."""
         return {"kv_cache_bytes": self.kv_cache_bytes, "kv_cache_fraction": self.kv_cache_fraction, "block_size": self.kv_block_size}
+
+    def graph_options(self) -> dict[str, tuple[int, ...]]:
+        """The CUDA-graph keyword arguments of AutoregressiveStage: the batch sizes on a CUDA device, none elsewhere."""
+        if self.cuda_graph_batch_sizes and self.device.startswith("cuda"):
+            return {"cuda_graph_batch_sizes": self.cuda_graph_batch_sizes}
+        return {}
 
     @property
     def torch_dtype(self):  # -> torch.dtype, imported lazily: Piper-only servers need no torch here
@@ -133,6 +142,11 @@ def _merge(stage: StageDeploy, values: dict[str, Any], where: str) -> StageDeplo
     merged = dataclasses.replace(stage, **{k: v for k, v in values.items() if k != "name"})
     for field in fields(StageDeploy):
         value = getattr(merged, field.name)
+        if field.type == "tuple[int, ...]":
+            if not isinstance(value, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+                raise ValueError(f"{where}: {stage.name}.{field.name} must be a list of positive integers, got {value!r}")
+            merged = dataclasses.replace(merged, **{field.name: tuple(value)})
+            continue
         expected = float if field.type == "float" else int if field.type == "int" else str
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             continue

@@ -41,6 +41,11 @@ class PagedKVCache:
         size = (shape.num_layers, num_blocks, block_size, shape.num_kv_heads, shape.head_dim)
         self.k = torch.zeros(size, dtype=dtype, device=self.device)
         self.v = torch.zeros(size, dtype=dtype, device=self.device)
+        self._gathered: tuple[torch.Tensor, torch.Tensor] | None = None
+        if self.device.type != "cpu":
+            # reusable destinations would outlive a captured CUDA graph's view of them when grown; the GPU's caching
+            # allocator makes fresh ones cheap anyway
+            self.gather_buffers = None  # type: ignore[assignment]
 
     @classmethod
     def from_budget(
@@ -52,6 +57,15 @@ class PagedKVCache:
         if num_blocks < 1:
             raise ValueError(f"a KV-cache budget of {budget_bytes} bytes holds no block of {block_bytes} bytes; raise kv_cache_bytes")
         return cls(shape, int(num_blocks), block_size, dtype, device)
+
+    def gather_buffers(self, blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Destinations [blocks, block_size, Hkv, D] for one layer's gathered keys and values, reused by every layer
+        and step (a layer's are read before the next layer gathers), grown when a step needs more."""
+        if self._gathered is None or self._gathered[0].shape[0] < blocks:
+            shape = (max(blocks, 2 * (self._gathered[0].shape[0] if self._gathered else 0)), *self.k.shape[2:])
+            self._gathered = (torch.empty(shape, dtype=self.k.dtype, device=self.device),
+                              torch.empty(shape, dtype=self.v.dtype, device=self.device))
+        return self._gathered[0][:blocks], self._gathered[1][:blocks]
 
     @property
     def block_size(self) -> int:

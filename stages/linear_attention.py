@@ -81,6 +81,12 @@ class RecurrentBatch:
             decode_only=width == 1,
         )
 
+    @classmethod
+    def decodes(cls, slots: torch.Tensor, order: torch.Tensor) -> RecurrentBatch:
+        """One token per sequence: `slots` [B] on the device, `order` = arange(B) there."""
+        ones = torch.ones_like(order)
+        return cls(slots=slots, lengths=ones, index=order.view(-1, 1), valid=ones.bool().view(-1, 1), decode_only=True)
+
     def rows(self, x: torch.Tensor) -> torch.Tensor:
         """[B, L, ...] of step tokens x [T, ...]."""
         return x[self.index]

@@ -119,19 +119,19 @@ def sample_batch(
     histories[i] holds row i's earlier tokens ([n] or [n, K]) for the repetition penalty.
     Greedy rows without a penalty are one batched argmax.
     """
-    def plain_greedy(i: int) -> bool:
-        state = states[i]
-        return state.params.greedy and (state.params.repetition_penalty == 1.0 or not histories or histories[i] is None)
-
-    out = torch.empty(logits.shape[:-1], dtype=torch.long, device=logits.device)
-    greedy = [i for i in range(len(states)) if plain_greedy(i)]
-    if len(greedy) == len(states):
+    plain = [
+        state.params.greedy and (state.params.repetition_penalty == 1.0 or not histories or histories[i] is None)
+        for i, state in enumerate(states)
+    ]
+    if all(plain):
         return torch.argmax(logits, dim=-1)
+    out = torch.empty(logits.shape[:-1], dtype=torch.long, device=logits.device)
+    greedy = [i for i, p in enumerate(plain) if p]
     if greedy:
         index = torch.tensor(greedy, device=logits.device)
         out[index] = torch.argmax(logits[index], dim=-1)
     for i, state in enumerate(states):
-        if plain_greedy(i):
+        if plain[i]:
             continue
         history = histories[i] if histories else None
         if logits.dim() == 2:

@@ -95,14 +95,21 @@ class QKVAttention(nn.Module):
         return self._out(out.reshape(x.shape[0], -1), gate)
 
     def dense(self, x: torch.Tensor, rope: Rope | None, mask: torch.Tensor | None = None,
-              kv: list[torch.Tensor] | None = None) -> torch.Tensor:
+              kv: list[torch.Tensor] | None = None, static_kv: tuple[torch.Tensor, torch.Tensor, int] | None = None) -> torch.Tensor:
         """Attention within each row of x [B, L, hidden]; mask broadcasts to [B, H, L, S] (None: every key).
 
-        `kv`: [k, v] of earlier positions, extended in place (an empty list starts one)."""
+        `kv`: [k, v] of earlier positions, extended in place (an empty list starts one). `static_kv`: (k, v, start)
+        instead, preallocated [B, Hkv, S, D] buffers: the new keys/values are written at start.. and the attention
+        reads positions 0..start+L-1 (fixed addresses and shapes, as a CUDA graph needs)."""
         b, length, _ = x.shape
         q, k, v, gate = self._qkv(x, rope)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        if kv is not None:
+        if static_kv is not None:
+            k_buffer, v_buffer, start = static_kv
+            k_buffer[:, :, start : start + length] = k
+            v_buffer[:, :, start : start + length] = v
+            k, v = k_buffer[:, :, : start + length], v_buffer[:, :, : start + length]
+        elif kv is not None:
             if kv:
                 k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
                 kv[0], kv[1] = k, v

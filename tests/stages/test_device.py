@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from tests.tiny_tts.build import build_checkpoint
+from vocalis.stages.autoregressive import AutoregressiveStage
+from vocalis.stages.decode_graphs import DecodeGraphs
 from vocalis.stages.deploy import load_deploy
 from vocalis.stages.family import ModelFamily, discover, family_for_checkpoint
 from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
@@ -64,8 +66,18 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_pipeline_steps_make_no_tensor_off_the_model_device(name, tmp_path):
+def use_padded_buffers(stages) -> None:
+    """Turn on the CUDA-graph path minus the capture (cuda_graph_batch_sizes is used on CUDA only): the talker's
+    decode steps and Qwen3-TTS's code predictor on static buffers padded to 1, 2, 4."""
+    for stage in stages:
+        if isinstance(stage, AutoregressiveStage):
+            stage.graphs = DecodeGraphs(stage.model.forward, stage.cache, (1, 2, 4), stage.model.cache_shape.max_len, capture=False)
+            if hasattr(stage.model, "predictor_graphs"):
+                stage.model.predictor_graphs = stage.model.talker.code_predictor.frame_code_graphs((1, 2, 4), capture=False)
+
+
+@pytest.mark.parametrize(("name", "padded"), [(name, False) for name in CASES] + [("tiny_tts", True), ("qwen3_tts", True)])
+def test_pipeline_steps_make_no_tensor_off_the_model_device(name, padded, tmp_path):
     path, text, fields = CASES[name]
     if path is None:
         path = build_checkpoint(tmp_path / "tiny-tts")
@@ -82,6 +94,8 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, tmp_path):
             params = RequestParams(model=model.name, voice=voice, fields={**fields, **extra}, reference=reference)
             requests.append(SynthesisRequest(text=text, stage_input=model.adapter.stage_input(params), output=Collect()))
         stages = model.pipeline.stages
+        if padded:
+            use_padded_buffers(stages)
         # stage 0 takes its requests outside the meta scope: adapters and prompt building run on the event loop /
         # at admission; what must be device-clean is what runs every step
         for r in requests:
@@ -107,6 +121,8 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, tmp_path):
         finally:
             torch.set_default_device(None)
         assert finished == {id(r) for r in requests}
+        if padded:
+            assert all(stage.graphs.replays > 0 for stage in stages if isinstance(stage, AutoregressiveStage))
         for r in requests:
             audio = np.concatenate(r.output.pieces)
             assert audio.dtype == np.float32 and len(audio) > 0 and np.isfinite(audio).all()

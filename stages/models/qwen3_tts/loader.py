@@ -29,7 +29,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     cloner = VoiceCloner(modules)
     stages = [
         PrepareStage("voices", cloner),  # clone clips are encoded here, while the talker keeps stepping
-        autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len, cloner), talker_deploy, codec_deploy),
+        autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options()), talker_deploy, codec_deploy),
         # The decoder's transformer attends over its sliding window: that much left context decodes chunks exactly.
         chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy, modules.config.speech_tokenizer.decoder.sliding_window),
     ]

@@ -4,6 +4,7 @@ AutoregressiveStage, and the speech-tokenizer decoder turning them into 24 kHz a
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -56,7 +57,8 @@ class TalkerStageModel(AutoregressiveModel):
 
     emits_eos_frame = False
 
-    def __init__(self, modules: Qwen3TTSModules, max_len: int, cloner: VoiceCloner | None = None) -> None:
+    def __init__(self, modules: Qwen3TTSModules, max_len: int, cloner: VoiceCloner | None = None,
+                 cuda_graph_batch_sizes: Sequence[int] = (), graph_capture: bool | None = None) -> None:
         self.modules = modules
         self.cloner = cloner or VoiceCloner(modules)
         self.talker = modules.talker
@@ -67,6 +69,10 @@ class TalkerStageModel(AutoregressiveModel):
         never[c.vocab_size - c.num_control_ids :] = True  # control ids are inputs, never outputs ...
         never[c.codec_eos_token_id] = False  # ... except EOS
         self._never = never
+        self.predictor_graphs = (
+            modules.talker.code_predictor.frame_code_graphs(cuda_graph_batch_sizes, graph_capture) if cuda_graph_batch_sizes else None
+        )
+        """The code predictor's 15 sub-steps on static buffers padded to those sizes (CUDA graphs on a GPU)."""
 
     @property
     def device(self) -> torch.device:
@@ -114,7 +120,7 @@ class TalkerStageModel(AutoregressiveModel):
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
             return sample_batch(group_logits.float().cpu(), subtalkers).to(hidden.device)
 
-        rest, _ = self.talker.code_predictor.generate(hidden, self.talker.embed_codec(code0), choose)
+        rest, _ = self.talker.code_predictor.generate(hidden, self.talker.embed_codec(code0), choose, graphs=self.predictor_graphs)
         return torch.cat([code0[:, None], rest], dim=1).cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:

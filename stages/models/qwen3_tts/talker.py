@@ -10,6 +10,7 @@ from torch import nn
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.frame_code_graphs import FrameCodeGraphs
 from vocalis.stages.layers.frame_codes import generate_frame_codes
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import mrope, rope
@@ -83,14 +84,41 @@ class CodePredictor(nn.Module):
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, cache)
         return self.model.norm(x)
 
-    def generate(self, talker_hidden: torch.Tensor, code0_embeds: torch.Tensor, choose, forced: torch.Tensor | None = None):
+    def static_step(self, embeds: torch.Tensor, buffers: list[tuple[torch.Tensor, torch.Tensor]], start: int) -> torch.Tensor:
+        """`step` over preallocated per-layer (k, v) buffers [B, Hkv, positions, D] (see FrameCodeGraphs)."""
+        x = self.small_to_mtp_projection(embeds)
+        t = x.shape[1]
+        cos, sin = rope(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
+        mask = causal_mask(t, device=x.device, offset=start) if t > 1 else None
+        for layer, (k, v) in zip(self.model.layers, buffers, strict=True):
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, static_kv=(k, v, start))
+        return self.model.norm(x)
+
+    def frame_code_graphs(self, sizes, capture: bool | None = None) -> FrameCodeGraphs:
+        """The sub-step loop on static buffers padded to `sizes` (CUDA graphs on a GPU), for `generate(graphs=)`."""
+        c = self.config
+        weight = self.lm_head[0].weight
+        return FrameCodeGraphs(
+            self.static_step, len(self.model.layers), c.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
+            embed=lambda group, code: self.model.codec_embedding[group](code), kv_heads=c.num_key_value_heads, head_dim=c.head_dim,
+            input_width=self.model.codec_embedding[0].weight.shape[1], dtype=weight.dtype, device=weight.device, sizes=sizes,
+            capture=capture)
+
+    def generate(self, talker_hidden: torch.Tensor, code0_embeds: torch.Tensor, choose, forced: torch.Tensor | None = None,
+                 graphs: FrameCodeGraphs | None = None):
         """Codes [B, G-1] and logits [B, G-1, V] for a batch of frames.
 
         `choose(step, logits [B, V]) -> codes [B]` picks each codebook's codes (sampling lives with the
         caller); `forced` [B, G-1] feeds given codes instead (teacher forcing) while still returning logits.
+        `graphs`: run the loop on its static buffers when the batch fits (eagerly otherwise).
         """
+        first = torch.stack([talker_hidden, code0_embeds], dim=1)
+        if graphs is not None and forced is None:
+            result = graphs.generate(first, choose)
+            if result is not None:
+                return result
         return generate_frame_codes(
-            torch.stack([talker_hidden, code0_embeds], dim=1), self.step, len(self.model.layers),
+            first, self.step, len(self.model.layers),
             self.config.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
             embed=lambda group, code: self.model.codec_embedding[group](code), choose=choose, forced=forced)
 

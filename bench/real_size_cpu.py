@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
     for key in keys:
         python = FAMILIES[key].reference_python if args.reference_python is None else args.reference_python
         references[key] = python if python and Path(python).exists() else None
-    print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
+    print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request "
+          f"(OmniVoice: from the text, {args.omnivoice_steps} steps), greedy, "
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
     print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB |")
     print("|---|---|---|---|---|---|---|---|")

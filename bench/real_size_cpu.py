@@ -178,12 +178,12 @@ async def one(model, family: Family, frames: int, steps: int) -> tuple[float, fl
     return first or 0.0, time.perf_counter() - start, samples / model.capabilities.sample_rate
 
 
-def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int) -> dict:
+def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32") -> dict:
     from vocalis.stages.models.registry import load_model
 
     family = FAMILIES[key]
     start = time.perf_counter()
-    stages = {"0": {"device": "cpu", "max_num_seqs": max(levels)}, "1": {"device": "cpu", "max_num_seqs": max(levels)}}
+    stages = {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max(levels)}, "1": {"device": "cpu", "max_num_seqs": max(levels)}}
     model = load_model(str(checkpoint), stage_overrides=json.dumps(stages))
     load_s = time.perf_counter() - start
     out = []
@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
     parser.add_argument("--omnivoice-steps", type=int, default=32, help="OmniVoice's unmasking passes per request (num_step)")
+    parser.add_argument("--vocalis-dtype", default="float32", help="compute dtype of Vocalis's first stage (the reference stays float32)")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
     parser.add_argument("--reference-python", default=None,
                         help="python of the venv with the reference package (default: the family's); empty to run Vocalis only")
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps({"built": str(args.checkpoint)}))
         return {}
     if args.child == "vocalis":
-        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.omnivoice_steps)))
+        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.omnivoice_steps, args.vocalis_dtype)))
         return {}
 
     keys = args.families.split(",")
@@ -287,7 +288,8 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.tiny:
             checkpoint = args.work_dir / key
             _child(me + ["--child", "build", "--families", key, "--checkpoint", str(checkpoint)])
-        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint)] + common)]
+        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint),
+                                   "--vocalis-dtype", args.vocalis_dtype] + common)]
         if reference:
             clone = []
             if family.clone:
@@ -307,7 +309,8 @@ def main(argv: list[str] | None = None) -> dict:
         print("|---|---|---|---|---|---|")
         for r in compared:
             print(f"| {r['family']} | {r['concurrency']} | {r['throughput_x']:.2f}x | {r['ttfa_x']:.2f}x | {r['rtf_x']:.2f}x | {r['rss_x']:.2f}x |")
-    result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "text": TEXT, "rows": rows,
+    result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
+              "text": TEXT, "rows": rows,
               "ratios": compared}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -3,12 +3,16 @@
 For each family it builds random weights at the published sizes in the real layout (bench/gpu.py's
 builders: the committed tiny checkpoint's files with the published sizes laid over; stop heads silenced
 so every request runs to --frames), then runs the same texts, greedy, on the same weights:
+Qwen3-TTS 0.6B CustomVoice (a preset speaker) and Base (an ICL clone of REF_TEXT spoken by a synthetic
+3 s clip, the same samples on both sides), VoxCPM2, and OmniVoice (auto voice; its length comes from the
+text, not --frames: 145 frames at 25 Hz for TEXT; --omnivoice-steps unmasking passes, positions chosen
+by confidence alone so that both sides are deterministic).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
 Each side runs in its own child process, one model in memory at a time, and reports its peak RSS.
 
-    python bench/real_size_cpu.py                                   # Qwen3-TTS 0.6B CustomVoice and VoxCPM2, c = 1 and 4
+    python bench/real_size_cpu.py                                   # every family below, c = 1 and 4
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
 
 Figures per side and level: frames/s and audio-s/s (total over wall time), time to first audio p50
@@ -31,11 +35,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
+REF_TEXT = "A short reference clip for the voice."
+REF_RATE = 24000
+QWEN3_GREEDY = {"temperature": 0.0, "subtalker_temperature": 0.0}
+"""Vocalis's spelling of the reference's do_sample=False, subtalker_dosample=False."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,10 @@ class Family:
     """Codec frames per second of audio."""
     reference_python: str
     """Python of the venv with the reference package (made as bench/real_size_reference.py says)."""
+    clone: bool = False
+    """Clones a reference clip with its transcript (in-context), as a Base checkpoint does."""
+    length_from_text: bool = False
+    """The model sets the length from the text (OmniVoice); --frames does not apply."""
 
 
 FAMILIES = {
@@ -58,6 +72,11 @@ FAMILIES = {
     # frames are patches: 4 latent frames of 40 ms
     "voxcpm2": Family("voxcpm2", "VoxCPM2", GOLDENS / "voxcpm2" / "tiny", "voxcpm2", 6.25,
                       "/tmp/realsize2-ref/bin/python"),
+    # the tiny Base checkpoint is the 1.7B layout; the 0.6B Base sizes (and tts_model_size) are laid over it
+    "qwen3-0.6b-base": Family("qwen3-0.6b-base", "Qwen3-TTS-12Hz-0.6B-Base", GOLDENS / "qwen3_tts" / "base-1b7",
+                              "qwen3-base", 12.5, "/tmp/realsize-ref/bin/python", clone=True),
+    "omnivoice": Family("omnivoice", "OmniVoice", GOLDENS / "omnivoice" / "tiny", "omnivoice", 25.0,
+                        "/tmp/realsize3-ov-ref/bin/python", length_from_text=True),
 }
 
 
@@ -88,6 +107,8 @@ def build(key: str, out: Path) -> None:
     with torch.no_grad():
         if family.reference == "voxcpm2":
             gpu._build_voxcpm2(out)
+        elif family.reference == "omnivoice":
+            gpu._build_omnivoice(out)
         else:
             gpu._build_qwen3(family.published, out)
     config = json.loads((out / "config.json").read_text())
@@ -116,22 +137,62 @@ def fit_layer_types(config: dict) -> None:
         config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
 
 
-def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int) -> dict:
+def reference_clip() -> np.ndarray:
+    """The voice a clone request copies: 3 s of a 180 Hz tone, amplitude-modulated at 3 Hz (bench/gpu.py's clip)."""
+    t = np.arange(REF_RATE * 3) / REF_RATE
+    return (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+
+
+def make_request(model, family: Family, frames: int, steps: int):
+    """One request as the reference side makes it: greedy, the same text, voice and length."""
+    from vocalis.stages.output import AudioOutput
+    from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
+
+    fields: dict = {"seed": 1}
+    reference = None
+    if family.reference == "omnivoice":
+        fields |= {"language": "en", "extra_params": {"num_step": steps, "position_temperature": 0.0}}
+    else:
+        fields["max_new_tokens"] = frames
+    if family.reference.startswith("qwen3"):
+        fields["extra_params"] = dict(QWEN3_GREEDY)
+    if family.clone:
+        fields["language"] = "english"
+        reference = ReferenceAudio(reference_clip(), REF_RATE, text=REF_TEXT)
+    voice = "" if family.clone else model.adapter.resolve_voice("") or model.capabilities.voices[0]
+    params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
+    return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
+
+
+async def one(model, family: Family, frames: int, steps: int) -> tuple[float, float, float]:
+    """(TTFA s, end-to-end s, audio s) of one request through the pipeline."""
+    request = make_request(model, family, frames, steps)  # its output belongs to the running loop
+    start = time.perf_counter()
+    model.pipeline.submit(request)
+    first, samples = None, 0
+    async for chunk in request.output:
+        first = first or time.perf_counter() - start
+        samples += len(chunk)
+    if request.error:
+        raise request.error
+    return first or 0.0, time.perf_counter() - start, samples / model.capabilities.sample_rate
+
+
+def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32") -> dict:
     from vocalis.stages.models.registry import load_model
 
-    gpu = _gpu_bench()
-    case = gpu.Case(FAMILIES[key].published, checkpoint)
+    family = FAMILIES[key]
     start = time.perf_counter()
-    stages = {"0": {"device": "cpu", "max_num_seqs": max(levels)}, "1": {"device": "cpu", "max_num_seqs": max(levels)}}
+    stages = {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max(levels)}, "1": {"device": "cpu", "max_num_seqs": max(levels)}}
     model = load_model(str(checkpoint), stage_overrides=json.dumps(stages))
     load_s = time.perf_counter() - start
     out = []
     try:
-        asyncio.run(gpu.one(model, case, frames))  # warm-up
+        asyncio.run(one(model, family, frames, steps))  # warm-up (a clone's reference is encoded here)
 
         async def level(clients: int) -> dict:
             start = time.perf_counter()
-            requests = await asyncio.gather(*(gpu.one(model, case, frames) for _ in range(clients)))
+            requests = await asyncio.gather(*(one(model, family, frames, steps) for _ in range(clients)))
             return {"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": [list(r) for r in requests]}
 
         out = [asyncio.run(level(c)) for c in levels]
@@ -188,6 +249,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
+    parser.add_argument("--omnivoice-steps", type=int, default=32, help="OmniVoice's unmasking passes per request (num_step)")
+    parser.add_argument("--vocalis-dtype", default="float32", help="compute dtype of Vocalis's first stage (the reference stays float32)")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
     parser.add_argument("--reference-python", default=None,
                         help="python of the venv with the reference package (default: the family's); empty to run Vocalis only")
@@ -202,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps({"built": str(args.checkpoint)}))
         return {}
     if args.child == "vocalis":
-        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames)))
+        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.omnivoice_steps, args.vocalis_dtype)))
         return {}
 
     keys = args.families.split(",")
@@ -210,13 +273,14 @@ def main(argv: list[str] | None = None) -> dict:
     for key in keys:
         python = FAMILIES[key].reference_python if args.reference_python is None else args.reference_python
         references[key] = python if python and Path(python).exists() else None
-    print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
+    print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request "
+          f"(OmniVoice: from the text, {args.omnivoice_steps} steps), greedy, "
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
     print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB |")
     print("|---|---|---|---|---|---|---|---|")
     rows = []
     me = [sys.executable, str(Path(__file__).resolve())]
-    common = ["--levels", args.levels, "--frames", str(args.frames)]
+    common = ["--levels", args.levels, "--frames", str(args.frames), "--omnivoice-steps", str(args.omnivoice_steps)]
     for key in keys:
         family = FAMILIES[key]
         reference = references[key]
@@ -224,10 +288,17 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.tiny:
             checkpoint = args.work_dir / key
             _child(me + ["--child", "build", "--families", key, "--checkpoint", str(checkpoint)])
-        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint)] + common)]
+        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint),
+                                   "--vocalis-dtype", args.vocalis_dtype] + common)]
         if reference:
+            clone = []
+            if family.clone:
+                clip = args.work_dir / "reference_clip.npy"
+                clip.parent.mkdir(parents=True, exist_ok=True)
+                np.save(clip, reference_clip())
+                clone = ["--ref-audio", str(clip), "--ref-rate", str(REF_RATE), "--ref-text", REF_TEXT]
             sides.append(("reference", [reference, str(ROOT / "bench" / "real_size_reference.py"), "--family", family.reference,
-                                        "--checkpoint", str(checkpoint), "--text", TEXT] + common))
+                                        "--checkpoint", str(checkpoint), "--text", TEXT] + common + clone))
         for side, argv_side in sides:  # one model in memory at a time
             for row in summarise(side, family, _child(argv_side)):
                 rows.append(row)
@@ -238,7 +309,9 @@ def main(argv: list[str] | None = None) -> dict:
         print("|---|---|---|---|---|---|")
         for r in compared:
             print(f"| {r['family']} | {r['concurrency']} | {r['throughput_x']:.2f}x | {r['ttfa_x']:.2f}x | {r['rtf_x']:.2f}x | {r['rss_x']:.2f}x |")
-    result = {"tiny": args.tiny, "frames": args.frames, "text": TEXT, "rows": rows, "ratios": compared}
+    result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
+              "text": TEXT, "rows": rows,
+              "ratios": compared}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")

@@ -6,7 +6,7 @@ Run by bench/real_size_cpu.py as a child process (never imported by Vocalis, nev
 
 The reference packages have no server, so c > 1 requests run one after another in this process, as
 a user would run them; a queued request's time to first audio includes its wait. qwen-tts does not
-stream, so a request's first audio is its whole waveform; voxcpm does (`generate_streaming`, one
+stream (nor does omnivoice), so a request's first audio is its whole waveform; voxcpm does (`generate_streaming`, one
 patch at a time), and its first chunk is timed. Prints one JSON line: per level the
 per-request (TTFA s, end-to-end s, audio s) and the wall time, plus the process's peak RSS.
 
@@ -19,6 +19,12 @@ The venv, as it was made for BENCHMARKS.md (qwen-tts pins transformers 4.57.3; g
 There is no torchaudio 2.13 wheel here, and PyPI's 2.11.1 is a CUDA build whose `lib/*.so` fail to load
 against torch 2.13.0+cpu. qwen-tts only needs its pure-Python `compliance.kaldi`, so those .so files are
 moved out of `torchaudio/lib/` (torchaudio then imports without its extension).
+
+OmniVoice's venv (as tests/goldens/omnivoice/make_goldens.py makes it, torchaudio's CUDA .so files moved out):
+
+    python3 -m venv /tmp/realsize3-ov-ref && echo torch==2.13.0 > /tmp/c.txt
+    /tmp/realsize3-ov-ref/bin/pip install -c /tmp/c.txt omnivoice==0.2.1 transformers==5.24.0
+    mv /tmp/realsize3-ov-ref/lib/python3.11/site-packages/torchaudio/lib/*.so /tmp/realsize3-ov-ref/
 
 VoxCPM2's venv (voxcpm pulls its own transformers; its torchaudio dependency is left out, as
 tests/goldens/voxcpm2/make_goldens.py does: VoxCPM2 never uses it, so a placeholder module stands in):
@@ -39,7 +45,7 @@ import torch
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
 
 
-def qwen3_runner(checkpoint: str, text: str, frames: int):
+def qwen3_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
     from qwen_tts import Qwen3TTSModel
 
     wrapper = Qwen3TTSModel.from_pretrained(checkpoint, dtype=torch.float32, local_files_only=True)
@@ -54,7 +60,7 @@ def qwen3_runner(checkpoint: str, text: str, frames: int):
     return run
 
 
-def voxcpm2_runner(checkpoint: str, text: str, frames: int):
+def voxcpm2_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
     import importlib.machinery
     import sys
     import types
@@ -82,7 +88,40 @@ def voxcpm2_runner(checkpoint: str, text: str, frames: int):
     return run
 
 
-RUNNERS = {"qwen3": qwen3_runner, "voxcpm2": voxcpm2_runner}
+def qwen3_base_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """An in-context clone: the reference clip's codes and transcript in the prompt. The clone prompt (speaker
+    embedding and codes of the clip) is made once and reused, as qwen-tts offers; Vocalis caches it by content."""
+    import numpy as np
+    from qwen_tts import Qwen3TTSModel
+
+    wrapper = Qwen3TTSModel.from_pretrained(checkpoint, dtype=torch.float32, local_files_only=True)
+    clip = np.load(args.ref_audio)
+    prompt = wrapper.create_voice_clone_prompt(ref_audio=(clip, args.ref_rate), ref_text=args.ref_text, x_vector_only_mode=False)
+
+    def run() -> tuple[float | None, float]:
+        wavs, rate = wrapper.generate_voice_clone(text=text, language="english", voice_clone_prompt=prompt, non_streaming_mode=False,
+                                                  max_new_tokens=frames + 1, **GREEDY)
+        return None, len(wavs[0]) / rate
+
+    return run
+
+
+def omnivoice_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """Auto voice; the length comes from the text (frames does not apply); positions by confidence alone (deterministic)."""
+    from omnivoice import OmniVoice
+
+    model = OmniVoice.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    rate = model.sampling_rate
+
+    def run() -> tuple[float | None, float]:
+        torch.manual_seed(1)
+        audio = model.generate(text=text, language="en", num_step=args.omnivoice_steps, position_temperature=0.0)[0]
+        return None, len(audio) / rate
+
+    return run
+
+
+RUNNERS = {"qwen3": qwen3_runner, "qwen3-base": qwen3_base_runner, "voxcpm2": voxcpm2_runner, "omnivoice": omnivoice_runner}
 
 
 def main() -> None:
@@ -92,9 +131,13 @@ def main() -> None:
     parser.add_argument("--text", required=True)
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24)
+    parser.add_argument("--omnivoice-steps", type=int, default=32)
+    parser.add_argument("--ref-audio", help="a clone's reference clip (.npy, mono float32)")
+    parser.add_argument("--ref-rate", type=int, default=24000)
+    parser.add_argument("--ref-text", help="the transcript of --ref-audio")
     args = parser.parse_args()
     start = time.perf_counter()
-    run = RUNNERS[args.family](args.checkpoint, args.text, args.frames)
+    run = RUNNERS[args.family](args.checkpoint, args.text, args.frames, args)
     load_s = time.perf_counter() - start
     with torch.inference_mode():
         run()  # warm-up

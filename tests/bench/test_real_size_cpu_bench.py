@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from vocalis.stages.models.omnivoice.duration import estimate_frames
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,19 +23,25 @@ def load_bench():
 def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench()
     out = tmp_path / "real_size.json"
-    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--out", str(out)])
+    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--omnivoice-steps", "4", "--out", str(out)])
     result = json.loads(out.read_text())
     rows = result["rows"]
     assert {(r["family"], r["side"], r["concurrency"]) for r in rows} == {(f, "vocalis", c) for f in bench.FAMILIES for c in (1, 2)}
+    text_frames = estimate_frames(bench.TEXT)
     for r in rows:
-        # every request runs to --frames (stop heads are not silenced in the tiny checkpoint, so at most that)
-        assert 0 < r["frames_per_request"] <= 3 + 1e-6, r
+        if bench.FAMILIES[r["family"]].length_from_text:
+            # OmniVoice: the frames the text asks for, plus 0.1 s of silence at each end
+            assert abs(r["frames_per_request"] - (text_frames + 5)) <= 5, r
+        else:
+            # every request runs to --frames (stop heads are not silenced in the tiny checkpoint, so at most that)
+            assert 0 < r["frames_per_request"] <= 3 + 1e-6, r
         frame_rate = bench.FAMILIES[r["family"]].frame_rate
         assert r["frames_per_s"] > 0 and abs(r["frames_per_s"] / r["audio_s_per_s"] - frame_rate) < 1e-6, r
         assert 0 < r["ttfa_p50_s"] and r["rtf_p50"] > 0 and r["peak_rss_bytes"] > 2**20, r
     assert result["ratios"] == []  # no reference side, no ratios
     printed = capsys.readouterr().out
-    assert "| qwen3-0.6b-customvoice | vocalis | 2 |" in printed and "| voxcpm2 | vocalis | 2 |" in printed
+    for family in bench.FAMILIES:
+        assert f"| {family} | vocalis | 2 |" in printed
 
 
 def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
@@ -60,3 +68,4 @@ def test_voxcpm2_reference_is_told_the_cpu_and_float32():
     qwen3 = {"talker_config": {}, "dtype": "bfloat16"}
     bench.fit_cpu(qwen3)
     assert qwen3 == {"talker_config": {}, "dtype": "bfloat16"}
+

@@ -7,7 +7,8 @@ bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
 bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Fish Speech S2 Pro: bench/configs/fish_speech_s2_pro.json; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
 cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/; GLM-TTS: the published Llama and flow configs of
-tests/goldens/glm_tts/real/), loads it as the
+tests/goldens/glm_tts/real/; Fish Audio Drama 3: --tiny only, from tests/tiny_drama3/build.py, as its published
+sizes are not known here), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -71,6 +72,12 @@ def _glm_tts_tiny(work: Path) -> Path:
     return build(work / "glm-tts-tiny")
 
 
+def _drama3_tiny(work: Path) -> Path:
+    from tests.tiny_drama3.build import build
+
+    return build(work / "drama-3-tiny")
+
+
 def _voxtral_tiny(work: Path) -> Path:
     from tests.goldens.voxtral.build_tiny import build
 
@@ -101,7 +108,10 @@ CASES = {
     "fish-speech-s2-pro": Case("s2-pro", _committed(GOLDENS / "fish_speech" / "tiny")),
     "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", _cosyvoice3_tiny, clone=True, layout=_committed(GOLDENS / "cosyvoice3" / "real")),
     "glm-tts": Case("GLM-TTS", _glm_tts_tiny, clone=True, layout=lambda work: None),  # _build_glm_tts builds its base
+    "drama-3": Case("drama-3", _drama3_tiny),
 }
+NO_REAL_SIZES = {"drama-3": "the published tensor index and audio_decoder_config sizes of fishaudio/drama-3 are not known here"}
+"""Families measured with --tiny only (why), left out of a real-size run unless named in --families."""
 
 
 def tiny_checkpoint(key: str, work: Path) -> Path:
@@ -132,6 +142,8 @@ def _save(module: torch.nn.Module, path: Path, prefix: str = "", into: dict | No
 def build_real(key: str, work: Path, device: str) -> Path:
     """A random-weight checkpoint at the published sizes, in `work`/key (reused when present)."""
     case = CASES[key]
+    if key in NO_REAL_SIZES:
+        raise SystemExit(f"{key}: no real-size checkpoint: {NO_REAL_SIZES[key]}; measure it with --tiny")
     out = work / key
     if (out / ".complete").exists():
         return out
@@ -451,7 +463,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--dtype", default="float32", help="compute dtype of the autoregressive/generator stage")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
     parser.add_argument("--eager", action="store_true", help="no CUDA graphs, whatever the deploy file's cuda_graph_batch_sizes")
-    parser.add_argument("--families", default=",".join(CASES))
+    parser.add_argument("--families", default=None, help="comma-separated; default every family (with --tiny) or "
+                        "every family with a real-size build")
     parser.add_argument("--levels", default="1,4,16,64")
     parser.add_argument("--rounds", type=int, default=2, help="requests each caller sends back to back")
     parser.add_argument("--frames", type=int, default=64, help="frames (max_new_tokens) per request")
@@ -459,6 +472,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu.json")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",")]
+    if args.families is None:
+        args.families = ",".join(k for k in CASES if args.tiny or k not in NO_REAL_SIZES)
     rows = []
     print(f"device {args.device}, dtype {args.dtype}, {'tiny' if args.tiny else 'real-size random'} checkpoints, "
           f"{args.frames} frames per request, {args.rounds} requests per caller")

@@ -28,9 +28,11 @@ from vocalis.server import session_config
 from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
-from vocalis.server.errors import StatusError, invalid_argument
+from vocalis.server.errors import StatusError, from_request_error, invalid_argument
+from vocalis.stages.errors import RequestError
 from vocalis.stages.output import WordTimes
 from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
+from vocalis.stages.text_carry import text_carry
 from vocalis.stages.word_times import WordTime
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -50,6 +52,10 @@ class Utterance:
     """Set once the engine admitted the unit."""
     refused: StatusError | None = None
     """Why the engine refused it when the session had nothing else in flight."""
+    model_text: str = ""
+    """The unit as the model is given it: its text, rewritten by the family's text carry if it has one."""
+    context_after: str = ""
+    """The family's text-carry context after this unit (see stages/text_carry.py)."""
     tentative: bool = False
     """A guess: the text so far ends with what looks like a sentence end, and only the next text can
     confirm it ("Hello." followed by " Next" or by "com"). It is synthesized meanwhile, and spoken
@@ -105,6 +111,9 @@ class Session:
         """What the writer has still to do, in order; units at its head are in the engine."""
         self.guess: Utterance | None = None
         """The tentative unit at the end of the plan, if any."""
+        self.carry = text_carry(resolved.model.adapter)
+        self.carried = ""
+        """The text-carry context after the last committed unit."""
         self._plan_changed = asyncio.Event()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._jobs: list[UtteranceJob] = []
@@ -167,6 +176,7 @@ class Session:
             if not self.has_text:
                 raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
             self._flush(None)
+            self._end_carry()
             self._push(_END)
         except StatusError as error:
             self._fail(error)
@@ -241,6 +251,7 @@ class Session:
         self.plan.clear()
         self.plan.extend(marks)
         self.guess = None
+        self.carried = ""
         self._push(_CLEARED)
 
     def _check_marks(self, field: str) -> None:
@@ -271,18 +282,37 @@ class Session:
         if guess is not None:
             if units and units[0] == guess.unit:
                 guess.tentative, guess.flush_id, guess.refused = False, flush_id, None  # right: it goes on as it is
+                self.carried = guess.context_after
                 units = units[1:]
                 self.guess = None
             elif units or final or self.splitter.tentative() != guess.unit:
                 self._drop_guess()
         for unit in units:
             self._check_plan()
-            self.plan.append(Utterance(unit, flush_id))
+            self.plan.append(self._carried(Utterance(unit, flush_id)))
+            self.carried = self.plan[-1].context_after
         if self.guess is None and not final and (unit := self.splitter.tentative()) is not None:
-            self.guess = Utterance(unit, tentative=True)
+            self.guess = self._carried(Utterance(unit, tentative=True))  # from the committed context; advances it once confirmed
             self.plan.append(self.guess)
         self._submit_ahead()
         self._plan_changed.set()
+
+    def _carried(self, utterance: Utterance) -> Utterance:
+        """`utterance` with its model text and the context after it, from the committed context."""
+        if self.carry is None:
+            utterance.model_text = utterance.text
+        else:
+            carried = self.carry.unit(self.carried, utterance.text)
+            utterance.model_text, utterance.context_after = carried.text, carried.context
+        return utterance
+
+    def _end_carry(self) -> None:
+        """The input is complete: refuse it if it left a tag open that must be closed (an unclosed <whisper>)."""
+        if self.carry is not None:
+            try:
+                self.carry.end(self.carried)
+            except RequestError as error:
+                raise from_request_error(error) from error
 
     def _drop_guess(self) -> None:
         guess, self.guess = self.guess, None
@@ -305,7 +335,7 @@ class Session:
                 return
             try:
                 entry.job = self.engine.submit(
-                    self.resolved.model, entry.text, self.resolved.stage_input, self.request_id, self.resolved.settings.aligned_words
+                    self.resolved.model, entry.model_text, self.resolved.stage_input, self.request_id, self.resolved.settings.aligned_words
                 )
                 self._jobs = [job for job in self._jobs if not job.released] + [entry.job]
             except StatusError as error:

@@ -54,6 +54,9 @@ class ModelAdapter(Protocol[InputT_co]):
     Adapters are pure and cheap: they run on the server's event loop, so they validate and package
     the request; anything that needs a model forward pass (speaker or codec encoders on a reference
     clip) runs on a stage thread, in the stage model's `start()`.
+
+    Optional: a `text_carry` attribute (stages/text_carry.py) for inline tags whose reach spans sentences; the
+    session rewrites each unit of the text with what the units before it left open.
     """
 
     capabilities: Capabilities

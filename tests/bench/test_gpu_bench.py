@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,3 +28,13 @@ def test_gpu_bench_runs_every_family_on_cpu_tiny(tmp_path, capsys):
             assert 0 < r["kv_bytes_per_stream"] < r["kv_cache_bytes"], r
     printed = capsys.readouterr().out
     assert "| qwen3-1.7b-base | 2 |" in printed and "KV KiB/stream" in printed
+
+
+def test_a_family_without_real_sizes_is_left_out_of_a_real_size_run_and_refused_by_name():
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = bench
+    spec.loader.exec_module(bench)
+    assert "drama-3" in bench.CASES and "drama-3" in bench.NO_REAL_SIZES
+    with pytest.raises(SystemExit, match=r"drama-3: no real-size checkpoint.*--tiny"):
+        bench.build_real("drama-3", ROOT / "nonexistent", "cpu")

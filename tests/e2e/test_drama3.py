@@ -142,6 +142,48 @@ def test_long_text_is_spoken_and_streamed_one_utterance_at_a_time(drama):
         assert done.num_samples % FRAME == 0 and 1 <= done.num_samples // FRAME <= 3
 
 
+def ws_pcm(server, messages: list[dict]) -> np.ndarray:
+    """The PCM of one WebSocket call: its config, then `messages` (text pieces, flushes), then input.done."""
+    with connect(f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream") as ws:
+        ws.send(json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True, **PINNED}))
+        for message in [*messages, {"type": "input.done"}]:
+            ws.send(json.dumps(message))
+        frames = []
+        while not (frames and isinstance(frames[-1], dict) and frames[-1]["type"] in ("session.done", "error")):
+            frame = ws.recv(timeout=120)
+            frames.append(frame if isinstance(frame, bytes) else json.loads(frame))
+    assert frames[-1]["type"] == "session.done", frames[-1]
+    return np.frombuffer(b"".join(f for f in frames if isinstance(f, bytes)), dtype="<i2")
+
+
+def close_to(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same frames, within float rounding of another batch shape (sentences may run side by side or not)."""
+    return a.shape == b.shape and np.abs(a.astype(np.int32) - b.astype(np.int32)).max() <= 4
+
+
+def test_tags_carry_across_sentences_over_http_and_the_websocket(drama):
+    """Each sentence has its own prompt, yet a speaker tag reaches the untagged sentences after it and a whisper may
+    span sentences, as in the reference server's one prompt per request; text arriving in pieces (each piece's end a
+    tentative sentence end) gives the same prompts."""
+    def http(text: str) -> np.ndarray:
+        return pcm(speak(drama, response_format="pcm", input=text))
+
+    carried = http("<|speaker:3|> Hello there. How are you?")
+    assert close_to(carried, http("<|speaker:3|> Hello there. <|speaker:3|> How are you?"))
+    assert not close_to(carried, http("<|speaker:3|> Hello there. <|speaker:0|> How are you?"))
+    pieces = ["<|speaker:3|> Hel", "lo there.", " How are", " you?"]
+    assert close_to(ws_pcm(drama, [{"type": "input.text", "text": piece} for piece in pieces]), carried)
+
+    whispered = http("<whisper>One. Two.</whisper>")  # refused before: each sentence held half a pair
+    explicit = ws_pcm(drama, [{"type": "input.text", "text": "<whisper>One.</whisper>"}, {"type": "input.flush"},
+                              {"type": "input.text", "text": " <whisper>Two.</whisper>"}])  # a flush makes the units
+    assert close_to(whispered, explicit) and not close_to(whispered, http("One. Two."))
+    pieces = ["<whisp", "er>One.", " Two.</whi", "sper>"]
+    assert close_to(ws_pcm(drama, [{"type": "input.text", "text": piece} for piece in pieces]), whispered)
+    unclosed = speak(drama, input="<whisper>One. Two.")
+    assert unclosed.status_code == 400 and "without its closing" in unclosed.text
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"input": "hi <|im_end|> there"}, "input"),
     ({"input": "<|speaker:16|> hi"}, "input"),

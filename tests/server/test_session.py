@@ -14,6 +14,9 @@ from vocalis.server.config import Limits
 from vocalis.server.errors import StatusError
 from vocalis.server.session import Session
 from vocalis.server.voice_resolver import ResolvedVoice
+from vocalis.stages.errors import InvalidField
+from vocalis.stages.model import LoadedModel
+from vocalis.stages.text_carry import CarriedUnit
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -41,8 +44,8 @@ class Caller:
             yield request
 
 
-def open_session(engine: FakeEngine, limits: Limits | None = None, **config: object) -> Session:
-    model = fake_model()
+def open_session(engine: FakeEngine, limits: Limits | None = None, model: LoadedModel | None = None, **config: object) -> Session:
+    model = model or fake_model()
     session = pb.SessionConfig(**{"encoding": audio_pb2.AUDIO_ENCODING_PCM, **config})
     session.text_splitting.idle_flush_ms = 0
     settings = session_config.validate(session, model, limits or Limits())
@@ -258,3 +261,61 @@ async def test_text_in_time_keeps_the_session_past_the_idle_timeout():
     await asyncio.sleep(0.4)
     caller.end()
     assert kinds([r async for r in responses]) == ["utterance_done", "flush_done", "session_done"]
+
+
+class MarkerCarry:
+    """A family's text carry: the last `@name` of the text so far leads each unit after it; `@open` left at the end
+    of the input is refused."""
+
+    def unit(self, context: str, text: str) -> CarriedUnit:
+        markers = [word for word in text.split() if word.startswith("@")]
+        return CarriedUnit(f"[{context}] {text}" if context else text, markers[-1] if markers else context)
+
+    def end(self, context: str) -> None:
+        if context == "@open":
+            raise InvalidField("text", "UNCLOSED", "@open must be closed before the end of the input")
+
+
+async def collect(responses: AsyncIterator[pb.SynthesizeResponse]) -> list[pb.SynthesizeResponse]:
+    return [r async for r in responses]
+
+
+def carrying_model() -> LoadedModel:
+    model = fake_model()
+    model.adapter.text_carry = MarkerCarry()  # type: ignore[attr-defined]
+    return model
+
+
+async def test_a_family_text_carry_rewrites_each_unit_from_the_committed_units_before_it():
+    """A guess is rewritten from the committed context and advances it only once confirmed; a contradicted guess
+    leaves no trace; a Clear starts afresh. The engine gets the rewritten text, the client's utterances stay as sent."""
+    engine, caller = FakeEngine(auto=True), Caller()
+    session = open_session(engine, model=carrying_model())
+    responses = asyncio.ensure_future(collect(session.run(caller.requests())))
+    caller.text("@ann Hello there. How are")
+    caller.text(" you. Then @bob wait.")  # "Then @bob wait." is a guess: "wait.5" would not end there
+    await settle()
+    assert [job.text for job in engine.jobs] == ["@ann Hello there.", "[@ann] How are you.", "[@ann] Then @bob wait."]
+    caller.text("5 miles. Go.")  # the guess was wrong: its unit grows, then "Go." is guessed after @bob
+    await settle()
+    assert engine.jobs[2].aborted
+    assert [job.text for job in engine.jobs[3:]] == ["[@ann] Then @bob wait.5 miles.", "[@bob] Go."]
+    caller.text(" Yes.")  # confirms "Go.": "Yes." follows it with @bob
+    await settle()
+    assert engine.jobs[-1].text == "[@bob] Yes." and not engine.jobs[4].aborted
+    caller.clear()
+    caller.text("After.")
+    caller.end()
+    done = await responses
+    assert engine.jobs[-1].text == "After."  # a Clear forgets the context
+    last = [r.utterance_done for r in done if r.HasField("utterance_done")][-1]
+    assert (last.text_span.start, last.text_span.end) == (63, 69)  # the span of "After." as the client sent it
+
+
+async def test_a_family_text_carry_refuses_what_the_input_left_open():
+    caller = Caller()
+    session = open_session(FakeEngine(auto=True), model=carrying_model())
+    caller.text("@open Hello. There.")
+    caller.end()
+    error = await refused(session, caller)
+    assert (error.code, error.field, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "text", "UNCLOSED")

@@ -5,7 +5,8 @@ needs `ref_text`, its transcript; `more_references` (the `references` alias past
 voices, each a clip and its transcript, so that a scene's speakers can each be cloned (transcripts may lead with
 their speaker tag). Speaker tags `<|speaker:0|>` ...
 `<|speaker:15|>`, `[direction]` cues and `<whisper>...</whisper>` ride in `input` and are checked when each
-utterance's prompt is built. Sampling defaults are the reference server's (temperature 1.0, top-p 0.9, top-k off for
+utterance's prompt is built; the last speaker tag and an open whisper carry into the sentences after them
+(`text_carry`, tag_carry.py), as in the reference server's one prompt per request. Sampling defaults are the reference server's (temperature 1.0, top-p 0.9, top-k off for
 the main token and 30 for the codes, at most 2048 frames).
 """
 
@@ -17,6 +18,7 @@ from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
+from vocalis.stages.models.drama3.tag_carry import TagCarry
 from vocalis.stages.models.drama3.talker import Drama3Input, ReferenceClip
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
@@ -44,6 +46,7 @@ class Drama3Adapter:
             streaming=True,
             voice_cloning=True,
         )
+        self.text_carry = TagCarry()
 
     def resolve_voice(self, voice: str) -> str:
         if voice.strip().lower() in ("", VOICE):

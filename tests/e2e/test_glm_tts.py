@@ -154,8 +154,9 @@ def test_uploaded_voice_caches_its_prompt_and_clones(glm):
 @pytest.mark.parametrize(
     ("body", "param", "message"),
     [
-        ({"ref_audio": None, "ref_text": None}, "ref_audio", "GLM-TTS requires 'ref_audio'"),
-        ({"ref_text": None}, "ref_text", "GLM-TTS requires 'ref_text'"),
+        ({"ref_audio": None, "ref_text": None}, "ref_audio", "GLM-TTS requires 'ref_audio' (reference audio for voice cloning)"),
+        ({"ref_audio": None}, "ref_audio", "GLM-TTS requires 'ref_audio'"),
+        ({"ref_text": None}, "ref_text", "GLM-TTS requires 'ref_text' (transcript of the reference audio)"),
         ({"max_new_tokens": 100000}, "max_new_tokens", "max_new_tokens"),
         ({"extra_params": {"sampler": "greedy"}}, "extra_params.sampler", "sampler"),
         ({"extra_params": {"sampler": "topk", "win_size": 4}}, "extra_params.win_size", "ras sampler only"),

@@ -23,6 +23,7 @@ from vocalis.stages.sampling import SamplingParams
 
 VOICE = "default"
 MAX_NEW_TOKENS = 4096
+"""The peer's bound on max_new_tokens, which caps the text-length budget (clients send 4096 to leave it alone)."""
 TOP_K = 25
 EXTRA_PARAMS = ExtraParams("GLM-TTS", [
     ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or topk (the published "

@@ -1,5 +1,6 @@
 """GLM-TTS served end to end on the tiny checkpoint (published layout, no top-level config.json: detected by its
-file set): HTTP (whole, raw stream, SSE), the WebSocket and gRPC, at 24 kHz, cloning from inline and uploaded voices.
+file set): HTTP (whole, raw stream, SSE), the WebSocket and gRPC, at 24 kHz, cloning from inline and uploaded voices;
+and the exact request bodies of vLLM-Omni's GLM-TTS example clients.
 
 Lengths are pinned: max_new_tokens with a text whose minimum (2 speech tokens per text token) is at or above it, so
 no stop token can come first; sampling is pinned with seed. Every protocol's audio comes through the same chunked
@@ -48,14 +49,22 @@ PINNED = {"max_new_tokens": TOKENS, "seed": 5, "ref_audio": REF, "ref_text": REF
 
 
 @pytest.fixture(scope="module")
-def glm(tmp_path_factory):
-    root = tmp_path_factory.mktemp("glm_tts")
+def glm_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("glm_tts")
+
+
+@pytest.fixture(scope="module")
+def glm(glm_root):
+    root = glm_root
     checkpoint = build(root / "glm-tts-tiny")
     overrides = json.dumps({"flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 8}})
+    (root / "ref.wav").write_bytes(CLIP)  # for ref_audio as a file:// URI, as vLLM-Omni's GLM-TTS client documents it
     threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
-        running = start_server(root, "--stage-overrides", overrides, str(checkpoint))
+        running = start_server(root, "--stage-overrides", overrides, "--ref-audio-dir", str(root),
+                               # the checkpoint's own name, then vLLM-Omni's GLM-TTS client's default model id as an alias
+                               "--served-model-name", "glm-tts-tiny", "--served-model-name", "glm-tts", str(checkpoint))
     finally:
         if threads is None:
             os.environ.pop("OMP_NUM_THREADS")
@@ -76,7 +85,7 @@ def pcm(response: httpx.Response) -> bytes:
 
 def test_detected_by_its_file_set_and_http_wav_at_24k(glm):
     models = httpx.get(f"{glm.http_url}/v1/models", timeout=30).json()
-    assert [m["id"] for m in models["data"]] == ["glm-tts-tiny"]
+    assert [m["id"] for m in models["data"]] == ["glm-tts-tiny", "glm-tts"]
     response = speak(glm)
     assert response.status_code == 200, response.text
     samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
@@ -154,8 +163,9 @@ def test_uploaded_voice_caches_its_prompt_and_clones(glm):
 @pytest.mark.parametrize(
     ("body", "param", "message"),
     [
-        ({"ref_audio": None, "ref_text": None}, "ref_audio", "GLM-TTS requires 'ref_audio'"),
-        ({"ref_text": None}, "ref_text", "GLM-TTS requires 'ref_text'"),
+        ({"ref_audio": None, "ref_text": None}, "ref_audio", "GLM-TTS requires 'ref_audio' (reference audio for voice cloning)"),
+        ({"ref_audio": None}, "ref_audio", "GLM-TTS requires 'ref_audio'"),
+        ({"ref_text": None}, "ref_text", "GLM-TTS requires 'ref_text' (transcript of the reference audio)"),
         ({"max_new_tokens": 100000}, "max_new_tokens", "max_new_tokens"),
         ({"extra_params": {"sampler": "greedy"}}, "extra_params.sampler", "sampler"),
         ({"extra_params": {"sampler": "topk", "win_size": 4}}, "extra_params.win_size", "ras sampler only"),
@@ -178,3 +188,63 @@ def test_a_requests_audio_does_not_depend_on_what_else_runs(glm):
         assert all(f.result().status_code == 200 for f in futures)
         assert pcm(target.result()) == alone
     assert speak(glm, extra_params={"sampler": "topk"}).status_code == 200  # the published alternative sampler serves too
+
+
+# vLLM-Omni's GLM-TTS clients (examples/online_serving/text_to_speech/glm_tts/ in its repository, newer than the
+# 0.30.0 wheel): openai_speech_client.py (its default and documented invocations) and gradio_demo.py (whole and
+# streamed). Neither opens the WebSocket. They send no seed, so lengths are bounds: the text-length budget.
+PEER_TEXT = "Hi."
+PEER_TEXT_TOKENS = 3  # ids of PEER_TEXT in the tiny tokenizer: 2 to 20 speech tokens each
+JSON_HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer EMPTY"}
+
+
+def gradio_reference() -> str:
+    """The demo's ref_audio: the uploaded clip as 16-bit WAV in a base64 data URL."""
+    samples, rate = sf.read(io.BytesIO(CLIP), dtype="int16")
+    buffer = io.BytesIO()
+    sf.write(buffer, samples, rate, format="WAV")
+    return "data:audio/wav;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def peer_bodies(ref_path) -> dict[str, dict]:
+    client = {"model": "glm-tts", "voice": "default", "input": PEER_TEXT, "response_format": "wav", "stream": False,
+              "ref_audio": ref_path.as_uri(), "ref_text": REF_TEXT}
+    demo = {"input": PEER_TEXT, "voice": "default", "response_format": "wav", "stream": False, "max_new_tokens": 4096,
+            "ref_audio": gradio_reference(), "ref_text": REF_TEXT}
+    return {
+        "client": client,
+        "client --response-format mp3": {**client, "response_format": "mp3"},
+        "client --stream": {**client, "stream": True},
+        "demo": demo,
+        "demo streamed": {**demo, "response_format": "pcm", "stream": True, "stream_format": "audio"},
+    }
+
+
+def peer_audio(server, body: dict) -> tuple[np.ndarray, int]:
+    """What the client gets: the response read as the client reads it (SSE deltas joined), decoded."""
+    with httpx.stream("POST", f"{server.http_url}/v1/audio/speech", json=body, headers=JSON_HEADERS, timeout=120) as response:
+        content = response.read()
+        assert response.status_code == 200, content
+        kind = response.headers["content-type"]
+    if body.get("stream_format") == "audio":
+        return np.frombuffer(content, dtype="<i2").astype(np.float32) / 32768, RATE
+    if body["stream"]:
+        assert kind.startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in content.decode().splitlines() if line.startswith("data: ")]
+        assert events[-1]["type"] == "speech.audio.done"
+        content = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    return sf.read(io.BytesIO(content), dtype="float32")
+
+
+def test_vllm_omni_glm_tts_client_requests(glm, glm_root):
+    bodies = peer_bodies(glm_root / "ref.wav")
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = dict(zip(bodies, pool.map(lambda body: peer_audio(glm, body), bodies.values()), strict=True))
+    low, high = 2 * PEER_TEXT_TOKENS * TOKEN, 20 * PEER_TEXT_TOKENS * TOKEN
+    for name, (samples, rate) in answers.items():
+        assert rate == RATE, name
+        assert 0.01 < samples.std() < 0.9, name
+        if name.endswith("mp3"):  # the encoder pads and trims frames
+            assert low - 2 * 1152 <= len(samples) <= high + 2 * 1152, name
+        else:
+            assert low <= len(samples) <= high and len(samples) % TOKEN == 0, (name, len(samples))

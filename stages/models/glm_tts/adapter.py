@@ -1,8 +1,9 @@
 """Which request fields GLM-TTS honours, and how a request becomes its stage-0 input.
 
-Every request clones: `ref_audio` + `ref_text`, or a stored voice with its transcript (400 otherwise, with the peer's
-meaning). Sampling is RAS by default (top_p 0.8, top_k 25, window 10, as published); `extra_params.sampler = "topk"`
-switches to the published alternative, plain top-k sampling (top_k 25)."""
+Every request clones: `ref_audio` + `ref_text`, or a stored voice with its transcript (400 otherwise: the shared
+`ReferencePolicy` checks it as for the other cloning families). Sampling is RAS by default (top_p 0.8, top_k 25,
+window 10, as published); `extra_params.sampler = "topk"` switches to the published alternative, plain top-k sampling
+(top_k 25)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from vocalis.stages.model import Capabilities
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.glm_tts.stages import GLMTTSInput
 from vocalis.stages.ras_sampling import RASParams
+from vocalis.stages.reference_policy import ReferencePolicy
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
 VOICE = "default"
 MAX_NEW_TOKENS = 4096
+"""The peer's bound on max_new_tokens, which caps the text-length budget (clients send 4096 to leave it alone)."""
 TOP_K = 25
 EXTRA_PARAMS = ExtraParams("GLM-TTS", [
     ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or topk (the published "
@@ -31,6 +34,8 @@ EXTRA_PARAMS = ExtraParams("GLM-TTS", [
     ExtraParam("win_size", int, "RAS only: tokens looked back for repetition. Default 10.", minimum=1),
     ExtraParam("tau_r", float, "RAS only: share of the window that makes a pick a repetition. Default 0.1.", minimum=0, maximum=1),
 ])
+REFERENCE = ReferencePolicy("GLM-TTS", required=True, max_seconds=MAX_REFERENCE_SECONDS, recommended_seconds=RECOMMENDED_SECONDS)
+"""The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 
 
 class GLMTTSAdapter:
@@ -53,24 +58,9 @@ class GLMTTSAdapter:
 
     def stage_input(self, params: RequestParams) -> GLMTTSInput:
         fields = params.fields
-        reference = params.reference
-        if reference is None:
-            raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", "GLM-TTS requires 'ref_audio' for zero-shot voice cloning "
-                               "(it has no built-in speakers)")
+        reference = REFERENCE.check(params)
+        assert reference is not None  # required
         text = (reference.text or "").strip()
-        if not text:
-            field = "voice" if reference.name else "ref_text"
-            raise InvalidField(field, "REF_TEXT_REQUIRED", "GLM-TTS requires 'ref_text' (the transcript of the reference audio)")
-        field = "voice" if reference.name else "ref_audio"
-        if reference.samples is None or len(reference.samples) == 0:
-            raise InvalidField(field, "VOICE_NOT_SUPPORTED", "the voice has no audio for GLM-TTS to clone")
-        seconds = len(reference.samples) / reference.sample_rate
-        if seconds > MAX_REFERENCE_SECONDS:
-            raise InvalidField(field, "REFERENCE_TOO_LONG", f"the reference clip is {seconds:.1f} s; GLM-TTS's speech tokenizer "
-                               f"takes at most {MAX_REFERENCE_SECONDS:.0f} s (3 to 10 s clone best)")
-        if not RECOMMENDED_SECONDS[0] <= seconds <= RECOMMENDED_SECONDS[1]:
-            params.warnings.append((field, "REFERENCE_LENGTH", f"the reference clip is {seconds:.1f} s; GLM-TTS clones best "
-                                    f"from {RECOMMENDED_SECONDS[0]:.0f} to {RECOMMENDED_SECONDS[1]:.0f} s"))
         extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
         topk = extra.pop("sampler", "ras") == "topk"
         settings: dict[str, Any] = {}

@@ -32,7 +32,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     default = TokenBudget()
     budget = TokenBudget(lm_deploy.min_tokens_per_text_token or default.min_ratio, lm_deploy.max_tokens_per_text_token or default.max_ratio)
     lm = GLMTTSLM(modules.lm, modules.tokenizer, lm_deploy.max_len, budget)
-    adapter = GLMTTSAdapter(modules.config.sample_rate, max_new_tokens=lm.cache_shape.max_len - 1)
+    adapter = GLMTTSAdapter(modules.config.sample_rate)
     stages = [
         PrepareStage("voices", VoicePreparer(Frontend(path, modules.config, max(lm_deploy.threads, 1)))),
         autoregressive_stage(lm, lm_deploy, flow_deploy),

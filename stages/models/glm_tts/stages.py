@@ -22,7 +22,7 @@ from vocalis.stages.sampling import SamplerState, SamplingParams, sample_row
 STOP = -1
 """The frame a stop token becomes (speech frames are 0 .. speech_tokens - 1)."""
 MAX_TOKENS = 2048
-"""The text-length budget's ceiling (the peer's stage max_tokens); max_new_tokens may go past it."""
+"""The text-length budget's ceiling (the peer's stage max_tokens)."""
 
 
 def normalize_text(text: str) -> str:
@@ -97,8 +97,8 @@ class GLMTTSLM(AutoregressiveModel):
         with torch.inference_mode():
             embeds = self.lm.embed(ids)
         low, high = self.token_budget(request.text)
-        if inputs.max_new_tokens is not None:
-            high = inputs.max_new_tokens
+        if inputs.max_new_tokens is not None:  # a cap on the text-length budget, as the peer's GLM-TTS adapter applies it
+            high = min(high, inputs.max_new_tokens)
         room = self.cache_shape.max_len - len(ids)
         if room < 1:
             raise ValueError(f"the prompt ({len(ids)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")

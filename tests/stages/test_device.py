@@ -4,12 +4,17 @@ No GPU is needed: the step loop runs with torch's default device set to "meta",
 so any tensor created without an explicit device lands on "meta" and the first
 operation mixing it with the model's CPU tensors fails (on CUDA that bug is a
 device mismatch or a silent host round-trip). Each family serves a short greedy
-and a short seeded request through its own deploy defaults, stage by stage.
+and a short seeded request through its own deploy defaults, stage by stage. A
+request's admission (prompt building on the host) runs outside the meta scope,
+whichever stage admits it; every step runs inside. Tiny checkpoints come from
+bench/gpu.py's CASES (Gepard's from tests/tiny_gepard, which that bench lacks).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +30,17 @@ from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisReque
 from vocalis.stages.stage import StageItem
 
 GOLDENS = Path(__file__).parents[1] / "goldens"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench_gpu():
+    """bench/gpu.py, whose CASES say how each family's tiny checkpoint is had (committed, built or assembled)."""
+    if "bench_gpu" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_gpu"] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules["bench_gpu"]
 
 
 class Collect:
@@ -53,6 +69,12 @@ CASES = {
     "omnivoice": (GOLDENS / "omnivoice" / "tiny", "Hello there.", {}),
     "cosyvoice3": ("build", "Hello there.", {"max_new_tokens": 4}),
     "glm_tts": ("build", "Hello there.", {"max_new_tokens": 4}),
+    "higgs_audio_v2": ("higgs-audio-v2", "Hello there.", {"max_new_tokens": 11}),  # 3 frames after the BOS frame + 7 delay rows
+    "fish_speech": ("fish-speech-s2-pro", "Hello there.", {"max_new_tokens": 4}),
+    "voxtral": ("voxtral", "Hello there.", {"max_new_tokens": 4}),
+    "auk": ("auk", "Hello there.", {"duration_seconds": 0.08}),  # 4 latent frames
+    "gepard": ("gepard", "hello world", {"max_new_tokens": 4}),
+    "drama3": ("drama-3", "Hello there.", {"max_new_tokens": 4}),
 }
 CLONES = {"cosyvoice3", "glm_tts"}
 """Families that need a voice to clone (a reference clip with its transcript) on every request."""
@@ -83,6 +105,12 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, padded, tmp_pa
         path = build_checkpoint(tmp_path / "tiny-tts")
     elif path == "build":
         path = importlib.import_module(f"tests.goldens.{name}.tiny").build(tmp_path / f"{name}-tiny")
+    elif path == "gepard":  # not in bench/gpu.py's CASES
+        from tests.tiny_gepard.build import build_checkpoint as build_gepard
+
+        path = build_gepard(tmp_path / "gepard-tiny")
+    elif isinstance(path, str):
+        path = bench_gpu().tiny_checkpoint(path, tmp_path)
     t = np.arange(16000 * 3) / 16000
     reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32), 16000, text="a short prompt.") if name in CLONES else None
     fam = family(name, path)
@@ -90,7 +118,7 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, padded, tmp_pa
     try:
         requests = []
         for extra in ({}, {"seed": 7, "extra_params": {"temperature": 0.8}} if name == "tiny_tts" else {"seed": 7}):
-            voice = model.adapter.resolve_voice("")
+            voice = model.adapter.resolve_voice("") or (model.capabilities.voices[0] if model.capabilities.voices and reference is None else "")
             params = RequestParams(model=model.name, voice=voice, fields={**fields, **extra}, reference=reference)
             requests.append(SynthesisRequest(text=text, stage_input=model.adapter.stage_input(params), output=Collect()))
         stages = model.pipeline.stages
@@ -112,7 +140,14 @@ def test_pipeline_steps_make_no_tensor_off_the_model_device(name, padded, tmp_pa
                             continue
                         for item in stage.step():
                             if index + 1 < len(stages):
-                                stages[index + 1].add(item)
+                                if item.payload is None:  # a request's admission past a PrepareStage: as stage 0's above
+                                    torch.set_default_device(None)
+                                    try:
+                                        stages[index + 1].add(item)
+                                    finally:
+                                        torch.set_default_device("meta")
+                                else:
+                                    stages[index + 1].add(item)
                                 continue
                             if item.payload is not None:
                                 item.request.emit(item.payload)

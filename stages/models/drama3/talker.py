@@ -146,7 +146,7 @@ class Drama3Talker:
             state.kv.truncate(start)
             known = max(0, min(start + count, len(state.rows) - 1) - start)
             if known:
-                parts.append((hidden[offset : offset + known], torch.arange(start, start + known),
+                parts.append((hidden[offset : offset + known], torch.arange(start, start + known, device=hidden.device),
                               state.rows[start : start + known], state.rows[start + 1 : start + known + 1]))
                 groups.append(RowGroup(state.kv, start, known))
             state.computed = start + count
@@ -171,7 +171,7 @@ class Drama3Talker:
                 redraw.generator = sampler.generator
                 token = int(candidates[sample_row(logits[row], redraw)])
             mains.append(token)
-        return torch.tensor(mains)
+        return torch.tensor(mains, device="cpu")  # sampled on the host, as the logits above
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[Drama3Sequence]) -> torch.Tensor:
@@ -188,7 +188,7 @@ class Drama3Talker:
             mains.to(device), [RowGroup(s.kv, p, 1) for s, p in zip(states, newest, strict=True)], choose=choose,
         ).cpu()
         for state, main, frame in zip(states, mains.tolist(), codes, strict=True):
-            state.rows = torch.cat([state.rows, torch.tensor([[main, *frame.tolist()]])])
+            state.rows = torch.cat([state.rows, torch.tensor([[main, *frame.tolist()]], dtype=state.rows.dtype, device=state.rows.device)])
             state.mains.append(main)
         frames = codes.clone()
         frames[mains == self.config.eos_token_id, 0] = EOS_CODE

@@ -84,10 +84,7 @@ def gumbel_codes(logits: torch.Tensor, temperature: float, generators: list[torc
     if temperature <= 0:
         return logits.argmax(-1)
     shape = logits.shape[1:]
-    uniform = torch.stack([
-        torch.rand(shape, generator=g, dtype=torch.float32).to(logits.device) if g is not None else torch.rand(shape, device=logits.device)
-        for g in generators
-    ])
+    uniform = torch.stack([torch.rand(shape, generator=g, dtype=torch.float32, device=logits.device) for g in generators])
     noise = -torch.log(-torch.log(uniform.clamp_min(1e-20)))
     return (logits / temperature + noise).argmax(-1)
 

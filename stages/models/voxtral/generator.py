@@ -112,7 +112,7 @@ class FrameGenerator(AutoregressiveModel):
         self.last_semantic_logits = logits
         semantic = logits.argmax(dim=-1)
         noise = torch.stack([self._noise(state, sampler) for state, sampler in zip(states, samplers, strict=True)])
-        alpha = torch.tensor([state.cfg_alpha for state in states])
+        alpha = torch.tensor([state.cfg_alpha for state in states], device=hidden.device, dtype=hidden.dtype)
         values = flow.sample(hidden, noise, alpha, self.config.acoustic.decoding_steps)
         frames = torch.cat([semantic[:, None], flow.quantize(values)], dim=1)
         self._eos = (semantic == END_AUDIO).cpu()

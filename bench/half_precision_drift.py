@@ -1,10 +1,11 @@
 """Drift of the bf16/fp16 compute paths against float32 (the parity path), per family, on the tiny checkpoints.
 
-Each family's committed tiny checkpoint is served greedily (stage by stage, in
-process) with its first stage in float32, then in bfloat16 and float16; the
+Each family's tiny checkpoint (committed, or built as bench/gpu.py's CASES build it;
+Gepard's by tests/tiny_gepard) is served greedy or seeded (stage by stage, in
+process) with its generator stage(s) in float32, then in bfloat16 and float16; the
 half-precision runs are compared with the float32 one (which matches the
 reference packages' goldens within the golden tests' tolerances): how many of the
-first stage's output values (codes, or latent patches) agree before the first
+generator's output values (codes, or latent frames) agree before the first
 divergence, and the audio's signal-to-error ratio. Qwen3-TTS is also run
 teacher-forced against its goldens, so a flipped code cannot cascade: the talker's
 logit error and its argmax agreement per step.
@@ -15,8 +16,11 @@ logit error and its argmax agreement per step.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +34,40 @@ from vocalis.stages.request import RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.stages.stage import StageItem  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
-CASES = {
-    "qwen3_tts": (GOLDENS / "qwen3_tts" / "cv-1b7", {"max_new_tokens": 24, "seed": 3, "extra_params": {"temperature": 0.0}}),
-    "voxcpm2": (GOLDENS / "voxcpm2" / "tiny", {"max_new_tokens": 12, "seed": 3}),
-    "omnivoice": (GOLDENS / "omnivoice" / "tiny", {"seed": 3}),
+
+
+def _bench_gpu():
+    """bench/gpu.py, whose CASES say how each family's tiny checkpoint is had."""
+    if "bench_gpu" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_gpu"] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return sys.modules["bench_gpu"]
+
+
+def _tiny(key: str) -> Callable[[Path], Path]:
+    return lambda work: _bench_gpu().tiny_checkpoint(key, work)
+
+
+def _gepard(work: Path) -> Path:
+    from tests.tiny_gepard.build import build_checkpoint
+
+    return build_checkpoint(work / "gepard-tiny")
+
+
+SEEDED = {"max_new_tokens": 12, "seed": 3}
+CASES: dict[str, tuple[Callable[[Path], Path], dict, tuple[str, ...]]] = {
+    # family: (its tiny checkpoint given a work dir, request fields, deploy stages run in the dtype under test)
+    "qwen3_tts": (lambda work: GOLDENS / "qwen3_tts" / "cv-1b7", {"max_new_tokens": 24, "seed": 3, "extra_params": {"temperature": 0.0}}, ("0",)),
+    "voxcpm2": (lambda work: GOLDENS / "voxcpm2" / "tiny", SEEDED, ("0",)),
+    "omnivoice": (lambda work: GOLDENS / "omnivoice" / "tiny", {"seed": 3}, ("0",)),
+    "higgs_audio_v2": (_tiny("higgs-audio-v2"), {"max_new_tokens": 20, "seed": 3}, ("0",)),  # 12 frames after the BOS frame and 7 delay rows
+    "fish_speech": (_tiny("fish-speech-s2-pro"), SEEDED, ("0",)),
+    "voxtral": (_tiny("voxtral"), SEEDED, ("0",)),
+    "auk": (_tiny("auk"), {"seed": 3, "duration_seconds": 0.5}, ("0", "1")),  # the text condition and the flow
+    "gepard": (_gepard, SEEDED, ("0",)),
+    "drama3": (_tiny("drama-3"), SEEDED, ("0",)),
 }
 TEXT = "Hello world, this is a tiny voice."
 
@@ -48,13 +82,21 @@ class Collect:
     def close(self, error=None) -> None: ...
 
 
-def serve(path: Path, fields: dict, dtype: str) -> tuple[torch.Tensor, np.ndarray]:
-    """Stage-0 output (flattened, float) and the audio of one request."""
-    model = load_model(str(path), stage_overrides=json.dumps({"0": {"dtype": dtype}}))
+def as_tensor(payload) -> torch.Tensor:
+    """A generator stage's payload as a tensor: codes or latents, bare or held by a unit (OmniVoice's)."""
+    payload = getattr(payload, "codes", payload)
+    return payload if torch.is_tensor(payload) else torch.as_tensor(np.asarray(payload))
+
+
+def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], dtype: str) -> tuple[torch.Tensor, np.ndarray]:
+    """The generator's output (the stage feeding the decoder; flattened) and the audio of one request."""
+    model = load_model(str(path), stage_overrides=json.dumps({key: {"dtype": dtype} for key in stages_in_dtype}))
     try:
-        params = RequestParams(model=model.name, voice=model.adapter.resolve_voice(""), fields=fields)
+        voices = model.capabilities.voices
+        params = RequestParams(model=model.name, voice=model.adapter.resolve_voice("") or (voices[0] if voices else ""), fields=fields)
         request = SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=Collect())
         stages = model.pipeline.stages
+        generator = len(stages) - 2  # a PrepareStage may come first; the decoder comes last
         stages[0].add(StageItem(request))
         first: list[torch.Tensor] = []
         with torch.inference_mode():
@@ -63,9 +105,8 @@ def serve(path: Path, fields: dict, dtype: str) -> tuple[torch.Tensor, np.ndarra
                     if not stage.has_work():
                         continue
                     for item in stage.step():
-                        if index == 0 and item.payload is not None:
-                            payload = getattr(item.payload, "codes", item.payload)  # OmniVoice hands over units
-                            first.append(payload if torch.is_tensor(payload) else torch.as_tensor(np.asarray(payload)))
+                        if index == generator and item.payload is not None:
+                            first.append(as_tensor(item.payload))
                         if index + 1 < len(stages):
                             stages[index + 1].add(item)
                         elif item.payload is not None:
@@ -78,7 +119,7 @@ def serve(path: Path, fields: dict, dtype: str) -> tuple[torch.Tensor, np.ndarra
         model.close()
 
 
-def stage0_drift(a: torch.Tensor, b: torch.Tensor) -> str:
+def generator_drift(a: torch.Tensor, b: torch.Tensor) -> str:
     """Codes: the share of them equal up to the first difference. Latents: relative L2 error."""
     n = min(len(a), len(b))
     if n == 0:
@@ -116,20 +157,27 @@ def qwen3_teacher_forced(dtype: torch.dtype) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "half_precision_drift.json")
+    parser.add_argument("--families", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
+    parser.add_argument("--no-teacher-forced", action="store_true", help="skip Qwen3-TTS teacher-forced against its goldens")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    work = Path(tempfile.mkdtemp(prefix="half-precision-drift-"))
     rows = []
-    print("| family | dtype | stage-0 output vs float32 | audio signal-to-error dB vs float32 |")
+    print("| family | dtype | generator output vs float32 | audio signal-to-error dB vs float32 |")
     print("|---|---|---|---|")
-    for family, (path, fields) in CASES.items():
-        base_first, base_audio = serve(path, fields, "float32")
+    for family in args.families.split(","):
+        checkpoint, fields, stages_in_dtype = CASES[family]
+        path = checkpoint(work)
+        base_first, base_audio = serve(path, fields, stages_in_dtype, "float32")
         for dtype in ("float32", "bfloat16", "float16"):  # float32 again: the run-to-run floor
-            first, audio = serve(path, fields, dtype)
-            row = {"family": family, "dtype": dtype, "stage0": stage0_drift(base_first, first),
+            first, audio = serve(path, fields, stages_in_dtype, dtype)
+            row = {"family": family, "dtype": dtype, "generator": generator_drift(base_first, first),
                    "audio_ser_db": ser_db(base_audio, audio), "samples": [len(base_audio), len(audio)]}
             rows.append(row)
-            print(f"| {family} | {dtype} | {row['stage0']} | {row['audio_ser_db']:.1f} |", flush=True)
-    forced = {dtype: qwen3_teacher_forced(getattr(torch, dtype)) for dtype in ("float32", "bfloat16", "float16")}
+            print(f"| {family} | {dtype} | {row['generator']} | {row['audio_ser_db']:.1f} |", flush=True)
+    forced = {}
+    if not args.no_teacher_forced:
+        forced = {dtype: qwen3_teacher_forced(getattr(torch, dtype)) for dtype in ("float32", "bfloat16", "float16")}
     print("\nQwen3-TTS teacher-forced against the reference goldens (every golden case):")
     print("| dtype | max talker-logit error / max logit | worst case's codebook-0 argmax agreement |")
     print("|---|---|---|")

@@ -47,7 +47,7 @@ class TimestepEmbedding(nn.Module):
         self.time_mlp = nn.Sequential(nn.Linear(freq_embed_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        return self.time_mlp(self.time_embed(t))
+        return self.time_mlp(self.time_embed(t).to(self.time_mlp[0].weight.dtype))  # flow times may stay float32
 
 
 class CausalConvPositionEmbedding(nn.Module):

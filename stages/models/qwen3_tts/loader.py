@@ -30,8 +30,9 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     stages = [
         PrepareStage("voices", cloner),  # clone clips are encoded here, while the talker keeps stepping
         autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options()), talker_deploy, codec_deploy),
-        # The decoder's transformer attends over its sliding window: that much left context decodes chunks exactly.
-        chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy, modules.config.speech_tokenizer.decoder.sliding_window),
+        # Each of the decoder's transformer layers attends over its sliding window, so exact chunks need the windows
+        # of all layers (plus the convolutions) as left context, not one window (tests/.../test_codec_context.py).
+        chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy, modules.config.speech_tokenizer.decoder.receptive_field_frames),
     ]
     return LoadedModel(name=path.name, family="qwen3_tts", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
 

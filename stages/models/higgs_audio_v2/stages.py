@@ -14,7 +14,6 @@ whole; at the end of a stream the last K - 1 rows complete no frame, and the chu
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,12 +123,7 @@ class HiggsTalkerModel(AutoregressiveModel):
             for row in prompt.audio.to(self.device):
                 state.push(row)
         state.push(self.bos_frame)
-        rows = self.prompt_rows(prompt)
-        room = self.cache_shape.max_len - len(rows)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(rows)} positions) leaves no room under the talker's max_len ({self.cache_shape.max_len})")
-        sampling = stage_input.sampling  # the cache ends generation, as the peer's engine caps at max_model_len
-        return SequenceStart(rows, dataclasses.replace(sampling, max_new_tokens=min(sampling.max_new_tokens, room)), state)
+        return SequenceStart(self.prompt_rows(prompt), stage_input.sampling, state)
 
     @torch.inference_mode()
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:

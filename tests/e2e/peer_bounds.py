@@ -13,11 +13,12 @@ PEER_MAX_NEW_TOKENS = 4096
 """The peer's upper bound (`TA/base`: 1..4096), what its demos send."""
 
 
-def capped_audio(response: httpx.Response, rate: int, capped: bool = True) -> np.ndarray:
-    """The WAV body's samples after checking the status, the rate and, when `capped`, the MAX_NEW_TOKENS_CAPPED warning."""
+def capped_audio(response: httpx.Response, rate: int, capped: bool = True, empty: bool = False) -> np.ndarray:
+    """The WAV body's samples after checking the status, the rate and, when `capped`, the MAX_NEW_TOKENS_CAPPED warning;
+    `empty`: no samples is fine too (a budget too small for any audio)."""
     assert response.status_code == 200, response.text
     warnings = response.headers.get_list("x-vocalis-warning")
     assert any(w.startswith("MAX_NEW_TOKENS_CAPPED max_new_tokens: ") for w in warnings) == capped, warnings
     samples, got = sf.read(io.BytesIO(response.content), dtype="float32")
-    assert got == rate and len(samples) > 0 and np.isfinite(samples).all()
+    assert got == rate and (empty or len(samples) > 0) and np.isfinite(samples).all()
     return samples

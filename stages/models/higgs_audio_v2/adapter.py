@@ -72,7 +72,7 @@ class HiggsAudioV2Adapter:
                                "higgs-audio v2 reads the language from the text: leave language out (or 'auto')")
         reference = REFERENCE.check(params)
         settings = DEFAULTS | EXTRA_PARAMS.parse(fields.get("extra_params"))
-        # The peer bounds it below only; 1 (the opening frame alone) still makes one frame of audio.
+        # The peer bounds it below only; 1 (the opening frame alone) still samples one frame, as the engine must.
         budget = checked_max_new_tokens(params, self.positions, upper=MAX_INT32) if "max_new_tokens" in fields else MAX_FRAMES
         sampling = SamplingParams(
             temperature=settings["temperature"], top_k=settings["top_k"], top_p=settings["top_p"],

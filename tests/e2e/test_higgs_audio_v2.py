@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.goldens.higgs_audio_v2 import checkpoint
 from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
+from tests.goldens.higgs_audio_v2 import checkpoint
 from tests.serving import start_server
 from tests.ws_session import audio as ws_audio
 from tests.ws_session import events, ws_session

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.goldens.voxtral.build_tiny import build
 from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
+from tests.goldens.voxtral.build_tiny import build
 from tests.serving import start_server
 from tests.ws_session import events, ws_session
 from vocalis.clients.errors import VocalisError

@@ -388,6 +388,8 @@ def make_request(model, case: Case, frames: int) -> SynthesisRequest:
         fields = {"seed": 1, "duration_seconds": frames / 50}
     if model.family == "higgs_audio_v2":  # frames of audio: the opening BOS frame and the delay pattern's 7 rows come first
         fields["max_new_tokens"] = frames + 8
+    if model.family == "qwen3_tts":  # greedy, as bench/real_size_cpu.py asks (the deploy samples: temperature 0.9, top-k 50)
+        fields["extra_params"] = {"temperature": 0.0, "subtalker_temperature": 0.0}
     params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence as Sizes
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -195,6 +195,9 @@ class AutoregressiveStage:
         request = item.request
         start = self.model.start(request)
         prompt, params, state = start.prompt_embeds, start.sampling, start.state
+        room = self.scheduler.max_len - prompt.shape[0]
+        if 0 < room < params.max_new_tokens:  # a full cache ends the sequence, as vLLM's engine stops at max_model_len
+            params = replace(params, max_new_tokens=room)
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)

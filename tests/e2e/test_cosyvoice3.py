@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.goldens.cosyvoice3.tiny import build
 from tests.serving import start_server
 from tests.ws_session import ws_session
@@ -42,6 +43,7 @@ def clip_wav(seconds: float = 3.2, rate: int = 16000) -> bytes:
 
 CLIP = clip_wav()
 REF = base64.b64encode(CLIP).decode()
+MAX_LEN = 160
 PINNED = {"max_new_tokens": TOKENS, "seed": 5, "ref_audio": REF, "ref_text": REF_TEXT}
 
 
@@ -50,7 +52,8 @@ def cosy(tmp_path_factory):
     root = tmp_path_factory.mktemp("cosyvoice3")
     checkpoint = build(root / "cosyvoice3-tiny")
     # The tiny DiT's attention chunks are 8 mel frames: 10 tokens of lookahead make streams exact (the published 31 would too).
-    overrides = json.dumps({"flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 10}})
+    # A 160-position LM cache: the peer's max_new_tokens 4096 ends there (the published deploy holds 4096).
+    overrides = json.dumps({"llm": {"max_len": MAX_LEN}, "flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 10}})
     threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
@@ -155,6 +158,13 @@ def test_uploaded_voice_clones_like_the_inline_clip(cosy):
     assert bare.status_code == 200, bare.text
     response = httpx.post(f"{cosy.http_url}/v1/audio/speech", json={**body, "voice": "bob"}, timeout=60)
     assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
+
+
+def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(cosy):
+    """The speech client's --max-new-tokens up to 4096 (the peer's bound) replaces the text-length budget, as at the
+    peer; a bound of the cache length - 1 made it a 400. The cache ends the tokens, and the response says so."""
+    samples = capped_audio(speak(cosy, max_new_tokens=PEER_MAX_NEW_TOKENS, response_format="wav"), RATE)
+    assert len(samples) > len(pcm(speak(cosy, response_format="pcm"))) // 2  # more than the pinned 12 tokens
 
 
 @pytest.mark.parametrize(

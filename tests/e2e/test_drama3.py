@@ -19,6 +19,7 @@ import pytest
 import soundfile as sf
 from websockets.sync.client import connect
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.serving import start_server
 from tests.tiny_drama3.build import build_checkpoint
 from vocalis.clients.sync import Client
@@ -28,6 +29,8 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 FRAME = 2048
 FRAMES = 5
 TEXT = "Hello world, this is a tiny voice."
+MAX_LEN = 320
+"""The talker's cache (16384 as deployed): the peer's max_new_tokens 4096 ends where it does."""
 PINNED = {"max_new_tokens": FRAMES, "seed": 7}
 
 
@@ -42,7 +45,7 @@ def clip_data_url(pitch: float = 220, seconds: float = 1.2, rate: int = 24000) -
 def drama(tmp_path_factory):
     root = tmp_path_factory.mktemp("drama3")
     checkpoint = build_checkpoint(root / "drama-3-tiny")
-    overrides = json.dumps({"dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2,
+    overrides = json.dumps({"talker": {"max_len": MAX_LEN}, "dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2,
                                             "left_context_frames": 16}})
     running = start_server(root, "--stage-overrides", overrides, "--served-model-name", "fishaudio/drama-3", str(checkpoint))
     yield running
@@ -182,6 +185,13 @@ def test_tags_carry_across_sentences_over_http_and_the_websocket(drama):
     assert close_to(ws_pcm(drama, [{"type": "input.text", "text": piece} for piece in pieces]), whispered)
     unclosed = speak(drama, input="<whisper>One. Two.")
     assert unclosed.status_code == 400 and "without its closing" in unclosed.text
+
+
+def test_the_peers_max_new_tokens_is_accepted_up_to_4096(drama):
+    """The peer's bound for every model (1..4096); Drama 3 refused past its 2048-frame default. The cache ends the
+    frames here, and the response says so."""
+    samples = capped_audio(speak(drama, max_new_tokens=PEER_MAX_NEW_TOKENS, response_format="wav"), 44100)
+    assert len(samples) % FRAME == 0 and FRAMES * FRAME <= len(samples) < MAX_LEN * FRAME
 
 
 @pytest.mark.parametrize(("body", "field"), [

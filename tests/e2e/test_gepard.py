@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.serving import start_server
 from tests.tiny_gepard.build import build_checkpoint
 from tests.ws_session import ws_session
@@ -27,6 +28,8 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 FRAME = 16
 FRAMES = 24
+MAX_LEN = 96
+"""The talker's cache (4096 as deployed): the peer's max_new_tokens 4096 ends where it does."""
 PINNED = {"max_new_tokens": FRAMES, "seed": 5}
 TEXT = "hello world the quick brown fox"
 
@@ -35,7 +38,7 @@ TEXT = "hello world the quick brown fox"
 def gepard(tmp_path_factory):
     root = tmp_path_factory.mktemp("gepard-e2e")
     checkpoint = build_checkpoint(root / "gepard-tiny")
-    overrides = json.dumps({"nanocodec": {"first_chunk_frames": 4, "chunk_frames": 8, "max_chunk_frames": 8, "left_context_frames": 17}})
+    overrides = json.dumps({"gepard": {"max_len": MAX_LEN}, "nanocodec": {"first_chunk_frames": 4, "chunk_frames": 8, "max_chunk_frames": 8, "left_context_frames": 17}})
     threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
@@ -67,6 +70,13 @@ def test_http_wav_at_22050_of_the_pinned_length(gepard):
     again = pcm(speak(gepard, response_format="pcm"))
     assert np.array_equal(again, pcm(speak(gepard, response_format="pcm")))  # seeded: the same audio
     assert not np.array_equal(again, pcm(speak(gepard, response_format="pcm", seed=6)))
+
+
+def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(gepard):
+    """4096 frames, the peer's bound: with the prompt it overfilled the cache (a scheduler error); now the cache (or
+    the stop head) ends the frames, and the response says where the cap is."""
+    samples = capped_audio(speak(gepard, max_new_tokens=PEER_MAX_NEW_TOKENS), 22050)
+    assert len(samples) % FRAME == 0 and len(samples) < MAX_LEN * FRAME
 
 
 def test_grpc_streams_chunks_that_join_to_the_whole(gepard):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.goldens.higgs_audio_v2 import checkpoint
 from tests.serving import start_server
 from tests.ws_session import audio as ws_audio
@@ -22,12 +24,16 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 RATE = 24000
 HOP = 960
 NAME = "higgs_audio_v2"
+MAX_LEN = 512
+"""The talker's cache: room for the peer demo's 300 frames, and a cap well under the peer's 4096."""
 
 
 @pytest.fixture(scope="module")
 def higgs(tmp_path_factory):
     path = checkpoint.native(tmp_path_factory.mktemp("higgs-ckpt") / "tiny-higgs")
-    running = start_server(tmp_path_factory.mktemp("higgs-server"), str(path), "--served-model-name", NAME, timeout=120)
+    overrides = json.dumps({"talker": {"max_len": MAX_LEN}})
+    running = start_server(tmp_path_factory.mktemp("higgs-server"), str(path), "--served-model-name", NAME,
+                           "--stage-overrides", overrides, timeout=120)
     yield running
     running.stop()
 
@@ -63,6 +69,14 @@ def test_batch_speech_client_request_shape(higgs, response_format):
     assert len(samples) > 0 and len(samples) % HOP == 0 and np.abs(samples).max() > 0
 
 
+@pytest.mark.parametrize(("max_new_tokens", "capped"), [(1, False), (PEER_MAX_NEW_TOKENS, True)])
+def test_the_peers_max_new_tokens_bounds(higgs, max_new_tokens, capped):
+    """The peer bounds it below only: 1 (its opening frame alone, too few for the delay pattern to finish a frame of
+    audio, as at the peer) was a 400 here; 4096 ends where the cache does, with a warning."""
+    samples = capped_audio(speech(higgs, input="Hello world.", seed=42, max_new_tokens=max_new_tokens), RATE, capped, empty=not capped)
+    assert len(samples) % HOP == 0 and len(samples) <= MAX_LEN * HOP
+
+
 def test_seed_reproduces(higgs):
     a, b, c = (speech(higgs, input="Seeded words.", seed=s).content for s in (7, 7, 8))
     assert a == b and a != c
@@ -87,7 +101,6 @@ def test_cloning_with_ref_audio_and_ref_text_and_the_references_alias(higgs):
         ({"language": "French"}, "language"),
         ({"task_type": "Base"}, "task_type"),
         ({"x_vector_only_mode": True}, "x_vector_only_mode"),
-        ({"max_new_tokens": 1}, "max_new_tokens"),
         ({"extra_params": {"top_p": 0}}, "extra_params.top_p"),
         ({"voice": "alloy"}, "voice"),
     ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 
 import grpc
 import httpx
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.serving import start_server
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
@@ -21,11 +23,14 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 GOLDENS = "tests/goldens/qwen3_tts"
 RATE = 24000
 HOP = 1920
+MAX_LEN = 128
+"""The talker's cache (4096 as deployed): the peer's max_new_tokens 4096 ends where it does."""
 GREEDY = {"temperature": 0, "subtalker_temperature": 0}
 
 
 def serve(tmp_path_factory, variant: str):
-    return start_server(tmp_path_factory.mktemp(f"qwen3-{variant}"), f"{GOLDENS}/{variant}", timeout=120)
+    overrides = json.dumps({"talker": {"max_len": MAX_LEN}})
+    return start_server(tmp_path_factory.mktemp(f"qwen3-{variant}"), f"{GOLDENS}/{variant}", "--stage-overrides", overrides, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +94,14 @@ def test_custom_voice_over_http(custom_voice):
     assert response.headers["x-sample-rate"] == str(RATE)
     samples, rate = sf.read(io.BytesIO(response.content))
     assert rate == RATE and len(samples) % HOP == 0 and 0 < len(samples) <= 12 * HOP and samples.std() > 0.01
+
+
+def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(custom_voice):
+    """4096, the peer's bound (its talker's max_model_len too): the adapter took it, then the talker refused a prompt
+    plus 4096 over its cache. Now the cache ends the frames, as vLLM's engine does, and the response says so."""
+    response = speech(custom_voice, input="Hello there.", voice="Vivian", max_new_tokens=PEER_MAX_NEW_TOKENS, extra_params=GREEDY)
+    samples = capped_audio(response, RATE)
+    assert len(samples) % HOP == 0 and len(samples) < MAX_LEN * HOP
 
 
 def test_grpc_streams_one_frame_then_chunks_of_25_and_equals_the_file(custom_voice):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.goldens.voxcpm2.cases import HERE
 from tests.serving import start_server
 from tests.ws_session import ws_session
@@ -27,6 +28,8 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 PATCH = 2 * 1920  # samples per patch of the tiny checkpoint at 48 kHz
 PATCHES = 8
+MAX_LEN = 56
+"""The generator's cache (4096 as deployed): the peer's max_new_tokens 4096 ends where it does."""
 PINNED = {"max_new_tokens": PATCHES, "seed": 11, "extra_params": {"min_len": PATCHES}}
 
 
@@ -41,7 +44,8 @@ def vox(tmp_path_factory):
     (precomputed / "manifest.json").write_text(
         json.dumps({"voices": [{"name": "narrator", "audio": "narrator.wav", "ref_text": "a short prompt."}]})
     )
-    overrides = json.dumps({"audio_vae": {"chunk_frames": 2, "chunk_growth": 1.0, "left_context_frames": 11}})
+    overrides = json.dumps({"latent_generator": {"max_len": MAX_LEN},
+                            "audio_vae": {"chunk_frames": 2, "chunk_growth": 1.0, "left_context_frames": 11}})
     threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"  # thousands of tiny ops: one thread is much faster
     try:
@@ -159,3 +163,11 @@ def test_speed_one_passes_and_instructions_are_ignored_with_a_warning(vox):
 def test_unknown_voice_is_404(vox):
     response = speak(vox, voice="nobody")
     assert response.status_code == 404 and response.json()["error"]["param"] == "voice"
+
+
+def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(vox):
+    """4096, the peer's bound, was a 400 (the bound was the cache length - 1); min_len 4096 keeps the stop head off, so
+    the cache alone ends the patches, and the response says so."""
+    samples = capped_audio(speak(vox, max_new_tokens=PEER_MAX_NEW_TOKENS, extra_params={"min_len": PEER_MAX_NEW_TOKENS}), 48000)
+    prompt = MAX_LEN - len(samples) // PATCH
+    assert len(samples) % PATCH == 0 and 0 < prompt < 32, prompt  # every position the text prompt leaves

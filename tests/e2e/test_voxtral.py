@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.goldens.voxtral.build_tiny import build
 from tests.serving import start_server
 from tests.ws_session import events, ws_session
@@ -103,10 +104,17 @@ def test_unknown_voice_and_bad_fields_are_refused_by_name(vox):
     unknown = speak(vox, voice="nobody")
     assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "voice"
     assert "neutral_female" in unknown.json()["error"]["message"]
-    for body, param in (({"max_new_tokens": 0}, "max_new_tokens"), ({"max_new_tokens": 48}, "max_new_tokens"), ({"extra_params": {"cfg_alpha": 50}}, "extra_params.cfg_alpha"),
+    for body, param in (({"max_new_tokens": 0}, "max_new_tokens"), ({"max_new_tokens": 4097}, "max_new_tokens"), ({"extra_params": {"cfg_alpha": 50}}, "extra_params.cfg_alpha"),
                         ({"extra_params": {"temperature": 0.5}}, "extra_params")):
         response = speak(vox, **body)
         assert response.status_code == 400 and response.json()["error"]["param"] == param, (body, response.text)
+
+
+@pytest.mark.parametrize("max_new_tokens", [48, PEER_MAX_NEW_TOKENS])  # 48: refused before, as max_len - 1 was the bound
+def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(vox, max_new_tokens):
+    """Up to 4096 as the peer takes it (its demos send 4096); the 48-position cache ends the frames, and says so."""
+    samples = capped_audio(speak(vox, max_new_tokens=max_new_tokens, response_format="wav"), 24000)
+    assert len(samples) % FRAME == 0 and FRAMES * FRAME < len(samples) < 48 * FRAME
 
 
 def test_fields_the_peer_ignores_pass_with_a_warning_and_speed_stretches(vox):

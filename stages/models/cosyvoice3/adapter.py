@@ -13,6 +13,7 @@ import numpy as np
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
@@ -23,7 +24,6 @@ from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
 VOICE = "default"
-MAX_NEW_TOKENS = 4096
 STANDARD = {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21}
 EXTRA_PARAMS = ExtraParams("CosyVoice3", [
     ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or standard "
@@ -41,9 +41,10 @@ REFERENCE = ReferencePolicy("CosyVoice3", required=True, max_seconds=MAX_REFEREN
 
 
 class CosyVoice3Adapter:
-    def __init__(self, config: CosyVoice3Config, max_new_tokens: int = MAX_NEW_TOKENS) -> None:
+    def __init__(self, config: CosyVoice3Config, positions: int | None = None) -> None:
         self.config = config
-        self.max_new_tokens = max_new_tokens
+        self.positions = positions
+        """The LM's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=config.sample_rate,
             voices=(VOICE,),
@@ -68,10 +69,7 @@ class CosyVoice3Adapter:
         standard = extra.pop("sampler", "ras") == "standard"
         settings: dict[str, Any] = {}
         if "max_new_tokens" in fields:
-            value = fields["max_new_tokens"]
-            if not 1 <= value <= self.max_new_tokens:
-                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {self.max_new_tokens}, got {value}")
-            settings["max_new_tokens"] = int(value)
+            settings["max_new_tokens"] = checked_max_new_tokens(params, self.positions)
         if "initial_codec_chunk_frames" in fields:
             value = fields["initial_codec_chunk_frames"]
             if value < 1:

@@ -7,7 +7,7 @@ their speaker tag). Speaker tags `<|speaker:0|>` ...
 `<|speaker:15|>`, `[direction]` cues and `<whisper>...</whisper>` ride in `input` and are checked when each
 utterance's prompt is built; the last speaker tag and an open whisper carry into the sentences after them
 (`text_carry`, tag_carry.py), as in the reference server's one prompt per request. Sampling defaults are the reference server's (temperature 1.0, top-p 0.9, top-k off for
-the main token and 30 for the codes, at most 2048 frames).
+the main token and 30 for the codes, 2048 frames at most unless `max_new_tokens`, 1 to 4096, says otherwise).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
 from vocalis.stages.models.drama3.tag_carry import TagCarry
@@ -24,7 +25,6 @@ from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
 VOICE = "default"
-MAX_NEW_TOKENS = 2048
 DEFAULTS = {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "max_new_tokens": 2048}
 
 EXTRA_PARAMS = ExtraParams("Fish Audio Drama 3", [
@@ -36,7 +36,9 @@ EXTRA_PARAMS = ExtraParams("Fish Audio Drama 3", [
 
 
 class Drama3Adapter:
-    def __init__(self, sample_rate: int) -> None:
+    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
+        self.positions = positions
+        """The talker's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=sample_rate,
             voices=(VOICE,),
@@ -56,20 +58,17 @@ class Drama3Adapter:
     def stage_input(self, params: RequestParams) -> Drama3Input:
         fields = params.fields
         extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
-        max_new = int(fields.get("max_new_tokens", DEFAULTS["max_new_tokens"]))
-        if not 1 <= max_new <= MAX_NEW_TOKENS:
-            raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {MAX_NEW_TOKENS}, got {max_new}")
+        max_new = checked_max_new_tokens(params, self.positions) if "max_new_tokens" in fields else DEFAULTS["max_new_tokens"]
         sampling = SamplingParams(temperature=extra.get("temperature", DEFAULTS["temperature"]),
                                   top_k=extra.get("top_k", DEFAULTS["top_k"]), top_p=extra.get("top_p", DEFAULTS["top_p"]),
                                   seed=fields.get("seed"), max_new_tokens=max_new)
-        max_set = "max_new_tokens" in fields
         reference = params.reference
         if reference is None:
             if params.more_references:
                 raise InvalidField("more_references", "REF_AUDIO_REQUIRED", "more_references follow ref_audio; give it too")
             if (fields.get("ref_text") or "").strip():
                 raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio; give ref_audio too")
-            return Drama3Input(sampling, max_set)
+            return Drama3Input(sampling)
         field = "voice" if reference.name else "ref_text"
         text = (reference.text or "").strip()
         if not text:
@@ -92,4 +91,4 @@ class Drama3Adapter:
             except PromptTextError as error:
                 raise InvalidField(where, "INVALID_VALUE", str(error)) from None
             more.append(ReferenceClip(np.asarray(clip.samples, dtype=np.float32), int(clip.sample_rate), transcript))
-        return Drama3Input(sampling, max_set, samples, int(reference.sample_rate), text, tuple(more))
+        return Drama3Input(sampling, samples, int(reference.sample_rate), text, tuple(more))

@@ -50,11 +50,12 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                          f"{codec.config.semantic_codebook_size}")
     model = load_drama3(path, config, talker_deploy.device, talker_deploy.torch_dtype)
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    adapter = Drama3Adapter(codec.sample_rate)
     encoder = ReferenceFrames(ReferenceEncoder(codec))
+    talker = Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder)
+    adapter = Drama3Adapter(codec.sample_rate, talker.cache_shape.max_len)
     stages = [
         PrepareStage("voices", encoder),
-        autoregressive_stage(Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder), talker_deploy, codec_deploy),
+        autoregressive_stage(talker, talker_deploy, codec_deploy),
         chunk_stage(CodecDecoderModel(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,

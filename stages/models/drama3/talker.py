@@ -52,7 +52,6 @@ class Drama3Input:
     """Stage-0 input of a session, made by the adapter."""
 
     sampling: SamplingParams
-    max_new_tokens_set: bool = False
     ref_samples: np.ndarray | None = None
     """The voice to clone (mono float32) at `ref_rate`; the PrepareStage encodes it with the codec."""
     ref_rate: int = 0
@@ -119,10 +118,9 @@ class Drama3Talker:
             raise InvalidField(error.where, "INVALID_VALUE", str(error)) from None
         params = inputs.sampling
         room = self.cache_shape.max_len - len(rows)
-        if params.max_new_tokens > room:
-            if inputs.max_new_tokens_set or room < 1:
-                raise ValueError(f"the prompt ({len(rows)} positions) and max_new_tokens ({params.max_new_tokens}) exceed "
-                                 f"the talker's max_len ({self.cache_shape.max_len})")
+        if params.max_new_tokens > room:  # the cache ends generation, as the peer's engine caps at max_model_len
+            if room < 1:
+                raise ValueError(f"the prompt ({len(rows)} positions) leaves no room under the talker's max_len ({self.cache_shape.max_len})")
             params = dataclasses.replace(params, max_new_tokens=room)
         codes = dataclasses.replace(inputs.sampling, top_k=min(inputs.sampling.top_k or CODEBOOK_TOP_K, CODEBOOK_TOP_K),
                                     repetition_penalty=1.0)

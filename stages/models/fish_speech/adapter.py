@@ -11,6 +11,7 @@ import numpy as np
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, normalize_text
 from vocalis.stages.models.fish_speech.stages import FishSpeechInput
@@ -19,7 +20,6 @@ from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
 VOICE = "default"
-MAX_NEW_TOKENS = 4096
 DEFAULTS = {"temperature": 0.8, "top_k": 30, "top_p": 0.9, "repetition_penalty": 1.0, "max_new_tokens": 2048}
 
 EXTRA_PARAMS = ExtraParams("Fish Speech S2 Pro", [
@@ -36,7 +36,9 @@ REFERENCE = ReferencePolicy("Fish Speech")
 
 
 class FishSpeechAdapter:
-    def __init__(self, sample_rate: int) -> None:
+    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
+        self.positions = positions
+        """The slow AR's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=sample_rate,
             voices=(VOICE,),
@@ -55,10 +57,7 @@ class FishSpeechAdapter:
     def stage_input(self, params: RequestParams) -> FishSpeechInput:
         fields = params.fields
         extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
-        max_set = "max_new_tokens" in fields
-        max_new = int(fields.get("max_new_tokens", DEFAULTS["max_new_tokens"]))
-        if not 1 <= max_new <= MAX_NEW_TOKENS:
-            raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {MAX_NEW_TOKENS}, got {max_new}")
+        max_new = checked_max_new_tokens(params, self.positions) if "max_new_tokens" in fields else DEFAULTS["max_new_tokens"]
         sampling = SamplingParams(
             temperature=extra.get("temperature", DEFAULTS["temperature"]), top_k=extra.get("top_k", DEFAULTS["top_k"]),
             top_p=extra.get("top_p", DEFAULTS["top_p"]),
@@ -66,11 +65,11 @@ class FishSpeechAdapter:
             seed=fields.get("seed"), max_new_tokens=max_new)
         reference = REFERENCE.check(params)
         if reference is None:
-            return FishSpeechInput(sampling, max_set)
+            return FishSpeechInput(sampling)
         text = (reference.text or "").strip()
         try:
             normalize_text(text, default_speaker=True)
         except ControlTokenInText as error:
             raise InvalidField("ref_text", "INVALID_VALUE", str(error)) from None
         samples = np.asarray(reference.samples, dtype=np.float32)
-        return FishSpeechInput(sampling, max_set, samples, int(reference.sample_rate), text)
+        return FishSpeechInput(sampling, samples, int(reference.sample_rate), text)

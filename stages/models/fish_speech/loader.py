@@ -25,11 +25,12 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
     modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)
     tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
-    adapter = FishSpeechAdapter(modules.codec.sample_rate)
     encoder = ReferenceEncoder(modules.codec)
+    slow_ar = SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder)
+    adapter = FishSpeechAdapter(modules.codec.sample_rate, slow_ar.cache_shape.max_len)
     stages = [
         PrepareStage("voices", encoder),  # reference clips are encoded here, while the slow AR keeps stepping
-        autoregressive_stage(SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder), ar_deploy, codec_deploy),
+        autoregressive_stage(slow_ar, ar_deploy, codec_deploy),
         chunk_stage(CodecDecoderModel(modules.codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="fish_speech", capabilities=adapter.capabilities, adapter=adapter,

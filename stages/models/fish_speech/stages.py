@@ -31,7 +31,6 @@ class FishSpeechInput:
 
     sampling: SamplingParams
     """The slow AR's semantic tokens; the fast AR samples its codes with the same settings, on its own stream."""
-    max_new_tokens_set: bool = False
     ref_samples: np.ndarray | None = None
     """The voice to clone (mono float32) at `ref_rate`; encoded by the codec on the stage thread."""
     ref_rate: int = 0
@@ -105,10 +104,9 @@ class SlowARStageModel(AutoregressiveModel):
             embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
         params = inputs.sampling
         room = self.cache_shape.max_len - len(prompt.ids)
-        if params.max_new_tokens > room:
-            if inputs.max_new_tokens_set or room < 1:
-                raise ValueError(f"the prompt ({len(prompt.ids)} positions) and max_new_tokens ({params.max_new_tokens}) "
-                                 f"exceed the slow AR's max_len ({self.cache_shape.max_len})")
+        if params.max_new_tokens > room:  # the cache ends generation, as the peer's engine caps at max_model_len
+            if room < 1:
+                raise ValueError(f"the prompt ({len(prompt.ids)} positions) leaves no room under the slow AR's max_len ({self.cache_shape.max_len})")
             params = dataclasses.replace(params, max_new_tokens=room)
         return SequenceStart(embeds, params, SequenceState(SamplerState(inputs.sampling, stream=1)))
 

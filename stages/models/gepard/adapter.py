@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vocalis.stages.errors import InvalidField
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.request import RequestParams
 from vocalis.stages.sampling import SamplingParams
 
 VOICE = "default"
-MAX_NEW_TOKENS = 4096
 DEFAULT_MAX_NEW_TOKENS = 1000
 
 
@@ -27,7 +27,9 @@ class GepardInput:
 
 
 class GepardAdapter:
-    def __init__(self, sample_rate: int) -> None:
+    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
+        self.positions = positions
+        """The talker's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=sample_rate,
             voices=(VOICE,),
@@ -48,8 +50,6 @@ class GepardAdapter:
         fields = params.fields
         frames = DEFAULT_MAX_NEW_TOKENS
         if "max_new_tokens" in fields:
-            frames = fields["max_new_tokens"]
-            if not 1 <= frames <= MAX_NEW_TOKENS:
-                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS} frames, got {frames}")
+            frames = checked_max_new_tokens(params, self.positions)
         seed = int(fields["seed"]) if "seed" in fields else None
         return GepardInput(SamplingParams(max_new_tokens=int(frames), seed=seed))

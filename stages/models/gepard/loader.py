@@ -40,9 +40,10 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     if codec.config.sample_rate != config.sample_rate or codec.config.input_dim != config.num_heads:
         raise ValueError(f"{path}: the codec ({codec.config.sample_rate} Hz, {codec.config.input_dim} codes) does not match the "
                          f"sidecar ({config.sample_rate} Hz, {config.num_heads} heads)")
-    adapter = GepardAdapter(config.sample_rate)
+    model = GepardModel(talker, load_tokenizer(path), talker_deploy.max_len)
+    adapter = GepardAdapter(config.sample_rate, model.cache_shape.max_len)
     stages = [
-        autoregressive_stage(GepardModel(talker, load_tokenizer(path), talker_deploy.max_len), talker_deploy, codec_deploy),
+        autoregressive_stage(model, talker_deploy, codec_deploy),
         chunk_stage(NanoCodecDecoder(codec), codec_deploy, codec.audio_decoder.receptive_field_frames()),
     ]
     return LoadedModel(name=path.name, family="gepard", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import MAX_INT32, checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsInput
 from vocalis.stages.reference_policy import ReferencePolicy
@@ -24,7 +25,7 @@ VOICE = "default"
 MAX_FRAMES = 1024
 """The peer's frame budget (max_tokens in its deploy file): about 41 s at 25 frames/s."""
 EXTRA_PARAMS = ExtraParams("higgs-audio v2", [
-    ExtraParam("temperature", float, "sampling temperature (default 1.0; 0: greedy)", minimum=0, maximum=10),
+    ExtraParam("temperature", float, "sampling temperature (default 1.0; 0: greedy)", minimum=0),
     ExtraParam("top_k", int, "keep the k most likely codes per codebook (default 50; 0 keeps all)", minimum=0),
     ExtraParam("top_p", float, "nucleus sampling (default 0.95)", minimum=0, maximum=1, exclusive_minimum=True),
     ExtraParam("ras_win_len", int, "repetition-aware sampling window in frames (default 7; 0: off)", minimum=0, maximum=64),
@@ -38,7 +39,9 @@ REFERENCE = ReferencePolicy("higgs-audio v2", audio=False)
 
 
 class HiggsAudioV2Adapter:
-    def __init__(self, sample_rate: int) -> None:
+    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
+        self.positions = positions
+        """The talker's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=sample_rate,
             voices=(VOICE,),
@@ -69,13 +72,11 @@ class HiggsAudioV2Adapter:
                                "higgs-audio v2 reads the language from the text: leave language out (or 'auto')")
         reference = REFERENCE.check(params)
         settings = DEFAULTS | EXTRA_PARAMS.parse(fields.get("extra_params"))
-        budget = fields.get("max_new_tokens", MAX_FRAMES)
-        if budget < 2:
-            raise InvalidField("max_new_tokens", "OUT_OF_RANGE",
-                               "max_new_tokens must be at least 2 (the opening frame, then one frame of audio)")
+        # The peer bounds it below only; 1 (the opening frame alone) still samples one frame, as the engine must.
+        budget = checked_max_new_tokens(params, self.positions, upper=MAX_INT32) if "max_new_tokens" in fields else MAX_FRAMES
         sampling = SamplingParams(
             temperature=settings["temperature"], top_k=settings["top_k"], top_p=settings["top_p"],
-            seed=fields.get("seed"), max_new_tokens=int(budget) - 1,
+            seed=fields.get("seed"), max_new_tokens=max(budget - 1, 1),
         )
         return HiggsInput(
             sampling=sampling,

@@ -48,8 +48,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
             f"deploy: code2wav lookahead_frames must be at least {talker.config.num_codebooks - 1} "
             "(the delay pattern: a frame's last codebook arrives that many rows later)"
         )
-    adapter = HiggsAudioV2Adapter(codec.config.sample_rate)
     model = HiggsTalkerModel(talker, tokenizer, codec, talker_deploy.max_len, talker_deploy.device, talker_deploy.torch_dtype)
+    adapter = HiggsAudioV2Adapter(codec.config.sample_rate, model.cache_shape.max_len)
     stages = [
         AutoregressiveStage(
             "talker", model, max_num_seqs=talker_deploy.max_num_seqs, max_num_batched_tokens=talker_deploy.max_num_batched_tokens,

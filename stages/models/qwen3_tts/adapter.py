@@ -16,6 +16,7 @@ import torch
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput
@@ -47,7 +48,9 @@ EXTRA_PARAMS = ExtraParams("Qwen3-TTS", [
 class Qwen3TTSAdapter:
     """Validates a request against one Qwen3-TTS checkpoint and builds its stage input."""
 
-    def __init__(self, modules: Qwen3TTSModules) -> None:
+    def __init__(self, modules: Qwen3TTSModules, positions: int | None = None) -> None:
+        self.positions = positions
+        """The talker's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.modules = modules
         config = modules.config
         self.kind = config.tts_model_type
@@ -103,13 +106,13 @@ class Qwen3TTSAdapter:
         non_streaming = extra.get("non_streaming_mode", self.kind != "base")
         clone, ref_text = self._clone(params) if self.kind == "base" else (None, None)
         speaker = params.voice.lower() if self.kind == "custom_voice" else None
-        talker, subtalker, max_set = self._sampling(fields, extra)
+        talker, subtalker = self._sampling(params, extra)
         first_chunk = fields.get("initial_codec_chunk_frames")
         if first_chunk is not None and not 1 <= int(first_chunk) <= 100:
             raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be from 1 to 100")
         conditioning = Conditioning(language=language, speaker=speaker, instructions=instructions if self.takes_instructions else None,
                                     ref_text=ref_text, non_streaming=non_streaming)
-        return Qwen3TTSInput(conditioning=conditioning, sampling=talker, subtalker=subtalker, max_new_tokens_set=max_set,
+        return Qwen3TTSInput(conditioning=conditioning, sampling=talker, subtalker=subtalker,
                              initial_codec_chunk_frames=int(first_chunk) if first_chunk is not None else None, clone=clone)
 
     def _check_task(self, value: Any) -> None:
@@ -133,12 +136,10 @@ class Qwen3TTSAdapter:
                                f"Invalid language {value!r}. Supported: {', '.join(self.capabilities.languages)}")
         return key
 
-    def _sampling(self, fields: dict[str, Any], extra: dict[str, Any]) -> tuple[SamplingParams, SamplingParams, bool]:
+    def _sampling(self, params: RequestParams, extra: dict[str, Any]) -> tuple[SamplingParams, SamplingParams]:
+        fields = params.fields
         g = self.modules.config.generation
-        max_set = "max_new_tokens" in fields
-        max_new = int(fields.get("max_new_tokens", min(g.max_new_tokens, MAX_NEW_TOKENS)))
-        if not 1 <= max_new <= MAX_NEW_TOKENS:
-            raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {MAX_NEW_TOKENS}")
+        max_new = checked_max_new_tokens(params, self.positions) if "max_new_tokens" in fields else min(g.max_new_tokens, MAX_NEW_TOKENS)
         seed = fields.get("seed")
         talker = SamplingParams(
             temperature=extra.get("temperature", g.temperature if g.do_sample else 0.0),
@@ -153,7 +154,7 @@ class Qwen3TTSAdapter:
             top_p=extra.get("subtalker_top_p", g.subtalker_top_p),
             seed=seed,
         )
-        return talker, subtalker, max_set
+        return talker, subtalker
 
     # -- cloning ------------------------------------------------------------------------------
 

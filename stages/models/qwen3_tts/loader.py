@@ -25,11 +25,12 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,
                            codec_device=codec_deploy.device)
-    adapter = Qwen3TTSAdapter(modules)
     cloner = VoiceCloner(modules)
+    talker = TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options())
+    adapter = Qwen3TTSAdapter(modules, talker.cache_shape.max_len)
     stages = [
         PrepareStage("voices", cloner),  # clone clips are encoded here, while the talker keeps stepping
-        autoregressive_stage(TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options()), talker_deploy, codec_deploy),
+        autoregressive_stage(talker, talker_deploy, codec_deploy),
         # Each of the decoder's transformer layers attends over its sliding window, so exact chunks need the windows
         # of all layers (plus the convolutions) as left context, not one window (tests/.../test_codec_context.py).
         chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy, modules.config.speech_tokenizer.decoder.receptive_field_frames),

@@ -35,8 +35,6 @@ class Qwen3TTSInput:
     """Codebook 0 (the talker)."""
     subtalker: SamplingParams
     """Codebooks 1..G-1 (the code predictor); its max_new_tokens is unused."""
-    max_new_tokens_set: bool = False
-    """Whether the caller capped the frames; otherwise the cap also shrinks to fit the KV cache."""
     initial_codec_chunk_frames: int | None = None
     clone: CloneSpec | None = None
     """The voice to clone (Base), encoded by `VoiceCloner` off the event loop."""
@@ -89,13 +87,12 @@ class TalkerStageModel(AutoregressiveModel):
                              SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1)))
 
     def sampling(self, inputs: Qwen3TTSInput, prompt_len: int) -> SamplingParams:
-        """Codebook-0 sampling, its max_new_tokens shrunk to the KV room left by the prompt unless the caller set it."""
+        """Codebook-0 sampling, its max_new_tokens shrunk to the KV room left by the prompt."""
         params = inputs.sampling
         room = self.cache_shape.max_len - prompt_len
-        if params.max_new_tokens > room:
-            if inputs.max_new_tokens_set or room < 1:
-                raise ValueError(f"the prompt ({prompt_len} positions) and max_new_tokens ({params.max_new_tokens}) "
-                                 f"exceed the talker's max_len ({self.cache_shape.max_len})")
+        if params.max_new_tokens > room:  # the cache ends generation, as the peer's engine caps at max_model_len
+            if room < 1:
+                raise ValueError(f"the prompt ({prompt_len} positions) leaves no room under the talker's max_len ({self.cache_shape.max_len})")
             params = dataclasses.replace(params, max_new_tokens=room)
         return params
 

@@ -20,6 +20,7 @@ import torch
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.voices import VoiceClip
@@ -75,9 +76,10 @@ REFERENCE = ReferencePolicy("VoxCPM2", transcript=False, audio=False)
 
 
 class VoxCPM2Adapter:
-    def __init__(self, config: VoxCPM2Config, max_new_tokens: int = MAX_NEW_TOKENS) -> None:
+    def __init__(self, config: VoxCPM2Config, positions: int | None = None) -> None:
         self.config = config
-        self.max_new_tokens = max_new_tokens
+        self.positions = positions
+        """The generator's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=config.audio_vae.out_sample_rate,
             voices=(VOICE,),
@@ -103,10 +105,7 @@ class VoxCPM2Adapter:
         if "seed" in fields:
             settings["seed"] = int(fields["seed"])
         if "max_new_tokens" in fields:
-            value = fields["max_new_tokens"]
-            if not 1 <= value <= self.max_new_tokens:
-                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {self.max_new_tokens}, got {value}")
-            settings["max_new_tokens"] = int(value)
+            settings["max_new_tokens"] = checked_max_new_tokens(params, self.positions)
         if "initial_codec_chunk_frames" in fields:
             value = fields["initial_codec_chunk_frames"]
             if value < 1:

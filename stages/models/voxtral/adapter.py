@@ -12,11 +12,11 @@ import torch
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.request import RequestParams
 
 DEFAULT_CFG_ALPHA = 1.2
-MAX_NEW_TOKENS = 4096
 VOICE_REQUIRED = "Either 'voice' (preset speaker) or 'ref_audio' (voice cloning) must be provided"
 NO_ENCODER = ("Voice cloning with 'ref_audio' requires the full Voxtral checkpoint with encoder weights. "
               "The open-source variant only supports preset voices via the 'voice' parameter.")
@@ -40,10 +40,11 @@ class VoxtralInput:
 
 
 class VoxtralAdapter:
-    def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool, max_new_tokens: int = MAX_NEW_TOKENS) -> None:
+    def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool, positions: int | None = None) -> None:
         self.voices = voices
         self.encoder_weights = encoder_weights
-        self.max_new_tokens = max_new_tokens
+        self.positions = positions
+        """The generator's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.capabilities = Capabilities(
             sample_rate=sample_rate,
             voices=voices,
@@ -79,8 +80,5 @@ class VoxtralAdapter:
         if "seed" in fields:
             settings["seed"] = int(fields["seed"])
         if "max_new_tokens" in fields:
-            value = fields["max_new_tokens"]
-            if not 1 <= value <= self.max_new_tokens:
-                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {self.max_new_tokens}, got {value}")
-            settings["max_new_tokens"] = int(value)
+            settings["max_new_tokens"] = checked_max_new_tokens(params, self.positions)
         return VoxtralInput(voice=params.voice, reference=clip, **settings)

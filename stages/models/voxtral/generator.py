@@ -97,8 +97,7 @@ class FrameGenerator(AutoregressiveModel):
         if room < 1:
             raise ValueError(f"the prompt ({len(embeds)} positions) leaves no room under max_len {self.cache_shape.max_len}")
         wanted = stage_input.max_new_tokens or min(DEFAULT_MAX_FRAMES, room)
-        if wanted > room:
-            raise ValueError(f"max_new_tokens {wanted} plus the prompt ({len(embeds)}) exceeds max_len {self.cache_shape.max_len}")
+        wanted = min(wanted, room)  # the cache ends generation, as the peer's engine caps at max_model_len
         return SequenceStart(embeds, SamplingParams(seed=stage_input.seed, max_new_tokens=wanted),
                              FrameState(stage_input.cfg_alpha, stage_input.noise))
 

@@ -88,10 +88,10 @@ def test_sampling_defaults_and_greedy():
     a = adapter("cv-1b7")
     inputs = a.stage_input(params("ryan"))
     assert inputs.sampling.temperature == 0.9 and inputs.sampling.top_k == 50 and inputs.sampling.repetition_penalty == 1.05
-    assert inputs.subtalker.temperature == 0.9 and not inputs.max_new_tokens_set
+    assert inputs.subtalker.temperature == 0.9 and inputs.sampling.max_new_tokens == 4096
     greedy = a.stage_input(params("ryan", seed=3, max_new_tokens=40, extra_params={"temperature": 0, "subtalker_temperature": 0,
                                                                                   "non_streaming_mode": False}))
-    assert greedy.sampling.greedy and greedy.subtalker.greedy and greedy.sampling.max_new_tokens == 40 and greedy.max_new_tokens_set
+    assert greedy.sampling.greedy and greedy.subtalker.greedy and greedy.sampling.max_new_tokens == 40
     assert greedy.sampling.seed == 3 and not greedy.conditioning.non_streaming
     fails(lambda: a.stage_input(params("ryan", extra_params={"noise_scale": 1})), "extra_params", "FIELD_NOT_SUPPORTED")
     fails(lambda: a.stage_input(params("ryan", extra_params={"top_p": 0})), "extra_params.top_p", "OUT_OF_RANGE")

@@ -15,7 +15,7 @@ from vocalis.stages.request import ReferenceAudio, RequestParams
 
 @pytest.fixture(scope="module")
 def adapter() -> VoxCPM2Adapter:
-    return VoxCPM2Adapter(VoxCPM2Config.from_dir(HERE / "tiny"), max_new_tokens=500)
+    return VoxCPM2Adapter(VoxCPM2Config.from_dir(HERE / "tiny"), positions=500)
 
 
 def params(reference: ReferenceAudio | None = None, **fields) -> RequestParams:
@@ -76,7 +76,7 @@ def test_settings(adapter):
         ({"extra_params": {"min_len": -1}}, "extra_params.min_len", "OUT_OF_RANGE"),
         ({"extra_params": {"clone_mode": "mimic"}}, "extra_params.clone_mode", "INVALID_VALUE"),
         ({"extra_params": {"clone_mode": "reference"}}, "extra_params.clone_mode", "REF_AUDIO_REQUIRED"),
-        ({"max_new_tokens": 501}, "max_new_tokens", "OUT_OF_RANGE"),
+        ({"max_new_tokens": 4097}, "max_new_tokens", "OUT_OF_RANGE"),
         ({"initial_codec_chunk_frames": 0}, "initial_codec_chunk_frames", "OUT_OF_RANGE"),
         ({"ref_text": "words"}, "ref_text", "REF_AUDIO_REQUIRED"),
     ],
@@ -107,3 +107,13 @@ def test_precomputed_latents(adapter):
     both = adapter.stage_input(params(voice, extra_params={"clone_mode": "ref_continuation"}))
     assert torch.equal(both.prompt.latents, torch.from_numpy(latents)) and both.reference.latents.shape == (2, 2, 8)
     assert both.prompt.samples is None
+
+
+def test_max_new_tokens_past_the_cache_is_a_cap_with_a_warning(adapter):
+    """vLLM-Omni's clients send up to 4096 to mean "no limit of mine"; the 500-position cache ends generation first."""
+    request = params(max_new_tokens=4096)
+    assert adapter.stage_input(request).max_new_tokens == 4096
+    assert [(field, code) for field, code, _ in request.warnings] == [("max_new_tokens", "MAX_NEW_TOKENS_CAPPED")]
+    assert "500-position cache" in request.warnings[0][2]
+    within = params(max_new_tokens=499)
+    assert adapter.stage_input(within).max_new_tokens == 499 and within.warnings == []

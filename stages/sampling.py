@@ -141,3 +141,55 @@ def sample_batch(
                 column = history[:, k] if history is not None and history.numel() else None
                 out[i, k] = sample_row(logits[i, k], state, column)
     return out
+
+
+def sample_rows(logits: torch.Tensor, params: list[SamplingParams],
+                generators: list[torch.Generator | None]) -> torch.Tensor:
+    """Token ids [B] on the logits' device for logits [B, V], row i under params[i] with generators[i].
+
+    Batched: one sort of every row (top-k, then top-p over what top-k keeps, then the draw by inverse CDF). Each
+    sampled row takes one uniform from its own generator (of the logits' device; None draws from the global one),
+    so a seeded row's tokens do not depend on its batch; greedy rows are an exact argmax and draw nothing. The
+    repetition penalty is not applied here.
+    """
+    assert len(params) == len(generators) == logits.shape[0], "one params and one generator per row"
+    device = logits.device
+    greedy = [p.greedy for p in params]
+    picks = torch.argmax(logits, dim=-1)
+    if all(greedy):
+        return picks
+    vocab = logits.shape[-1]
+    temperature = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=device)
+    top_k = torch.tensor([p.top_k if 0 < p.top_k < vocab else vocab for p in params], device=device)
+    top_p = torch.tensor([p.top_p for p in params], device=device)
+    ordered, order = torch.sort(logits.float() / temperature[:, None], dim=-1, descending=True)
+    ordered = ordered.masked_fill(torch.arange(vocab, device=device)[None] >= top_k[:, None], float("-inf"))
+    probs = torch.softmax(ordered, dim=-1)
+    probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p[:, None], 0.0)  # keep the token that crosses top_p
+    zero = torch.zeros(1, device=device)
+    uniform = torch.cat([zero if g else torch.rand(1, generator=gen, device=device)
+                         for g, gen in zip(greedy, generators, strict=True)])
+    cdf = probs.cumsum(-1)
+    rank = (cdf < uniform[:, None] * cdf[:, -1:]).sum(-1).clamp(max=vocab - 1)
+    drawn = order.gather(-1, rank[:, None])[:, 0]
+    return torch.where(torch.tensor(greedy, device=device), picks, drawn)
+
+
+def sample_states(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
+    """`sample_rows` under each row's request state, with its generator of the logits' device."""
+    return sample_rows(logits, [s.params for s in states], [s.generator_for(logits.device) for s in states])
+
+
+def redraw_repeats(logits: torch.Tensor, picks: torch.Tensor, recent: torch.Tensor, states: list[SamplerState],
+                   params: SamplingParams, exempt: torch.Tensor | None = None) -> torch.Tensor:
+    """The repeat-redraw rule: a pick [B] found among its row's recent picks (recent [B, W], -1 for none yet) is drawn
+    again from the same logits [B, V] under `params`, with the row's own generator.
+
+    Every row makes the second draw, whether it repeats or not, so the draws a seeded row takes never depend on
+    its tokens being known on the host (nothing syncs) nor on its batch. Rows flagged in `exempt` keep their pick.
+    """
+    again = sample_rows(logits, [params] * len(states), [s.generator_for(logits.device) for s in states])
+    repeats = (picks[:, None] == recent).any(dim=-1)
+    if exempt is not None:
+        repeats &= ~exempt
+    return torch.where(repeats, again, picks)

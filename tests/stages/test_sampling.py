@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vocalis.stages.sampling import SamplerState, SamplingParams, apply_repetition_penalty, sample_batch
+from vocalis.stages.sampling import (
+    SamplerState,
+    SamplingParams,
+    apply_repetition_penalty,
+    redraw_repeats,
+    sample_batch,
+    sample_rows,
+    sample_states,
+)
 
 
 def test_greedy_is_argmax_whatever_the_batch():
@@ -57,3 +65,42 @@ def test_stream_zero_draws_as_torch_manual_seed_and_other_streams_differ():
     second = torch.randn(16, generator=SamplerState(SamplingParams(seed=1234), stream=1).generator)
     assert not torch.allclose(second, reference)
     assert stream_seed(1234, 1) != stream_seed(1235, 1) and stream_seed(-5) == -5
+
+
+def test_batched_rows_seeded_whatever_the_batch_greedy_exact():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 40)
+    params = [SamplingParams(seed=3, top_k=10), SamplingParams(temperature=0), SamplingParams(seed=4, top_p=0.7, temperature=0.8)]
+
+    def run(rows):
+        states = [SamplerState(params[i]) for i in rows]
+        return torch.stack([sample_states(logits[rows], states) for _ in range(30)])
+
+    together = run([0, 1, 2])
+    assert torch.equal(together[:, 0], run([0])[:, 0]) and torch.equal(together[:, 2], run([2])[:, 0])
+    assert torch.equal(together[:, 1], logits[1].argmax().expand(30))
+    assert not torch.equal(run([0]), run([2]))  # different seeds and filters, different draws
+    assert set(together[:, 0].tolist()) <= set(logits[0].topk(10).indices.tolist())
+    assert len(set(together[:, 0].tolist())) > 1
+
+
+def test_batched_rows_draw_the_filtered_distribution():
+    logits = torch.log(torch.tensor([[0.6, 0.2, 0.15, 0.05]])).expand(4000, 4)
+    generators = [torch.Generator().manual_seed(i) for i in range(4000)]
+    counts = torch.bincount(sample_rows(logits, [SamplingParams()] * 4000, generators), minlength=4).float() / 4000
+    assert torch.allclose(counts, torch.tensor([0.6, 0.2, 0.15, 0.05]), atol=0.03)
+    counts = torch.bincount(sample_rows(logits, [SamplingParams(top_k=2)] * 4000, generators), minlength=4).float() / 4000
+    assert torch.allclose(counts, torch.tensor([0.75, 0.25, 0.0, 0.0]), atol=0.03)
+    kept = sample_rows(logits, [SamplingParams(top_p=0.7)] * 4000, generators)  # 0.6 then 0.2 crosses 0.7
+    assert set(kept.tolist()) == {0, 1}
+
+
+def test_repeat_redraw_only_for_repeats_and_not_for_exempt_rows():
+    logits = torch.zeros(3, 1000)  # uniform: a redraw almost never lands on the same token
+    picks = torch.tensor([5, 6, 7])
+    recent = torch.tensor([[5, -1], [1, 2], [7, 7]])
+    states = [SamplerState(SamplingParams(seed=s)) for s in (1, 2, 3)]
+    out = redraw_repeats(logits, picks, recent, states, SamplingParams(top_k=900), exempt=torch.tensor([False, False, True]))
+    assert int(out[0]) != 5 and out[1:].tolist() == [6, 7]
+    again = redraw_repeats(logits[:1], picks[:1], recent[:1], [SamplerState(SamplingParams(seed=1))], SamplingParams(top_k=900))
+    assert int(again[0]) == int(out[0])  # the row's own generator: the same second draw alone

@@ -9,7 +9,8 @@ step's sampling then runs the tower at each sequence's newest row. After a preem
 Sampling, as the reference server does it: the main token from the lm_head rows of end-of-speech and the semantic
 band (temperature, top-k, top-p of the request), with a second draw (temperature 1, top-p 0.95, top-k 30) when a
 semantic pick repeats one of the last 16 main tokens; each code from its head with top-k capped at 30, on its own
-seeded stream. End of speech is never drawn for the first frame, so no request is silent.
+seeded stream. End of speech is never drawn for the first frame, so no request is silent. All of it runs on the model's
+device, batched over the step's sequences, each draw from its request's generator; only the emitted frames go to the host.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from vocalis.stages.models.drama3.model import Drama3
 from vocalis.stages.models.drama3.prompt import PromptTextError, Reference, build_prompt
 from vocalis.stages.models.drama3.tower import RowGroup, TowerKV
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch, sample_row
+from vocalis.stages.sampling import SamplerState, SamplingParams, redraw_repeats, sample_states
 
 EOS_CODE = -1
 """Code 0 of the frame that ends a sequence (end of speech drawn); never emitted."""
@@ -81,7 +82,10 @@ class Drama3Sequence:
     """[n, 1 + K] the frame rows at positions 0..n-1: the prompt's, then each generated frame's."""
     kv: TowerKV
     codes: SamplerState
-    mains: list[int] = dataclasses.field(default_factory=list)
+    recent: torch.Tensor
+    """[RAS_WINDOW] the candidate indices of the last main tokens drawn (-1 before the first), on the device."""
+    sampled: int = 0
+    """Frames sampled so far."""
     computed: int = 0
     """Positions the backbone has computed (the newest row is computed - 1)."""
 
@@ -127,7 +131,8 @@ class Drama3Talker:
         with torch.inference_mode():
             embeds = self.model.embed_rows(rows.to(self.device))
         weight = self.model.lm_head.weight
-        state = Drama3Sequence(rows, self.model.tower.new_cache(weight.dtype, weight.device), SamplerState(codes, stream=1))
+        state = Drama3Sequence(rows.to(weight.device), self.model.tower.new_cache(weight.dtype, weight.device), SamplerState(codes, stream=1),
+                               torch.full((RAS_WINDOW,), -1, dtype=torch.long, device=weight.device))
         return SequenceStart(embeds, params, state)
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: PagedKVCache,
@@ -156,41 +161,40 @@ class Drama3Talker:
         self.model.tower.run(h, positions, inputs, nexts[:, 0], groups, next_frames=nexts)
 
     def _main_tokens(self, hidden: torch.Tensor, samplers: list[SamplerState], states: list[Drama3Sequence]) -> torch.Tensor:
-        logits = self.model.candidate_logits(hidden).cpu()
-        candidates = self.model.candidates.cpu()
-        eos = self.config.eos_token_id
-        mains = []
-        for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
-            if not state.mains:
-                logits[row, self._eos_column] = float("-inf")
-            token = int(candidates[sample_row(logits[row], sampler)])
-            if token != eos and token in state.mains[-RAS_WINDOW:]:
-                redraw = SamplerState(RAS)
-                redraw.generator = sampler.generator
-                token = int(candidates[sample_row(logits[row], redraw)])
-            mains.append(token)
-        return torch.tensor(mains, device="cpu")  # sampled on the host, as the logits above
+        """Main tokens [B] on the device: the request's draw, then the repeat-redraw rule over the last picks."""
+        device = hidden.device
+        logits = self.model.candidate_logits(hidden)
+        first = torch.tensor([s.sampled == 0 for s in states], device=device)
+        logits[:, self._eos_column] = logits[:, self._eos_column].masked_fill(first, float("-inf"))
+        picks = sample_states(logits, samplers)
+        picks = redraw_repeats(logits, picks, torch.stack([s.recent for s in states]), samplers, RAS,
+                               exempt=picks == self._eos_column)
+        recent = torch.cat([torch.stack([s.recent for s in states])[:, 1:], picks[:, None]], dim=1)
+        for state, row in zip(states, recent.unbind(0), strict=True):
+            state.recent = row
+            state.sampled += 1
+        return self.model.candidates[picks]
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[Drama3Sequence]) -> torch.Tensor:
+        """Frames [B, K] on the host (the one crossing of a step); sampling and the frame rows stay on the device."""
         mains = self._main_tokens(hidden, samplers, states)
         device = hidden.device
         code_samplers = [s.codes for s in states]
 
         def choose(_j: int, logits: torch.Tensor) -> torch.Tensor:
-            return sample_batch(logits.float().cpu(), code_samplers).to(device)
+            return sample_states(logits, code_samplers)
 
         newest = [s.computed - 1 for s in states]
         codes = self.model.tower.run(
-            hidden, torch.tensor(newest, device=device), torch.stack([s.rows[p] for s, p in zip(states, newest, strict=True)]).to(device),
-            mains.to(device), [RowGroup(s.kv, p, 1) for s, p in zip(states, newest, strict=True)], choose=choose,
-        ).cpu()
-        for state, main, frame in zip(states, mains.tolist(), codes, strict=True):
-            state.rows = torch.cat([state.rows, torch.tensor([[main, *frame.tolist()]], dtype=state.rows.dtype, device=state.rows.device)])
-            state.mains.append(main)
-        frames = codes.clone()
-        frames[mains == self.config.eos_token_id, 0] = EOS_CODE
-        return frames
+            hidden, torch.tensor(newest, device=device), torch.stack([s.rows[p] for s, p in zip(states, newest, strict=True)]),
+            mains, [RowGroup(s.kv, p, 1) for s, p in zip(states, newest, strict=True)], choose=choose,
+        )
+        rows = torch.cat([mains[:, None], codes], dim=1).to(states[0].rows.dtype)
+        for state, row in zip(states, rows.unbind(0), strict=True):
+            state.rows = torch.cat([state.rows, row[None]])
+        frames = codes.masked_fill((mains == self.config.eos_token_id)[:, None] & (torch.arange(codes.shape[1], device=device) == 0), EOS_CODE)
+        return frames.cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return frames[:, 0] == EOS_CODE

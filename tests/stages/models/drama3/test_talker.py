@@ -11,6 +11,7 @@ from collections import defaultdict
 import pytest
 import torch
 from tokenizers import Tokenizer
+from torch.overrides import TorchFunctionMode
 
 from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.drama3.config import parse_config
@@ -64,3 +65,43 @@ def test_frames_do_not_depend_on_chunking_batching_or_preemption(talker):
     together = drive(talker, [request(t) for t in TEXTS], max_num_seqs=2, kv_cache_bytes=block_bytes * 21)
     for got, expected in zip(together, alone, strict=True):
         assert torch.equal(got, expected)
+
+
+HOST_READS = {"cpu", "tolist", "item", "numpy", "__int__", "__float__", "__bool__", "__index__"}
+
+
+class HostReads(TorchFunctionMode):
+    """Records every call that brings a tensor's values to the host (a device sync on an accelerator)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in HOST_READS:
+            self.calls.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_step_reads_nothing_back_but_the_emitted_frames(talker, monkeypatch):
+    """Sampling (main token, repeat redraw, codes) stays on the model's device: a decode step's only host read is the
+    frames it emits."""
+    reads: dict[str, list[list[str]]] = defaultdict(list)
+
+    def watched(name):
+        method = getattr(talker, name)
+
+        def call(*args, **kwargs):
+            with HostReads() as mode:
+                out = method(*args, **kwargs)
+            reads[name].append(mode.calls)
+            return out
+        return call
+
+    for name in ("sample_frames", "frame_embeds"):
+        monkeypatch.setattr(talker, name, watched(name))
+    seeded = SynthesisRequest(text=TEXTS[1], stage_input=Drama3Input(SamplingParams(seed=3, max_new_tokens=6)), output=NullOutput())
+    drive(talker, [request(TEXTS[0], frames=6), seeded])
+    assert len(reads["sample_frames"]) == 6
+    assert all(calls == ["cpu"] for calls in reads["sample_frames"])
+    assert all(calls == [] for calls in reads["frame_embeds"])

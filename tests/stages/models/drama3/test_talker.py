@@ -105,3 +105,16 @@ def test_a_step_reads_nothing_back_but_the_emitted_frames(talker, monkeypatch):
     assert len(reads["sample_frames"]) == 6
     assert all(calls == ["cpu"] for calls in reads["sample_frames"])
     assert all(calls == [] for calls in reads["frame_embeds"])
+
+
+def test_sampled_frames_follow_the_seed_whatever_the_batch(talker):
+    """Seeded sampling (temperature 1, the request's top-k/top-p): each row draws from its own generators, so a request's
+    frames are the same alone and beside another, and another seed gives other frames."""
+    def sampled(text, seed):
+        params = SamplingParams(temperature=1.0, top_k=50, top_p=0.9, seed=seed, max_new_tokens=6)
+        return SynthesisRequest(text=text, stage_input=Drama3Input(params), output=NullOutput())
+
+    alone = drive(talker, [sampled(TEXTS[0], 11)])[0]
+    together = drive(talker, [sampled(TEXTS[1], 12), sampled(TEXTS[0], 11)], max_num_seqs=2)
+    assert torch.equal(together[1], alone)
+    assert not torch.equal(drive(talker, [sampled(TEXTS[0], 13)])[0], alone)

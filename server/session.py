@@ -30,7 +30,7 @@ from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
 from vocalis.stages.errors import RequestError
-from vocalis.stages.output import WordTimes
+from vocalis.stages.output import StageWarning, WordTimes
 from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
 from vocalis.stages.text_carry import text_carry
 from vocalis.stages.word_times import WordTime
@@ -106,6 +106,8 @@ class Session:
         self.file_per_utterance = delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
         """Each utterance is encoded as a file of its own, not fed to the session's encoder."""
         self.samples_written = 0
+        self.stage_warnings: set[tuple[str, str]] = set()
+        """(code, field) of the stages' warnings already sent: one of each per session."""
         self.splitter = splitter
         self.plan: deque[PlanEntry] = deque()
         """What the writer has still to do, in order; units at its head are in the engine."""
@@ -446,6 +448,10 @@ class Session:
                 if isinstance(samples, WordTimes):
                     words.hold(samples.words)
                     continue
+                if isinstance(samples, StageWarning):
+                    if (warning := self._stage_warning(samples)) is not None:
+                        yield warning
+                    continue
                 if index is None:
                     index = self._next_index()
                 words.index = index
@@ -501,6 +507,15 @@ class Session:
                 flush_id=utterance.flush_id,
             )
         )
+
+    def _stage_warning(self, warning: StageWarning) -> pb.SynthesizeResponse | None:
+        """A stage's warning as a response, once per code and field in the session (the first says what happened)."""
+        key = (warning.code, warning.field)
+        sent = {(w.code, w.field) for w in self.resolved.warnings} | self.stage_warnings
+        if key in sent:
+            return None
+        self.stage_warnings.add(key)
+        return pb.SynthesizeResponse(warning=pb.Warning(code=warning.code, message=warning.message, field=warning.field))
 
     def _next_index(self) -> int:
         index = self.utterance_index

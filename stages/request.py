@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from vocalis.stages.output import AudioOutput
+from vocalis.stages.output import AudioOutput, StageWarning
 from vocalis.stages.word_times import WordTime
 
 
@@ -132,6 +132,11 @@ class SynthesisRequest(Generic[InputT]):
         if self.cancelled or not words:
             return
         self.output.put_words(words)
+
+    def warn(self, field: str, code: str, message: str) -> None:
+        """Tell the caller about something a stage did to this request (any thread), before the audio after it."""
+        if not self.closed:
+            self.output.put_warning(StageWarning(field, code, message))
 
     def finish(self) -> None:
         if self.after_audio is not None:

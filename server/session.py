@@ -30,7 +30,8 @@ from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
 from vocalis.stages.errors import RequestError
-from vocalis.stages.output import StageWarning, WordTimes
+from vocalis.stages.output import WordTimes
+from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
 from vocalis.stages.text_carry import text_carry
 from vocalis.stages.word_times import WordTime
@@ -448,10 +449,8 @@ class Session:
                 if isinstance(samples, WordTimes):
                     words.hold(samples.words)
                     continue
-                if isinstance(samples, StageWarning):
-                    if (warning := self._stage_warning(samples)) is not None:
-                        yield warning
-                    continue
+                for warning in self._stage_warnings(job.request):
+                    yield warning
                 if index is None:
                     index = self._next_index()
                 words.index = index
@@ -471,6 +470,8 @@ class Session:
             return  # cleared: no UtteranceDone for audio nobody will hear
         if job.request.error is not None:
             raise job.request.error
+        for warning in self._stage_warnings(job.request):  # an utterance with no audio at all
+            yield warning
         if index is None:
             index = self._next_index()
         if own_file is None:
@@ -508,14 +509,17 @@ class Session:
             )
         )
 
-    def _stage_warning(self, warning: StageWarning) -> pb.SynthesizeResponse | None:
-        """A stage's warning as a response, once per code and field in the session (the first says what happened)."""
-        key = (warning.code, warning.field)
-        sent = {(w.code, w.field) for w in self.resolved.warnings} | self.stage_warnings
-        if key in sent:
-            return None
-        self.stage_warnings.add(key)
-        return pb.SynthesizeResponse(warning=pb.Warning(code=warning.code, message=warning.message, field=warning.field))
+    def _stage_warnings(self, request: SynthesisRequest) -> list[pb.SynthesizeResponse]:
+        """The request's stage warnings not yet sent, once per code and field in the session (the first says what
+        happened)."""
+        responses = []
+        sent = {(w.code, w.field) for w in self.resolved.warnings}
+        for name, code, message in request.warnings:
+            if (code, name) in sent or (code, name) in self.stage_warnings:
+                continue
+            self.stage_warnings.add((code, name))
+            responses.append(pb.SynthesizeResponse(warning=pb.Warning(code=code, message=message, field=name)))
+        return responses
 
     def _next_index(self) -> int:
         index = self.utterance_index

@@ -28,22 +28,11 @@ class WordTimes:
 
     words: tuple[WordTime, ...]
 
-
-@dataclass(frozen=True)
-class StageWarning:
-    """Something a stage did to the request that the caller should know (the server sends it as a Warning)."""
-
-    field: str
-    """Request field it is about (proto/HTTP field name), or ""."""
-    code: str
-    message: str
-
-
 _pending = threading.local()
 
 
 class AudioOutput:
-    """Float32 audio chunks (and, when asked for, WordTimes; StageWarnings) pushed from any thread, read with `async for` on one loop."""
+    """Float32 audio chunks (and, when asked for, WordTimes) pushed from any thread, read with `async for` on one loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop or asyncio.get_running_loop()
@@ -56,10 +45,6 @@ class AudioOutput:
     def put_words(self, words: list[WordTime]) -> None:
         """Word times, read by the consumer as a WordTimes item between the audio chunks."""
         self._push(WordTimes(tuple(words)))
-
-    def put_warning(self, warning: StageWarning) -> None:
-        """A warning, read by the consumer as a StageWarning item before the audio that follows it."""
-        self._push(warning)
 
     def close(self, error: BaseException | None = None) -> None:
         """End the stream; with an error, the reader raises it after the audio before it."""

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from vocalis.stages.output import AudioOutput, StageWarning
+from vocalis.stages.output import AudioOutput
 from vocalis.stages.word_times import WordTime
 
 
@@ -89,6 +89,8 @@ class SynthesisRequest(Generic[InputT]):
     stage_first_output_at: dict[str, float] = field(default_factory=dict)
     """When each stage first produced something for this request (for metrics and tests)."""
     error: BaseException | None = None
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    """(field, code, message) of what stages did to the request that the caller should know (see `warn`)."""
     kept_audio: list[Any] | None = None
     """The audio emitted so far, kept for a stage that runs after the last one (the forced aligner); None: not kept."""
     on_audio: Callable[[SynthesisRequest], None] | None = None
@@ -134,9 +136,9 @@ class SynthesisRequest(Generic[InputT]):
         self.output.put_words(words)
 
     def warn(self, field: str, code: str, message: str) -> None:
-        """Tell the caller about something a stage did to this request (any thread), before the audio after it."""
-        if not self.closed:
-            self.output.put_warning(StageWarning(field, code, message))
+        """Tell the caller about something a stage did to this request (any thread): the server sends it before the
+        next audio of the request it reads (a stage warns before it hands on the frames that audio comes from)."""
+        self.warnings.append((field, code, message))
 
     def finish(self) -> None:
         if self.after_audio is not None:

@@ -90,3 +90,11 @@ def test_http_streamed_wav_carries_the_cache_warning(tiny, max_new_tokens, cappe
     assert any(w.startswith("MAX_NEW_TOKENS_CAPPED max_new_tokens: ") for w in warnings) == capped, warnings
     samples, rate = sf.read(io.BytesIO(response.content))
     assert rate == 16000 and len(samples) == 37 * HOP
+
+
+def test_sse_carries_the_cache_warning_as_an_event(tiny):
+    response = speech(tiny, input=SHORT, max_new_tokens=39, response_format="pcm", stream_format="sse")
+    assert response.status_code == 200, response.text
+    events = [json.loads(line[len("data: "):]) for line in response.text.splitlines() if line.startswith("data: {")]
+    warnings = [e for e in events if e.get("code") == "MAX_NEW_TOKENS_CAPPED"]
+    assert len(warnings) == 1 and warnings[0]["param"] == "max_new_tokens" and "ends at 37 tokens" in warnings[0]["message"], events

@@ -31,6 +31,7 @@ from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
 from vocalis.stages.errors import RequestError
 from vocalis.stages.output import WordTimes
+from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
 from vocalis.stages.text_carry import text_carry
 from vocalis.stages.word_times import WordTime
@@ -106,6 +107,8 @@ class Session:
         self.file_per_utterance = delivery == pb.AUDIO_DELIVERY_FILE_PER_UTTERANCE
         """Each utterance is encoded as a file of its own, not fed to the session's encoder."""
         self.samples_written = 0
+        self.stage_warnings: set[tuple[str, str]] = set()
+        """(code, field) of the stages' warnings already sent: one of each per session."""
         self.splitter = splitter
         self.plan: deque[PlanEntry] = deque()
         """What the writer has still to do, in order; units at its head are in the engine."""
@@ -446,6 +449,8 @@ class Session:
                 if isinstance(samples, WordTimes):
                     words.hold(samples.words)
                     continue
+                for warning in self._stage_warnings(job.request):
+                    yield warning
                 if index is None:
                     index = self._next_index()
                 words.index = index
@@ -465,6 +470,8 @@ class Session:
             return  # cleared: no UtteranceDone for audio nobody will hear
         if job.request.error is not None:
             raise job.request.error
+        for warning in self._stage_warnings(job.request):  # an utterance with no audio at all
+            yield warning
         if index is None:
             index = self._next_index()
         if own_file is None:
@@ -501,6 +508,18 @@ class Session:
                 flush_id=utterance.flush_id,
             )
         )
+
+    def _stage_warnings(self, request: SynthesisRequest) -> list[pb.SynthesizeResponse]:
+        """The request's stage warnings not yet sent, once per code and field in the session (the first says what
+        happened)."""
+        responses = []
+        sent = {(w.code, w.field) for w in self.resolved.warnings}
+        for name, code, message in request.warnings:
+            if (code, name) in sent or (code, name) in self.stage_warnings:
+                continue
+            self.stage_warnings.add((code, name))
+            responses.append(pb.SynthesizeResponse(warning=pb.Warning(code=code, message=message, field=name)))
+        return responses
 
     def _next_index(self) -> int:
         index = self.utterance_index

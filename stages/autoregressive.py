@@ -20,9 +20,10 @@ from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.block_manager import SlotManager, StateShape
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.decode_graphs import DecodeGraphs
-from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.errors import InvalidField, SynthesisFailed
 from vocalis.stages.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.linear_attention import RecurrentStates
+from vocalis.stages.max_new_tokens import CAPPED
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams
 from vocalis.stages.scheduler import Scheduler
@@ -129,6 +130,10 @@ class SequenceTensors:
         return self.frames[: self.num_frames]
 
 
+PROMPT_TOO_LONG = "PROMPT_TOO_LONG"
+"""The reason a request is refused when its prompt alone fills the stage's cache (max_len)."""
+
+
 class CacheFull(SynthesisFailed):
     """A sequence outgrew the KV-cache budget with the whole cache to itself."""
 
@@ -195,8 +200,19 @@ class AutoregressiveStage:
         request = item.request
         start = self.model.start(request)
         prompt, params, state = start.prompt_embeds, start.sampling, start.state
-        room = self.scheduler.max_len - prompt.shape[0]
-        if 0 < room < params.max_new_tokens:  # a full cache ends the sequence, as vLLM's engine stops at max_model_len
+        max_len = self.scheduler.max_len
+        room = max_len - prompt.shape[0]
+        if room < 1:
+            raise InvalidField(
+                "text", PROMPT_TOO_LONG,
+                f"the prompt is {prompt.shape[0]} positions (input text plus any reference text and speaker prompt) but "
+                f"{self.name}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
+                f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{self.name}\": {{\"max_len\": N}}}}')",
+            )
+        if room < params.max_new_tokens:  # a full cache ends the sequence, as vLLM's engine stops at max_model_len
+            request.warn("max_new_tokens", CAPPED, f"max_new_tokens {params.max_new_tokens} is capped by {self.name}'s "
+                                                   f"{max_len}-position cache: the prompt takes {prompt.shape[0]}, "
+                                                   f"so generation ends at {room} tokens")
             params = replace(params, max_new_tokens=room)
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)

@@ -89,6 +89,8 @@ class SynthesisRequest(Generic[InputT]):
     stage_first_output_at: dict[str, float] = field(default_factory=dict)
     """When each stage first produced something for this request (for metrics and tests)."""
     error: BaseException | None = None
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    """(field, code, message) of what stages did to the request that the caller should know (see `warn`)."""
     kept_audio: list[Any] | None = None
     """The audio emitted so far, kept for a stage that runs after the last one (the forced aligner); None: not kept."""
     on_audio: Callable[[SynthesisRequest], None] | None = None
@@ -132,6 +134,11 @@ class SynthesisRequest(Generic[InputT]):
         if self.cancelled or not words:
             return
         self.output.put_words(words)
+
+    def warn(self, field: str, code: str, message: str) -> None:
+        """Tell the caller about something a stage did to this request (any thread): the server sends it before the
+        next audio of the request it reads (a stage warns before it hands on the frames that audio comes from)."""
+        self.warnings.append((field, code, message))
 
     def finish(self) -> None:
         if self.after_audio is not None:

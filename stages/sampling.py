@@ -153,7 +153,7 @@ def penalize_rows(logits: torch.Tensor, params: list[SamplingParams],
         return logits
     device = logits.device
     ids = torch.cat([histories[i].reshape(-1) for i in rows]).to(device, non_blocking=True)
-    owner = torch.cat([torch.full((histories[i].numel(),), i, dtype=torch.long) for i in rows]).to(device, non_blocking=True)
+    owner = torch.cat([torch.full((histories[i].numel(),), i, dtype=torch.long, device=device) for i in rows])
     seen = torch.zeros(logits.shape, dtype=torch.bool, device=device)
     seen[owner, ids] = True
     penalty = torch.tensor([p.repetition_penalty for p in params], dtype=logits.dtype, device=device)[:, None]

@@ -118,9 +118,9 @@ class SlowARStageModel(AutoregressiveModel):
         c = self.config
         start = c.semantic_start_token_id
         logits = self.model.token_logits(hidden).float().masked_fill(self._never.to(hidden.device), float("-inf"))
-        first = torch.tensor([len(h) == 0 for h in histories], device=logits.device)
-        if bool(first.any()):  # at least one frame, so no request is silent
-            logits[first, self.tokenizer.im_end] = float("-inf")
+        first = [len(h) == 0 for h in histories]
+        if any(first):  # at least one frame, so no request is silent (decided on the host: no device read)
+            logits[torch.tensor(first, device=logits.device), self.tokenizer.im_end] = float("-inf")
         previous = [h[:, 0] + start if h.numel() else None for h in histories]
         tokens = sample_states(logits, samplers, previous)  # on the device: only the frames go to the host
         eos = tokens == self.tokenizer.im_end

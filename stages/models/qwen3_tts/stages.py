@@ -103,9 +103,9 @@ class TalkerStageModel(AutoregressiveModel):
         """[B, V] float logits of codebook 0 with the never-sampled ids masked (and EOS, too early)."""
         logits = self.talker.codec_head(hidden).float()
         logits = logits.masked_fill(self._never.to(logits.device), float("-inf"))
-        early = torch.tensor([n < MIN_NEW_FRAMES for n in generated], device=logits.device)
-        if bool(early.any()):
-            logits[early, self.config.codec_eos_token_id] = float("-inf")
+        early = [n < MIN_NEW_FRAMES for n in generated]
+        if any(early):  # decided on the host: no device read
+            logits[torch.tensor(early, device=logits.device), self.config.codec_eos_token_id] = float("-inf")
         return logits
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],

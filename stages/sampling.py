@@ -143,17 +143,36 @@ def sample_batch(
     return out
 
 
-def sample_rows(logits: torch.Tensor, params: list[SamplingParams],
-                generators: list[torch.Generator | None]) -> torch.Tensor:
+def penalize_rows(logits: torch.Tensor, params: list[SamplingParams],
+                  histories: list[torch.Tensor | None]) -> torch.Tensor:
+    """`apply_repetition_penalty` for every row of logits [B, V] at once: row i's ids in histories[i] (1-D, any
+    device) under params[i].repetition_penalty. One scatter of all histories, no host read."""
+    rows = [i for i, (p, h) in enumerate(zip(params, histories, strict=True))
+            if p.repetition_penalty != 1.0 and h is not None and h.numel()]
+    if not rows:
+        return logits
+    device = logits.device
+    ids = torch.cat([histories[i].reshape(-1) for i in rows]).to(device, non_blocking=True)
+    owner = torch.cat([torch.full((histories[i].numel(),), i, dtype=torch.long, device=device) for i in rows])
+    seen = torch.zeros(logits.shape, dtype=torch.bool, device=device)
+    seen[owner, ids] = True
+    penalty = torch.tensor([p.repetition_penalty for p in params], dtype=logits.dtype, device=device)[:, None]
+    return torch.where(seen, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
+
+
+def sample_rows(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
+                histories: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """Token ids [B] on the logits' device for logits [B, V], row i under params[i] with generators[i].
 
-    Batched: one sort of every row (top-k, then top-p over what top-k keeps, then the draw by inverse CDF). Each
-    sampled row takes one uniform from its own generator (of the logits' device; None draws from the global one),
-    so a seeded row's tokens do not depend on its batch; greedy rows are an exact argmax and draw nothing. The
-    repetition penalty is not applied here.
+    Batched: the repetition penalty over histories[i] (row i's earlier tokens, as `sample_batch`), then one sort of
+    every row (top-k, then top-p over what top-k keeps, then the draw by inverse CDF). Each sampled row takes one
+    uniform from its own generator (of the logits' device; None draws from the global one), so a seeded row's tokens
+    do not depend on its batch; greedy rows are an exact argmax (of the penalized logits) and draw nothing.
     """
     assert len(params) == len(generators) == logits.shape[0], "one params and one generator per row"
     device = logits.device
+    if histories is not None:
+        logits = penalize_rows(logits, params, histories)
     greedy = [p.greedy for p in params]
     picks = torch.argmax(logits, dim=-1)
     if all(greedy):
@@ -175,9 +194,10 @@ def sample_rows(logits: torch.Tensor, params: list[SamplingParams],
     return torch.where(torch.tensor(greedy, device=device), picks, drawn)
 
 
-def sample_states(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
+def sample_states(logits: torch.Tensor, states: list[SamplerState],
+                  histories: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """`sample_rows` under each row's request state, with its generator of the logits' device."""
-    return sample_rows(logits, [s.params for s in states], [s.generator_for(logits.device) for s in states])
+    return sample_rows(logits, [s.params for s in states], [s.generator_for(logits.device) for s in states], histories)
 
 
 def redraw_repeats(logits: torch.Tensor, picks: torch.Tensor, recent: torch.Tensor, states: list[SamplerState],

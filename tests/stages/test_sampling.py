@@ -9,6 +9,7 @@ from vocalis.stages.sampling import (
     SamplerState,
     SamplingParams,
     apply_repetition_penalty,
+    penalize_rows,
     redraw_repeats,
     sample_batch,
     sample_rows,
@@ -104,3 +105,24 @@ def test_repeat_redraw_only_for_repeats_and_not_for_exempt_rows():
     assert int(out[0]) != 5 and out[1:].tolist() == [6, 7]
     again = redraw_repeats(logits[:1], picks[:1], recent[:1], [SamplerState(SamplingParams(seed=1))], SamplingParams(top_k=900))
     assert int(again[0]) == int(out[0])  # the row's own generator: the same second draw alone
+
+
+def test_batched_repetition_penalty_matches_the_per_row_path():
+    torch.manual_seed(5)
+    logits = torch.randn(3, 30)
+    histories = [torch.tensor([logits[0].argmax(), 4, 4]), None, torch.tensor([logits[2].argmax()])]
+    params = [SamplingParams(temperature=0, repetition_penalty=1e3), SamplingParams(temperature=0, repetition_penalty=2.0),
+              SamplingParams(repetition_penalty=1.3)]
+    penalized = penalize_rows(logits, params, histories)
+    for i in (0, 2):
+        assert torch.equal(penalized[i], apply_repetition_penalty(logits[i], histories[i], params[i].repetition_penalty))
+    assert torch.equal(penalized[1], logits[1])
+    greedy = sample_rows(logits[:2], params[:2], [None, None], histories[:2])
+    states = [SamplerState(p) for p in params[:2]]
+    assert torch.equal(greedy, sample_batch(logits[:2], states, histories[:2]))
+    assert int(greedy[0]) != int(logits[0].argmax())  # the penalty moved the greedy pick
+    row = torch.log_softmax(logits[2:], dim=-1).expand(4000, 30)
+    generators = [torch.Generator().manual_seed(i) for i in range(4000)]
+    counts = torch.bincount(sample_rows(row, [params[2]] * 4000, generators, [histories[2]] * 4000), minlength=30) / 4000
+    expected = torch.softmax(apply_repetition_penalty(row[0], histories[2], 1.3), dim=-1)
+    assert torch.allclose(counts.float(), expected, atol=0.03)

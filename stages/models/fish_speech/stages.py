@@ -19,7 +19,7 @@ from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTok
 from vocalis.stages.models.fish_speech.weights import FishSpeechModules
 from vocalis.stages.reference import ReferenceCache, content_key, resample
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_states
 
 EOS_CODE = -1
 """Codebook 0 of the frame that ends a sequence (the slow AR chose <|im_end|>); never emitted."""
@@ -118,22 +118,21 @@ class SlowARStageModel(AutoregressiveModel):
         c = self.config
         start = c.semantic_start_token_id
         logits = self.model.token_logits(hidden).float().masked_fill(self._never.to(hidden.device), float("-inf"))
-        first = torch.tensor([len(h) == 0 for h in histories], device=logits.device)
-        if bool(first.any()):  # at least one frame, so no request is silent
-            logits[first, self.tokenizer.im_end] = float("-inf")
+        first = [len(h) == 0 for h in histories]
+        if any(first):  # at least one frame, so no request is silent (decided on the host: no device read)
+            logits[torch.tensor(first, device=logits.device), self.tokenizer.im_end] = float("-inf")
         previous = [h[:, 0] + start if h.numel() else None for h in histories]
-        tokens = sample_batch(logits.cpu(), samplers, previous)
+        tokens = sample_states(logits, samplers, previous)  # on the device: only the frames go to the host
         eos = tokens == self.tokenizer.im_end
-        semantic = (tokens - start).clamp(0, c.text.codebook_size - 1).to(hidden.device)
+        semantic = (tokens - start).clamp(0, c.text.codebook_size - 1)
         fast = [state.fast for state in states]
 
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
-            return sample_batch(group_logits.float().cpu(), fast).to(hidden.device)
+            return sample_states(group_logits.float(), fast)
 
         rest, _ = self.model.frame_codes(self.model.slow_output(hidden), semantic, choose, residual_vocab=self.residual_vocab)
-        frames = torch.cat([semantic[:, None], rest], dim=1).cpu()
-        frames[eos, 0] = EOS_CODE
-        return frames
+        first_code = torch.where(eos, torch.full_like(semantic, EOS_CODE), semantic)
+        return torch.cat([first_code[:, None], rest], dim=1).cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return frames[:, 0] == EOS_CODE

@@ -18,7 +18,7 @@ from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, b
 from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_states
 
 MIN_NEW_FRAMES = 2
 """EOS is not allowed before this many frames (the reference's min_new_tokens), so no request is silent."""
@@ -103,19 +103,19 @@ class TalkerStageModel(AutoregressiveModel):
         """[B, V] float logits of codebook 0 with the never-sampled ids masked (and EOS, too early)."""
         logits = self.talker.codec_head(hidden).float()
         logits = logits.masked_fill(self._never.to(logits.device), float("-inf"))
-        early = torch.tensor([n < MIN_NEW_FRAMES for n in generated], device=logits.device)
-        if bool(early.any()):
-            logits[early, self.config.codec_eos_token_id] = float("-inf")
+        early = [n < MIN_NEW_FRAMES for n in generated]
+        if any(early):  # decided on the host: no device read
+            logits[torch.tensor(early, device=logits.device), self.config.codec_eos_token_id] = float("-inf")
         return logits
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[SequenceState]) -> torch.Tensor:
         logits = self.code0_logits(hidden, [len(h) for h in histories])
-        code0 = sample_batch(logits.cpu(), samplers, [h[:, 0] if h.numel() else None for h in histories]).to(hidden.device)
+        code0 = sample_states(logits, samplers, [h[:, 0] if h.numel() else None for h in histories])  # on the device
         subtalkers = [state.subtalker for state in states]
 
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
-            return sample_batch(group_logits.float().cpu(), subtalkers).to(hidden.device)
+            return sample_states(group_logits.float(), subtalkers)
 
         rest, _ = self.talker.code_predictor.generate(hidden, self.talker.embed_codec(code0), choose, graphs=self.predictor_graphs)
         return torch.cat([code0[:, None], rest], dim=1).cpu()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.stages.models.drama3.test_talker import HostReads
+from tests.host_reads import HostReads
 from tests.stages.test_device import CASES, Collect, bench_gpu, family
 from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.deploy import load_deploy

@@ -11,8 +11,8 @@ from collections import defaultdict
 import pytest
 import torch
 from tokenizers import Tokenizer
-from torch.overrides import TorchFunctionMode
 
+from tests.host_reads import HostReads
 from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.drama3.config import parse_config
 from vocalis.stages.models.drama3.talker import Drama3Input, Drama3Talker
@@ -65,22 +65,6 @@ def test_frames_do_not_depend_on_chunking_batching_or_preemption(talker):
     together = drive(talker, [request(t) for t in TEXTS], max_num_seqs=2, kv_cache_bytes=block_bytes * 21)
     for got, expected in zip(together, alone, strict=True):
         assert torch.equal(got, expected)
-
-
-HOST_READS = {"cpu", "tolist", "item", "numpy", "__int__", "__float__", "__bool__", "__index__"}
-
-
-class HostReads(TorchFunctionMode):
-    """Records every call that brings a tensor's values to the host (a device sync on an accelerator)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in HOST_READS:
-            self.calls.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def test_a_step_reads_nothing_back_but_the_emitted_frames(talker, monkeypatch):

@@ -50,6 +50,8 @@ def fake_model(accepted: frozenset[str] = frozenset({"speed", "seed"}), required
 @dataclass
 class _Request:
     error: Exception | None = None
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    """Stage warnings (field, code, message), as SynthesisRequest carries them."""
 
 
 class FakeJob:

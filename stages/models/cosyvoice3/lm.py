@@ -8,9 +8,8 @@ from torch import nn
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
-from vocalis.stages.layers.attention import causal_mask
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rotary import rope
+from vocalis.stages.layers.rope_stack import run_cached, run_dense
 from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.cosyvoice3.config import LMConfig, Qwen2Config
 
@@ -67,27 +66,13 @@ class CosyVoice3LM(nn.Module):
         prompt = self.speech_embedding(torch.tensor(prompt_speech, dtype=torch.long, device=device))
         return torch.cat([speech[self.config.sos][None], text, speech[self.config.task_id][None], prompt])
 
-    def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = rope(positions, self.qwen.head_dim, self.qwen.rope_theta)
-        return cos.to(dtype), sin.to(dtype)
-
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
-        rotary = self.rope_tables(batch.token_positions.to(embeds.device), embeds.dtype)
-        x = embeds
-        for index, layer in enumerate(self.backbone.layers):
-            x = layer.cached(x, rotary, cache, index, batch)
-        return self.backbone.norm(x)
+        return run_cached(self.backbone.layers, self.backbone.norm, embeds, batch, cache, self.qwen.head_dim, self.qwen.rope_theta)
 
     def dense(self, embeds: torch.Tensor) -> torch.Tensor:
         """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
-        length = embeds.shape[1]
-        rotary = self.rope_tables(torch.arange(length, device=embeds.device), embeds.dtype)
-        mask = causal_mask(length, device=embeds.device)
-        x = embeds
-        for layer in self.backbone.layers:
-            x = layer.dense(x, rotary, mask)
-        return self.backbone.norm(x)
+        return run_dense(self.backbone.layers, self.backbone.norm, embeds, self.qwen.head_dim, self.qwen.rope_theta)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.llm_decoder(hidden).float()

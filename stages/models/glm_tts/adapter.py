@@ -13,6 +13,7 @@ import numpy as np
 
 from vocalis.stages.errors import InvalidField, UnknownVoice
 from vocalis.stages.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.model import Capabilities
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.glm_tts.stages import GLMTTSInput
@@ -65,10 +66,7 @@ class GLMTTSAdapter:
         topk = extra.pop("sampler", "ras") == "topk"
         settings: dict[str, Any] = {}
         if "max_new_tokens" in fields:
-            value = fields["max_new_tokens"]
-            if not 1 <= value <= self.max_new_tokens:
-                raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {self.max_new_tokens}, got {value}")
-            settings["max_new_tokens"] = int(value)
+            settings["max_new_tokens"] = checked_max_new_tokens(params, upper=self.max_new_tokens)
         seed = int(fields["seed"]) if "seed" in fields else None
         temperature = extra.get("temperature", 1.0)
         if topk:

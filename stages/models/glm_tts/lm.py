@@ -9,9 +9,8 @@ from torch import nn
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.kv_cache import SlotKVCache
-from vocalis.stages.layers.attention import causal_mask
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rotary import rope
+from vocalis.stages.layers.rope_stack import run_cached, run_dense
 from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.glm_tts.config import LlamaConfig
 
@@ -50,27 +49,13 @@ class GLMSpeechLM(nn.Module):
         ids = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         return self.model.embed_tokens(ids)
 
-    def rope_tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = rope(positions, self.config.dim_per_head, self.config.rope_theta)
-        return cos.to(dtype), sin.to(dtype)
-
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
-        rotary = self.rope_tables(batch.token_positions.to(embeds.device), embeds.dtype)
-        x = embeds
-        for index, layer in enumerate(self.model.layers):
-            x = layer.cached(x, rotary, cache, index, batch)
-        return self.model.norm(x)
+        return run_cached(self.model.layers, self.model.norm, embeds, batch, cache, self.config.dim_per_head, self.config.rope_theta)
 
     def dense(self, embeds: torch.Tensor) -> torch.Tensor:
         """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
-        length = embeds.shape[1]
-        rotary = self.rope_tables(torch.arange(length, device=embeds.device), embeds.dtype)
-        mask = causal_mask(length, device=embeds.device)
-        x = embeds
-        for layer in self.model.layers:
-            x = layer.dense(x, rotary, mask)
-        return self.model.norm(x)
+        return run_dense(self.model.layers, self.model.norm, embeds, self.config.dim_per_head, self.config.rope_theta)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight

@@ -56,6 +56,10 @@ class ReferenceCache(Generic[ValueT]):
                 self._entries.move_to_end(key)
             return value
 
+    def has(self, key: str) -> bool:
+        with self._lock:
+            return key in self._entries
+
     def put(self, key: str, value: ValueT) -> None:
         with self._lock:
             self._entries[key] = value

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 _STOP = object()
 
 
-def _inference_mode() -> AbstractContextManager[object]:
+def inference_mode_if_torch() -> AbstractContextManager[object]:
     """torch.inference_mode() when torch is loaded (a neural family imported it), else nothing:
     the Piper-only install has no torch, and its stages never touch it."""
     torch = sys.modules.get("torch")
@@ -81,7 +81,7 @@ class StageWorker:
 
     def _step(self) -> None:
         try:
-            with _inference_mode():
+            with inference_mode_if_torch():
                 outputs = self.stage.step()
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("stage %s failed a step", self.stage.name)

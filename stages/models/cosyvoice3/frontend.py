@@ -41,7 +41,11 @@ class Frontend:
 
     def prompt(self, samples: np.ndarray, sample_rate: int) -> VoicePrompt:
         samples = np.asarray(samples, dtype=np.float32).reshape(-1)
-        return self.cache.get_or_make(content_key(samples, sample_rate, "cosyvoice3"), lambda: self._encode(samples, sample_rate))
+        return self.cache.get_or_make(_key(samples, sample_rate), lambda: self._encode(samples, sample_rate))
+
+    def has_prompt(self, samples: np.ndarray, sample_rate: int) -> bool:
+        """Whether the clip's prompt is cached (prompt() returns at once)."""
+        return self.cache.has(_key(np.asarray(samples, dtype=np.float32).reshape(-1), sample_rate))
 
     def speaker_embedding(self, samples_16k: np.ndarray) -> torch.Tensor:
         return self.campplus(samples_16k)
@@ -64,3 +68,7 @@ class Frontend:
         ratio = self.config.token_mel_ratio
         count = min(mel.shape[0] // ratio, len(tokens))
         return VoicePrompt(embedding=embedding, speech_tokens=tokens[:count], mel=mel[: ratio * count])
+
+
+def _key(samples: np.ndarray, sample_rate: int) -> str:
+    return content_key(samples, sample_rate, "cosyvoice3")

@@ -52,6 +52,10 @@ class VoicePreparer:
     def __init__(self, frontend: Frontend) -> None:
         self.frontend = frontend
 
+    def costly(self, request: SynthesisRequest[CosyVoice3Input]) -> bool:
+        inputs = request.stage_input
+        return inputs.voice is None and not self.frontend.has_prompt(inputs.samples, inputs.sample_rate)
+
     def prepare(self, request: SynthesisRequest[CosyVoice3Input]) -> VoicePrompt:
         inputs = request.stage_input
         if inputs.voice is not None:

@@ -68,12 +68,19 @@ class ReferenceFrames:
     def __init__(self, encoder) -> None:
         self.encoder = encoder
 
+    def costly(self, request: SynthesisRequest[Drama3Input]) -> bool:
+        return not all(self.encoder.cached(samples, rate) for samples, rate in _clips(request.stage_input))
+
     def prepare(self, request: SynthesisRequest[Drama3Input]) -> list[torch.Tensor] | None:
-        inputs = request.stage_input
-        if inputs.ref_samples is None:
-            return None
-        clips = [(inputs.ref_samples, inputs.ref_rate), *((clip.samples, clip.rate) for clip in inputs.more_references)]
-        return [self.encoder.encode(samples, rate) for samples, rate in clips]
+        clips = _clips(request.stage_input)
+        return [self.encoder.encode(samples, rate) for samples, rate in clips] if clips else None
+
+
+def _clips(inputs: Drama3Input) -> list[tuple[np.ndarray, int]]:
+    """A request's reference clips with their rates (none when it clones no voice)."""
+    if inputs.ref_samples is None:
+        return []
+    return [(inputs.ref_samples, inputs.ref_rate), *((clip.samples, clip.rate) for clip in inputs.more_references)]
 
 
 @dataclass

@@ -54,6 +54,14 @@ class ReferenceEncoder:
         inputs = request.stage_input
         return None if inputs.ref_samples is None else self.encode(inputs.ref_samples, inputs.ref_rate)
 
+    def costly(self, request: SynthesisRequest[FishSpeechInput]) -> bool:
+        inputs = request.stage_input
+        return inputs.ref_samples is not None and not self.cached(inputs.ref_samples, inputs.ref_rate)
+
+    def cached(self, samples: np.ndarray, rate: int) -> bool:
+        """Whether the clip's frames are cached (encode() returns at once)."""
+        return self.cache.has(content_key(samples, rate))
+
     def encode(self, samples: np.ndarray, rate: int) -> torch.Tensor:
         def run() -> torch.Tensor:
             audio = resample(np.asarray(samples, dtype=np.float32), rate, self.codec.sample_rate)

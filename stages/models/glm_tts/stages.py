@@ -142,6 +142,10 @@ class VoicePreparer:
     def __init__(self, frontend) -> None:
         self.frontend = frontend
 
+    def costly(self, request: SynthesisRequest[GLMTTSInput]) -> bool:
+        inputs = request.stage_input
+        return inputs.voice is None and not self.frontend.has_prompt(inputs.samples, inputs.sample_rate)
+
     def prepare(self, request: SynthesisRequest[GLMTTSInput]):
         inputs = request.stage_input
         if inputs.voice is not None:

@@ -76,6 +76,24 @@ class VoiceCloner:
         clone = request.stage_input.clone
         return self.voice(clone) if clone is not None else None
 
+    def costly(self, request: SynthesisRequest[Qwen3TTSInput]) -> bool:
+        clone = request.stage_input.clone
+        if clone is None:
+            return False
+        return any(not self._has(clone, what) for what in ("xvector", "codes"))
+
+    def _has(self, clone: CloneSpec, what: str) -> bool:
+        """Whether the clip's `what` is given, stored with the voice, cached, or not needed."""
+        if what == "xvector" and clone.speaker_embedding is not None or what == "codes" and not clone.icl:
+            return True
+        reference = clone.reference
+        if reference is None:
+            return True  # nothing to encode: voice() says what is missing
+        if reference.artifacts.get(ARTIFACT_XVECTOR if what == "xvector" else ARTIFACT_CODES) is not None:
+            return True
+        samples = np.asarray(reference.samples, dtype=np.float32).reshape(-1)
+        return self.cache.has(content_key(samples, reference.sample_rate, what))
+
     def conditioning(self, request: SynthesisRequest[Qwen3TTSInput]) -> Conditioning:
         """The request's conditioning with its cloned voice filled in (prepared already, or encoded now)."""
         inputs = request.stage_input

@@ -2,8 +2,10 @@
 against transformers' `qwen3_5_moe` logits (tests/goldens/drama3/make_goldens.py: the qwen3_5_moe golden model with
 Drama 3's vocabulary, FP8 experts and untied lm_head): a dense forward and a cached prefill + decodes through the
 runtime's paged KV cache and recurrent states. Logits agree to <= 1e-4 at all but a few positions; the worst is
-7e-4 (max |logit| 5.5), the two torch forms of the gated delta rule drifting apart (transformers' own dense and cached
-runs differ by 7e-5), so the bound is 1e-3 absolute. Also the config checks and the FP8 format itself."""
+7e-4 on the machine that made the goldens and 1.2e-3 on an AVX-512 Xeon (max |logit| 5.5): the two torch forms of the
+gated delta rule drift apart with the CPU's float32 rounding (transformers' own dense and cached runs differ by 7e-5),
+and the tiny routers' top-8 choices are near ties at most positions. So the bound is 2e-3 absolute (a wrong layer or
+routing is off by O(1)). Also the config checks and the FP8 format itself."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def test_dense_logits_match_transformers(loaded):
     with torch.no_grad():
         hidden = model.backbone.dense(model.embed_rows(torch.nn.functional.pad(golden["golden.ids"][:, None], (0, 10)))[None])[0]
         logits = model.logits(hidden)
-    torch.testing.assert_close(logits, golden["golden.logits"], atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(logits, golden["golden.logits"], atol=2e-3, rtol=1e-4)
 
 
 def test_cached_prefill_then_decodes_match_transformers(loaded):
@@ -50,7 +52,7 @@ def test_cached_prefill_then_decodes_match_transformers(loaded):
             batch = cache.batch([table], [start], [n], state_slots=[0])
             outs.append(model.logits(backbone.cached(backbone.embed_tokens(ids[start : start + n]), batch, cache)))
             start += n
-    torch.testing.assert_close(torch.cat(outs), golden["golden.cached_logits"], atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(torch.cat(outs), golden["golden.cached_logits"], atol=2e-3, rtol=1e-4)
 
 
 def test_fp8_blocks_dequantise_with_their_own_scales():

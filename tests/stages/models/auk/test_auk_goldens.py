@@ -25,6 +25,11 @@ FLOW = load_file(str(HERE / "goldens_flow.safetensors"))
 INSTRUCTION = 'Say the following with a warm voice: "Hello there."'
 
 
+FLOW_ATOL = 5e-4
+"""The solved latents (|x| up to 15 after the ODE's steps) against the port's: 1.75e-4 on an AVX-512 Xeon, under 1e-4
+where the goldens were made (float32 rounding accumulated over the steps)."""
+
+
 def close(ours: torch.Tensor, golden: torch.Tensor, atol: float) -> None:
     assert ours.shape == golden.shape
     assert (ours.float() - golden.float()).abs().max().item() <= atol
@@ -78,9 +83,9 @@ def test_flow_matches_the_port_guided_unguided_and_on_an_explicit_grid(tiny):
         (guided,) = _run(dit, [_job(dit, FLOW["text_a"], FLOW["ref_a"], 12, 5, time_grid(3, -1.0), 2.0)])
         (flash,) = _run(dit, [_job(dit, FLOW["text_b"], none, 5, 6, time_grid(0, None, FLASH_T_GRID), 0.0)])
         (explicit,) = _run(dit, [_job(dit, FLOW["text_a"], FLOW["ref_a"], 12, 5, time_grid(2, None, [0.0, 0.3, 1.0]), 1.5)])
-    close(guided, FLOW["guided_a"], 1e-4)
-    close(flash, FLOW["unguided_b"], 1e-4)
-    close(explicit, FLOW["tgrid_a"], 1e-4)
+    close(guided, FLOW["guided_a"], FLOW_ATOL)
+    close(flash, FLOW["unguided_b"], FLOW_ATOL)
+    close(explicit, FLOW["tgrid_a"], FLOW_ATOL)
 
 
 def test_a_batch_of_two_lengths_matches_the_port_and_each_alone(tiny):
@@ -89,9 +94,9 @@ def test_a_batch_of_two_lengths_matches_the_port_and_each_alone(tiny):
     with torch.inference_mode():
         a, b = _run(dit, [_job(dit, FLOW["text_a"], FLOW["ref_a"], 12, 5, grid, 2.0), _job(dit, FLOW["text_b"], torch.zeros(0, 8), 5, 6, grid, 2.0)])
         (b_alone,) = _run(dit, [_job(dit, FLOW["text_b"], torch.zeros(0, 8), 5, 6, grid, 2.0)])
-    close(a, FLOW["batch_a"], 1e-4)
-    close(b, FLOW["batch_b"], 1e-4)
-    close(a, FLOW["guided_a"], 1e-4)  # batch invariance
+    close(a, FLOW["batch_a"], FLOW_ATOL)
+    close(b, FLOW["batch_b"], FLOW_ATOL)
+    close(a, FLOW["guided_a"], FLOW_ATOL)  # batch invariance
     close(b, b_alone, 1e-4)
 
 

@@ -63,7 +63,7 @@ def test_streamed_equals_whole_decode(tiny, long, config, name):
     assert sizes[0] == hop and len(sizes) >= 4 and sum(sizes) == len(patches) * hop
     prefix = 0 if family.decoder.context_frames(r) is None else len(family.decoder.context_frames(r))
     assert any(w.context_start > 0 for w in windows(policy, prefix, prefix + len(patches)))  # some chunks cut their left context
-    np.testing.assert_allclose(streamed, whole, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(streamed, whole, atol=1e-5, rtol=0)  # chunk shapes change the float32 rounding: 1.3e-6 on an AVX-512 Xeon
 
 
 def windows(policy: ChunkPolicy, emitted: int, total: int) -> list:

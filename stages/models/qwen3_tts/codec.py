@@ -3,10 +3,16 @@ reference codes), named as in `speech_tokenizer/model.safetensors` (`decoder.*`,
 
 Everything in the decoder is causal: convolutions pad on the left, transposed convolutions trim on
 the right, and the transformer attends to the last `sliding_window` frames. A frame's samples
-therefore depend only on earlier frames, which is what lets code2wav decode in chunks.
+therefore depend only on earlier frames, which is what lets code2wav decode in chunks: `SpeechDecoder.stream`
+decodes a request's next frames from its `DecoderStreamState` (every convolution's last inputs, every transposed
+convolution's overlap tail, every transformer layer's keys and values over its window, the frames so far), equal
+to decoding all its frames at once, at the cost of the new frames alone.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +28,7 @@ from vocalis.stages.audio_blocks import (
     snake_residual_units,
     summed_lookup,
 )
+from vocalis.stages.causal_stream import Carry, CausalStream
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
@@ -40,6 +47,9 @@ class Nested(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.conv, x)
 
 
 def causal_conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
@@ -63,7 +73,13 @@ class ConvNeXtBlock(nn.Module):
         self.gamma = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.dwconv(x).transpose(1, 2))
+        return self._pointwise(x, self.dwconv(x))
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return self._pointwise(x, carry.run(self.dwconv, x))
+
+    def _pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        h = self.norm(h.transpose(1, 2))
         h = self.gamma * self.pwconv2(F.gelu(self.pwconv1(h)))
         return x + h.transpose(1, 2)
 
@@ -81,6 +97,9 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.block, x)
 
 
 # -- quantizers ------------------------------------------------------------------------------------
@@ -166,6 +185,37 @@ class DecoderTransformer(nn.Module):
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask)
         return self.output_proj(self.norm(x))
 
+    def stream(self, x: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        """x [B, L, latent] of each row's next frames (right-padded), positions[i] the frames row i decoded before:
+        each layer attends over the keys and values its row carries (the last sliding_window - 1 positions, zeros
+        and masked before position 0) and the new ones, at the same RoPE positions as a whole decode."""
+        c = self.config
+        x = self.input_proj(x)
+        length, held = x.shape[1], c.sliding_window - 1
+        start = torch.tensor(positions, device=x.device)[:, None]
+        cos, sin = rope(start + torch.arange(length, device=x.device), c.dim_per_head, c.rope_theta)  # [B, L, D]
+        key = torch.arange(-held, length, device=x.device)  # key slots relative to the first new frame
+        mask = causal_mask(length, c.sliding_window, device=x.device, offset=held) & (key + start >= 0)[:, None]
+        valid = carry.valid(x, dim=1)
+        empty = x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head)
+        for layer in self.layers:
+            keys, values = layer.self_attn.k_proj, layer.self_attn.v_proj
+            kv = [carry.gather(keys, empty), carry.gather(values, empty)]
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask[:, None], kv=kv)
+            carry.keep(keys, kv[0], valid, held, dim=2)  # the last `held` keys up to each row's end
+            carry.keep(values, kv[1], valid, held, dim=2)
+        return self.output_proj(self.norm(x))
+
+
+@dataclass
+class DecoderStreamState:
+    """What `SpeechDecoder.stream` carries for one request between calls."""
+
+    carry: Carry = field(default_factory=dict)
+    """Per module: a convolution's last inputs, a transposed convolution's overlap tail, a layer's keys/values."""
+    frames: int = 0
+    """Frames decoded so far (the RoPE position of the next)."""
+
 
 class SpeechDecoder(nn.Module):
     """`decoder.*`: codes [B, K, T] to samples [B, T * samples_per_frame] in [-1, 1]."""
@@ -196,6 +246,22 @@ class SpeechDecoder(nn.Module):
             x = convnext(transposed(x))
         for layer in self.decoder:
             x = layer(x)
+        return x.clamp(-1.0, 1.0)[:, 0]
+
+    def stream(self, codes: torch.Tensor, states: Sequence[DecoderStreamState], frames: Sequence[int]) -> torch.Tensor:
+        """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to samples [B, L * samples_per_frame],
+        row i's first frames[i] * samples_per_frame equal to those of decoding all its frames at once; states[i]
+        advances past them."""
+        if codes.shape[1] != self.config.num_quantizers:
+            raise ValueError(f"expected {self.config.num_quantizers} codebooks, got {codes.shape[1]}")
+        carry = CausalStream([state.carry for state in states], frames)
+        x = carry.run(self.pre_conv, self.quantizer.decode(codes))
+        x = self.pre_transformer.stream(x.transpose(1, 2), carry, [state.frames for state in states]).transpose(1, 2)
+        for transposed, convnext in self.upsample:
+            x = carry.run(convnext, carry.run(transposed, x))
+        x = carry.run(self.decoder, x)
+        for state, count in zip(states, frames, strict=True):
+            state.frames += count
         return x.clamp(-1.0, 1.0)[:, 0]
 
 

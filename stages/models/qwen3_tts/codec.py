@@ -248,21 +248,42 @@ class SpeechDecoder(nn.Module):
             x = layer(x)
         return x.clamp(-1.0, 1.0)[:, 0]
 
-    def stream(self, codes: torch.Tensor, states: Sequence[DecoderStreamState], frames: Sequence[int]) -> torch.Tensor:
-        """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to samples [B, L * samples_per_frame],
-        row i's first frames[i] * samples_per_frame equal to those of decoding all its frames at once; states[i]
-        advances past them."""
+    def stream(self, codes: torch.Tensor, states: Sequence[DecoderStreamState], frames: Sequence[int],
+               skip: Sequence[int] | None = None) -> torch.Tensor:
+        """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to the samples of all but each row's
+        first skip[i] (default none), equal to those of decoding all its frames at once: [B, max(frames - skip) *
+        samples_per_frame], row i's first (frames[i] - skip[i]) * samples_per_frame valid. states[i] advances past
+        all frames[i].
+
+        Skipped frames (an ICL clone's reference codes) go through the transformer, but through the convolutions
+        after it only the last `conv_stack_frames` of them: what those convolutions carry on reads no further back."""
         if codes.shape[1] != self.config.num_quantizers:
             raise ValueError(f"expected {self.config.num_quantizers} codebooks, got {codes.shape[1]}")
+        skip = [0] * len(frames) if skip is None else list(skip)
         carry = CausalStream([state.carry for state in states], frames)
         x = carry.run(self.pre_conv, self.quantizer.decode(codes))
-        x = self.pre_transformer.stream(x.transpose(1, 2), carry, [state.frames for state in states]).transpose(1, 2)
-        for transposed, convnext in self.upsample:
-            x = carry.run(convnext, carry.run(transposed, x))
-        x = carry.run(self.decoder, x)
+        x = self.pre_transformer.stream(x.transpose(1, 2), carry, [state.frames for state in states])
         for state, count in zip(states, frames, strict=True):
             state.frames += count
-        return x.clamp(-1.0, 1.0)[:, 0]
+        starts = [max(0, s - self.config.conv_stack_frames) for s in skip]
+        if any(starts):  # each row from its own start: a new batch of shorter rows
+            x = _from_starts(x.transpose(1, 2), starts, [f - s for f, s in zip(frames, starts, strict=True)]).transpose(1, 2)
+            carry = CausalStream(carry.rows, [f - s for f, s in zip(frames, starts, strict=True)])
+        x = x.transpose(1, 2)
+        for transposed, convnext in self.upsample:
+            x = carry.run(convnext, carry.run(transposed, x))
+        samples = carry.run(self.decoder, x).clamp(-1.0, 1.0)
+        hop = self.config.samples_per_frame
+        dropped = [(s - start) * hop for s, start in zip(skip, starts, strict=True)]
+        if not any(dropped):
+            return samples[:, 0]
+        return _from_starts(samples, dropped, [(f - s) * hop for f, s in zip(frames, skip, strict=True)])[:, 0]
+
+
+def _from_starts(x: torch.Tensor, starts: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
+    """x [B, C, T] with row i's [starts[i], starts[i] + lengths[i]) moved to its front, right-padded with zeros."""
+    longest = max(lengths)
+    return torch.stack([F.pad(x[i, :, start : start + n], (0, longest - n)) for i, (start, n) in enumerate(zip(starts, lengths, strict=True))])
 
 
 # -- the Mimi encoder ------------------------------------------------------------------------------

@@ -147,7 +147,8 @@ class CodecDecoderModel(ChunkDecoder):
     Each request's chunks are decoded from its carried decoder state (`SpeechDecoder.stream`), so a streamed request
     equals the decode of all its frames at once, and a chunk costs its own frames: the window's left context
     (`left_context_frames`) is not read. An ICL clone's reference codes are decoded into the state with its first
-    chunk, their audio dropped, as the reference decodes them before the generated codes and cuts their audio."""
+    chunk (through the transformer; through the convolutions after it only as far back as they read), their audio
+    dropped, as the reference decodes them before the generated codes and cuts their audio."""
 
     causal = True
 
@@ -185,11 +186,11 @@ class CodecDecoderModel(ChunkDecoder):
             codec.prefix = None
         longest = max(counts)
         codes = torch.stack([torch.cat([r, r.new_zeros((longest - len(r), r.shape[1]))]) for r in rows])
-        samples = self.decoder.stream(codes.to(device).transpose(1, 2).clamp(min=0), [s.state.state for s in streams], counts)
+        samples = self.decoder.stream(codes.to(device).transpose(1, 2).clamp(min=0), [s.state.state for s in streams], counts, dropped)
         hop = self.samples_per_frame
         out = samples.new_zeros(len(streams), frames.shape[1] * hop)
         for row, stream in enumerate(streams):
             window = stream.window
             first, last = (window.start - window.context_start) * hop, (window.end - window.context_start) * hop
-            out[row, first:last] = samples[row, dropped[row] * hop : dropped[row] * hop + last - first]
+            out[row, first:last] = samples[row, : last - first]
         return out

@@ -143,3 +143,19 @@ def test_a_window_that_skips_frames_is_refused():
     state = DecodeStream(window=Window(4, 4, 8, 8))  # the state has decoded nothing, the window starts at frame 4
     with pytest.raises(ValueError, match="starts at 4"), torch.inference_mode():
         decoder.decode(codes(4, 10)[None], [state])
+
+
+def test_the_reference_codes_reach_the_convolutions_only_as_far_back_as_they_read(monkeypatch):
+    """A clone's first call runs only the clip's last `conv_stack_frames` (10) through the convolutions after the
+    transformer: exact at that bound, not two frames short of it (so the shortcut is taken, and the bound matters)."""
+    from vocalis.stages.models.qwen3_tts.config import DecoderConfig
+
+    clip, frames = codes(CLIP, 11), codes(4, 12)
+    policy = ChunkPolicy(first_chunk_frames=2, chunk_frames=2, left_context_frames=0)
+    bound = modules("base-1b7").decoder.config.conv_stack_frames
+    assert bound == 10
+    (audio,), _ = stream(policy, [(request(clip), frames)])
+    assert float((audio - whole(clip, frames)).abs().max()) < EXACT
+    monkeypatch.setattr(DecoderConfig, "conv_stack_frames", property(lambda self: bound - 2))
+    (short,), _ = stream(policy, [(request(clip), frames)])
+    assert float((short - whole(clip, frames)).abs().max()) > 1e-5  # measured 2.9e-5

@@ -18,7 +18,7 @@ from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import apply_rotary
 
 Rope = tuple[torch.Tensor, torch.Tensor]
-"""(cos, sin), each [T, head_dim]: one row per query position."""
+"""(cos, sin), each [T, head_dim]: one row per query position (or [B, T, head_dim]: per batch row, for `dense`)."""
 
 
 def causal_mask(length: int, window: int | None = None, device: torch.device | str = "cpu", offset: int = 0) -> torch.Tensor:
@@ -71,7 +71,7 @@ class QKVAttention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
-            cos, sin = rope[0][:, None], rope[1][:, None]  # broadcast over heads
+            cos, sin = rope[0].unsqueeze(-2), rope[1].unsqueeze(-2)  # broadcast over heads
             q = apply_rotary(q, cos, sin, self.rope_upcast)
             k = apply_rotary(k, cos, sin, self.rope_upcast)
         return q, k, v, gate

@@ -3,10 +3,16 @@ reference codes), named as in `speech_tokenizer/model.safetensors` (`decoder.*`,
 
 Everything in the decoder is causal: convolutions pad on the left, transposed convolutions trim on
 the right, and the transformer attends to the last `sliding_window` frames. A frame's samples
-therefore depend only on earlier frames, which is what lets code2wav decode in chunks.
+therefore depend only on earlier frames, which is what lets code2wav decode in chunks: `SpeechDecoder.stream`
+decodes a request's next frames from its `DecoderStreamState` (every convolution's last inputs, every transposed
+convolution's overlap tail, every transformer layer's keys and values over its window, the frames so far), equal
+to decoding all its frames at once, at the cost of the new frames alone.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +28,7 @@ from vocalis.stages.audio_blocks import (
     snake_residual_units,
     summed_lookup,
 )
+from vocalis.stages.causal_stream import Carry, CausalStream
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
@@ -40,6 +47,9 @@ class Nested(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.conv, x)
 
 
 def causal_conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
@@ -63,7 +73,13 @@ class ConvNeXtBlock(nn.Module):
         self.gamma = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.dwconv(x).transpose(1, 2))
+        return self._pointwise(x, self.dwconv(x))
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return self._pointwise(x, carry.run(self.dwconv, x))
+
+    def _pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        h = self.norm(h.transpose(1, 2))
         h = self.gamma * self.pwconv2(F.gelu(self.pwconv1(h)))
         return x + h.transpose(1, 2)
 
@@ -81,6 +97,9 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.block, x)
 
 
 # -- quantizers ------------------------------------------------------------------------------------
@@ -166,6 +185,37 @@ class DecoderTransformer(nn.Module):
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask)
         return self.output_proj(self.norm(x))
 
+    def stream(self, x: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        """x [B, L, latent] of each row's next frames (right-padded), positions[i] the frames row i decoded before:
+        each layer attends over the keys and values its row carries (the last sliding_window - 1 positions, zeros
+        and masked before position 0) and the new ones, at the same RoPE positions as a whole decode."""
+        c = self.config
+        x = self.input_proj(x)
+        length, held = x.shape[1], c.sliding_window - 1
+        start = torch.tensor(positions, device=x.device)[:, None]
+        cos, sin = rope(start + torch.arange(length, device=x.device), c.dim_per_head, c.rope_theta)  # [B, L, D]
+        key = torch.arange(-held, length, device=x.device)  # key slots relative to the first new frame
+        mask = causal_mask(length, c.sliding_window, device=x.device, offset=held) & (key + start >= 0)[:, None]
+        valid = carry.valid(x, dim=1)
+        empty = x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head)
+        for layer in self.layers:
+            keys, values = layer.self_attn.k_proj, layer.self_attn.v_proj
+            kv = [carry.gather(keys, empty), carry.gather(values, empty)]
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask[:, None], kv=kv)
+            carry.keep(keys, kv[0], valid, held, dim=2)  # the last `held` keys up to each row's end
+            carry.keep(values, kv[1], valid, held, dim=2)
+        return self.output_proj(self.norm(x))
+
+
+@dataclass
+class DecoderStreamState:
+    """What `SpeechDecoder.stream` carries for one request between calls."""
+
+    carry: Carry = field(default_factory=dict)
+    """Per module: a convolution's last inputs, a transposed convolution's overlap tail, a layer's keys/values."""
+    frames: int = 0
+    """Frames decoded so far (the RoPE position of the next)."""
+
 
 class SpeechDecoder(nn.Module):
     """`decoder.*`: codes [B, K, T] to samples [B, T * samples_per_frame] in [-1, 1]."""
@@ -197,6 +247,43 @@ class SpeechDecoder(nn.Module):
         for layer in self.decoder:
             x = layer(x)
         return x.clamp(-1.0, 1.0)[:, 0]
+
+    def stream(self, codes: torch.Tensor, states: Sequence[DecoderStreamState], frames: Sequence[int],
+               skip: Sequence[int] | None = None) -> torch.Tensor:
+        """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to the samples of all but each row's
+        first skip[i] (default none), equal to those of decoding all its frames at once: [B, max(frames - skip) *
+        samples_per_frame], row i's first (frames[i] - skip[i]) * samples_per_frame valid. states[i] advances past
+        all frames[i].
+
+        Skipped frames (an ICL clone's reference codes) go through the transformer, but through the convolutions
+        after it only the last `conv_stack_frames` of them: what those convolutions carry on reads no further back."""
+        if codes.shape[1] != self.config.num_quantizers:
+            raise ValueError(f"expected {self.config.num_quantizers} codebooks, got {codes.shape[1]}")
+        skip = [0] * len(frames) if skip is None else list(skip)
+        carry = CausalStream([state.carry for state in states], frames)
+        x = carry.run(self.pre_conv, self.quantizer.decode(codes))
+        x = self.pre_transformer.stream(x.transpose(1, 2), carry, [state.frames for state in states])
+        for state, count in zip(states, frames, strict=True):
+            state.frames += count
+        starts = [max(0, s - self.config.conv_stack_frames) for s in skip]
+        if any(starts):  # each row from its own start: a new batch of shorter rows
+            x = _from_starts(x.transpose(1, 2), starts, [f - s for f, s in zip(frames, starts, strict=True)]).transpose(1, 2)
+            carry = CausalStream(carry.rows, [f - s for f, s in zip(frames, starts, strict=True)])
+        x = x.transpose(1, 2)
+        for transposed, convnext in self.upsample:
+            x = carry.run(convnext, carry.run(transposed, x))
+        samples = carry.run(self.decoder, x).clamp(-1.0, 1.0)
+        hop = self.config.samples_per_frame
+        dropped = [(s - start) * hop for s, start in zip(skip, starts, strict=True)]
+        if not any(dropped):
+            return samples[:, 0]
+        return _from_starts(samples, dropped, [(f - s) * hop for f, s in zip(frames, skip, strict=True)])[:, 0]
+
+
+def _from_starts(x: torch.Tensor, starts: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
+    """x [B, C, T] with row i's [starts[i], starts[i] + lengths[i]) moved to its front, right-padded with zeros."""
+    longest = max(lengths)
+    return torch.stack([F.pad(x[i, :, start : start + n], (0, longest - n)) for i, (start, n) in enumerate(zip(starts, lengths, strict=True))])
 
 
 # -- the Mimi encoder ------------------------------------------------------------------------------

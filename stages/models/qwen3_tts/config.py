@@ -8,7 +8,9 @@ of the reference configuration classes.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +144,22 @@ class DecoderConfig:
         for rate in (*self.upsample_rates, *self.upsampling_ratios):
             total *= rate
         return total
+
+    @property
+    def conv_stack_frames(self) -> int:
+        """Frames of the transformer's output that the convolutions after it read back (rounded up): the kernel-7
+        ConvNeXt convolution after each upsampling, the decoder's kernel-7 convolutions, each block's transposed
+        convolution (one input sample of overlap) and its residual units (kernel 7, dilations 1, 3 and 9)."""
+        back, rate = Fraction(0), 1
+        for ratio in self.upsampling_ratios:
+            rate *= ratio
+            back += Fraction(6, rate)
+        back += Fraction(6, rate)
+        for block_rate in self.upsample_rates:
+            back += Fraction(1, rate)
+            rate *= block_rate
+            back += Fraction(6 * (1 + 3 + 9), rate)
+        return math.ceil(back + Fraction(6, rate))
 
     @property
     def receptive_field_frames(self) -> int:

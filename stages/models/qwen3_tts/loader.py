@@ -31,9 +31,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     stages = [
         PrepareStage("voices", cloner),  # clone clips are encoded here, while the talker keeps stepping
         autoregressive_stage(talker, talker_deploy, codec_deploy),
-        # Each of the decoder's transformer layers attends over its sliding window, so exact chunks need the windows
-        # of all layers (plus the convolutions) as left context, not one window (tests/.../test_codec_context.py).
-        chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy, modules.config.speech_tokenizer.decoder.receptive_field_frames),
+        # Chunks are decoded from each request's carried decoder state: no left context is re-decoded.
+        chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="qwen3_tts", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
 

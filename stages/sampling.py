@@ -143,73 +143,106 @@ def sample_batch(
     return out
 
 
-def penalize_rows(logits: torch.Tensor, params: list[SamplingParams],
-                  histories: list[torch.Tensor | None]) -> torch.Tensor:
-    """`apply_repetition_penalty` for every row of logits [B, V] at once: row i's ids in histories[i] (1-D, any
-    device) under params[i].repetition_penalty. One scatter of all histories, no host read."""
-    rows = [i for i, (p, h) in enumerate(zip(params, histories, strict=True))
-            if p.repetition_penalty != 1.0 and h is not None and h.numel()]
-    if not rows:
+class SeenTokens:
+    """The token ids one sequence has generated, as a [V] bool mask on the model's device, marked in place as its
+    tokens are drawn: all a repetition penalty needs (each id is penalized once, however often it came), and nothing
+    is rebuilt from the host's copy of the history each step."""
+
+    def __init__(self, vocab: int, device: torch.device | str) -> None:
+        self.mask = torch.zeros(vocab, dtype=torch.bool, device=device)
+
+    @classmethod
+    def for_params(cls, params: SamplingParams, vocab: int, device: torch.device | str) -> SeenTokens | None:
+        """A mask for a request under a repetition penalty; None (nothing to keep) without one."""
+        return cls(vocab, device) if params.repetition_penalty != 1.0 else None
+
+    def mark(self, token: torch.Tensor) -> None:
+        """Add a token id (a 0-d or 1-element tensor on the mask's device; no host read)."""
+        self.mask.index_fill_(0, token.reshape(1), True)
+
+
+def mark_seen(seen: list[SeenTokens | None], tokens: torch.Tensor) -> None:
+    """Mark row i's token tokens[i] (ids [B] on the device) in seen[i], for the rows that keep one."""
+    for i, row in enumerate(seen):
+        if row is not None:
+            row.mark(tokens[i])
+
+
+def penalize_rows(logits: torch.Tensor, params: list[SamplingParams], seen: list[torch.Tensor | None]) -> torch.Tensor:
+    """`apply_repetition_penalty` for every row of logits [B, V] at once: row i's ids marked in seen[i] (a [V] bool
+    mask on the logits' device, as `SeenTokens.mask`; None: no history) under params[i].repetition_penalty. No host
+    read, and no upload but the penalties."""
+    used = [p.repetition_penalty != 1.0 and s is not None for p, s in zip(params, seen, strict=True)]
+    if not any(used):
         return logits
     device = logits.device
-    ids = torch.cat([histories[i].reshape(-1) for i in rows]).to(device, non_blocking=True)
-    owner = torch.cat([torch.full((histories[i].numel(),), i, dtype=torch.long, device=device) for i in rows])
-    seen = torch.zeros(logits.shape, dtype=torch.bool, device=device)
-    seen[owner, ids] = True
+    none = torch.zeros(logits.shape[-1], dtype=torch.bool, device=device)
+    mask = torch.stack([s if u else none for s, u in zip(seen, used, strict=True)])
     penalty = torch.tensor([p.repetition_penalty for p in params], dtype=logits.dtype, device=device)[:, None]
-    return torch.where(seen, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
+    return torch.where(mask, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
 
 
 def sample_rows(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
-                histories: list[torch.Tensor | None] | None = None) -> torch.Tensor:
-    """Token ids [B] on the logits' device for logits [B, V], row i under params[i] with generators[i].
+                seen: list[torch.Tensor | None] | None = None) -> torch.Tensor:
+    """Token ids [B] on the logits' device for logits [B, V], row i under params[i] with generators[i]; or ids [B, K]
+    for logits [B, K, V] (K codebooks per row, all under the row's params).
 
-    Batched: the repetition penalty over histories[i] (row i's earlier tokens, as `sample_batch`), then one sort of
-    every row (top-k, then top-p over what top-k keeps, then the draw by inverse CDF). Each sampled row takes one
-    uniform from its own generator (of the logits' device; None draws from the global one), so a seeded row's tokens
-    do not depend on its batch; greedy rows are an exact argmax (of the penalized logits) and draw nothing.
+    Batched: the repetition penalty over seen[i] (row i's earlier tokens as a [V] mask, see `penalize_rows`; [B, V]
+    logits only), then one sort of every row (top-k, then top-p over what top-k keeps, then the draw by inverse CDF).
+    Each sampled row takes K uniforms (one per codebook, in order) from its own generator (of the logits' device;
+    None draws from the global one), so a seeded row's tokens do not depend on its batch; greedy rows are an exact
+    argmax (of the penalized logits) and draw nothing.
     """
     assert len(params) == len(generators) == logits.shape[0], "one params and one generator per row"
     device = logits.device
-    if histories is not None:
-        logits = penalize_rows(logits, params, histories)
+    if seen is not None:
+        assert logits.dim() == 2, "the repetition penalty is for [B, V] logits"
+        logits = penalize_rows(logits, params, seen)
     greedy = [p.greedy for p in params]
     picks = torch.argmax(logits, dim=-1)
     if all(greedy):
         return picks
     vocab = logits.shape[-1]
+    rows = logits.reshape(len(params), -1, vocab)  # [B, K, V], K = 1 for [B, V]
+    books = rows.shape[1]
     temperature = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=device)
     top_k = torch.tensor([p.top_k if 0 < p.top_k < vocab else vocab for p in params], device=device)
     top_p = torch.tensor([p.top_p for p in params], device=device)
-    ordered, order = torch.sort(logits.float() / temperature[:, None], dim=-1, descending=True)
-    ordered = ordered.masked_fill(torch.arange(vocab, device=device)[None] >= top_k[:, None], float("-inf"))
+    ordered, order = torch.sort(rows.float() / temperature[:, None, None], dim=-1, descending=True)
+    ordered = ordered.masked_fill(torch.arange(vocab, device=device) >= top_k[:, None, None], float("-inf"))
     probs = torch.softmax(ordered, dim=-1)
-    probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p[:, None], 0.0)  # keep the token that crosses top_p
-    zero = torch.zeros(1, device=device)
-    uniform = torch.cat([zero if g else torch.rand(1, generator=gen, device=device)
-                         for g, gen in zip(greedy, generators, strict=True)])
+    probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p[:, None, None], 0.0)  # keep the token that crosses top_p
+    zero = torch.zeros(books, device=device)
+    uniform = torch.stack([zero if g else torch.rand(books, generator=gen, device=device)
+                           for g, gen in zip(greedy, generators, strict=True)])
     cdf = probs.cumsum(-1)
-    rank = (cdf < uniform[:, None] * cdf[:, -1:]).sum(-1).clamp(max=vocab - 1)
-    drawn = order.gather(-1, rank[:, None])[:, 0]
-    return torch.where(torch.tensor(greedy, device=device), picks, drawn)
+    rank = (cdf < uniform[..., None] * cdf[..., -1:]).sum(-1).clamp(max=vocab - 1)
+    drawn = order.gather(-1, rank[..., None])[..., 0].reshape(picks.shape)
+    chosen = torch.tensor(greedy, device=device).reshape(-1, *[1] * (picks.dim() - 1))
+    return torch.where(chosen, picks, drawn)
 
 
-def sample_states(logits: torch.Tensor, states: list[SamplerState],
-                  histories: list[torch.Tensor | None] | None = None) -> torch.Tensor:
+def sample_states(logits: torch.Tensor, states: list[SamplerState], seen: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """`sample_rows` under each row's request state, with its generator of the logits' device."""
-    return sample_rows(logits, [s.params for s in states], [s.generator_for(logits.device) for s in states], histories)
+    return sample_rows(logits, [s.params for s in states], [s.generator_for(logits.device) for s in states], seen)
+
+
+def redraw(logits: torch.Tensor, picks: torch.Tensor, again: torch.Tensor, states: list[SamplerState],
+           params: SamplingParams) -> torch.Tensor:
+    """picks ([B] or [B, K]) with those flagged in `again` drawn anew from the same logits ([B, V] or [B, K, V])
+    under `params`, with each row's own generator.
+
+    Every row makes the second draw, whether any of its picks is flagged or not, so the draws a seeded row takes never
+    depend on its tokens being known on the host (nothing syncs) nor on its batch."""
+    second = sample_rows(logits, [params] * len(states), [s.generator_for(logits.device) for s in states])
+    return torch.where(again, second, picks)
 
 
 def redraw_repeats(logits: torch.Tensor, picks: torch.Tensor, recent: torch.Tensor, states: list[SamplerState],
                    params: SamplingParams, exempt: torch.Tensor | None = None) -> torch.Tensor:
     """The repeat-redraw rule: a pick [B] found among its row's recent picks (recent [B, W], -1 for none yet) is drawn
-    again from the same logits [B, V] under `params`, with the row's own generator.
-
-    Every row makes the second draw, whether it repeats or not, so the draws a seeded row takes never depend on
-    its tokens being known on the host (nothing syncs) nor on its batch. Rows flagged in `exempt` keep their pick.
-    """
-    again = sample_rows(logits, [params] * len(states), [s.generator_for(logits.device) for s in states])
+    again from the same logits [B, V] under `params` (see `redraw`). Rows flagged in `exempt` keep their pick."""
     repeats = (picks[:, None] == recent).any(dim=-1)
     if exempt is not None:
         repeats &= ~exempt
-    return torch.where(repeats, again, picks)
+    return redraw(logits, picks, repeats, states, params)

@@ -8,7 +8,9 @@ import torch
 from vocalis.stages.sampling import (
     SamplerState,
     SamplingParams,
+    SeenTokens,
     apply_repetition_penalty,
+    mark_seen,
     penalize_rows,
     redraw_repeats,
     sample_batch,
@@ -107,22 +109,53 @@ def test_repeat_redraw_only_for_repeats_and_not_for_exempt_rows():
     assert int(again[0]) == int(out[0])  # the row's own generator: the same second draw alone
 
 
+def seen_mask(history: torch.Tensor | None, vocab: int) -> torch.Tensor | None:
+    """A history's ids marked token by token, as a sequence marks them while it generates."""
+    if history is None:
+        return None
+    seen = SeenTokens(vocab, "cpu")
+    for token in history:
+        mark_seen([seen], token[None])
+    return seen.mask
+
+
 def test_batched_repetition_penalty_matches_the_per_row_path():
     torch.manual_seed(5)
     logits = torch.randn(3, 30)
     histories = [torch.tensor([logits[0].argmax(), 4, 4]), None, torch.tensor([logits[2].argmax()])]
+    seen = [seen_mask(h, 30) for h in histories]
+    assert seen[0].nonzero()[:, 0].tolist() == sorted({int(logits[0].argmax()), 4})
     params = [SamplingParams(temperature=0, repetition_penalty=1e3), SamplingParams(temperature=0, repetition_penalty=2.0),
               SamplingParams(repetition_penalty=1.3)]
-    penalized = penalize_rows(logits, params, histories)
+    penalized = penalize_rows(logits, params, seen)
     for i in (0, 2):
         assert torch.equal(penalized[i], apply_repetition_penalty(logits[i], histories[i], params[i].repetition_penalty))
     assert torch.equal(penalized[1], logits[1])
-    greedy = sample_rows(logits[:2], params[:2], [None, None], histories[:2])
+    greedy = sample_rows(logits[:2], params[:2], [None, None], seen[:2])
     states = [SamplerState(p) for p in params[:2]]
     assert torch.equal(greedy, sample_batch(logits[:2], states, histories[:2]))
     assert int(greedy[0]) != int(logits[0].argmax())  # the penalty moved the greedy pick
     row = torch.log_softmax(logits[2:], dim=-1).expand(4000, 30)
     generators = [torch.Generator().manual_seed(i) for i in range(4000)]
-    counts = torch.bincount(sample_rows(row, [params[2]] * 4000, generators, [histories[2]] * 4000), minlength=30) / 4000
+    counts = torch.bincount(sample_rows(row, [params[2]] * 4000, generators, [seen[2]] * 4000), minlength=30) / 4000
     expected = torch.softmax(apply_repetition_penalty(row[0], histories[2], 1.3), dim=-1)
     assert torch.allclose(counts.float(), expected, atol=0.03)
+    assert SeenTokens.for_params(SamplingParams(), 30, "cpu") is None  # no penalty, nothing kept
+
+
+def test_codebook_rows_seeded_whatever_the_batch_greedy_exact():
+    torch.manual_seed(1)
+    logits = torch.randn(3, 4, 50)  # 4 codebooks per row
+    params = [SamplingParams(seed=3, top_k=10), SamplingParams(temperature=0), SamplingParams(seed=4, top_p=0.7)]
+
+    def run(rows):
+        states = [SamplerState(params[i]) for i in rows]
+        return torch.stack([sample_states(logits[rows], states) for _ in range(20)])
+
+    together = run([0, 1, 2])
+    assert together.shape == (20, 3, 4)
+    assert torch.equal(together[:, 0], run([0])[:, 0]) and torch.equal(together[:, 2], run([2])[:, 0])
+    assert torch.equal(together[:, 1], logits[1].argmax(-1).expand(20, 4))
+    for k in range(4):
+        assert set(together[:, 0, k].tolist()) <= set(logits[0, k].topk(10).indices.tolist())
+    assert len(set(together[:, 0, 0].tolist())) > 1

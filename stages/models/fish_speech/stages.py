@@ -19,7 +19,7 @@ from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTok
 from vocalis.stages.models.fish_speech.weights import FishSpeechModules
 from vocalis.stages.reference import ReferenceCache, content_key, resample
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_states
+from vocalis.stages.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
 
 EOS_CODE = -1
 """Codebook 0 of the frame that ends a sequence (the slow AR chose <|im_end|>); never emitted."""
@@ -40,6 +40,8 @@ class FishSpeechInput:
 @dataclass
 class SequenceState:
     fast: SamplerState
+    seen: SeenTokens | None = None
+    """The semantic token ids generated so far, on the device, for the repetition penalty (None without one)."""
 
 
 class ReferenceEncoder:
@@ -116,7 +118,8 @@ class SlowARStageModel(AutoregressiveModel):
             if room < 1:
                 raise ValueError(f"the prompt ({len(prompt.ids)} positions) leaves no room under the slow AR's max_len ({self.cache_shape.max_len})")
             params = dataclasses.replace(params, max_new_tokens=room)
-        return SequenceStart(embeds, params, SequenceState(SamplerState(inputs.sampling, stream=1)))
+        seen = SeenTokens.for_params(params, self.config.text.vocab_size, self.device)
+        return SequenceStart(embeds, params, SequenceState(SamplerState(inputs.sampling, stream=1), seen))
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.model.slow_cached(embeds, batch, cache)
@@ -125,14 +128,17 @@ class SlowARStageModel(AutoregressiveModel):
                       states: list[SequenceState]) -> torch.Tensor:
         c = self.config
         start = c.semantic_start_token_id
-        logits = self.model.token_logits(hidden).float().masked_fill(self._never.to(hidden.device), float("-inf"))
+        if self._never.device != hidden.device:  # moved once, not uploaded every step
+            self._never = self._never.to(hidden.device)
+        logits = self.model.token_logits(hidden).float().masked_fill(self._never, float("-inf"))
         first = [len(h) == 0 for h in histories]
         if any(first):  # at least one frame, so no request is silent (decided on the host: no device read)
             logits[torch.tensor(first, device=logits.device), self.tokenizer.im_end] = float("-inf")
-        previous = [h[:, 0] + start if h.numel() else None for h in histories]
-        tokens = sample_states(logits, samplers, previous)  # on the device: only the frames go to the host
+        seen = [state.seen for state in states]
+        tokens = sample_states(logits, samplers, [s.mask if s else None for s in seen])  # on the device: only the frames go to the host
         eos = tokens == self.tokenizer.im_end
         semantic = (tokens - start).clamp(0, c.text.codebook_size - 1)
+        mark_seen(seen, semantic + start)  # the id the frame stands for, as the penalty reads frames back
         fast = [state.fast for state in states]
 
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:

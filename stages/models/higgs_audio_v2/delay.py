@@ -8,6 +8,9 @@ that is EOS in every codebook ends the stream (it is not audio). This is transfo
 
 Repetition-aware sampling (RAS, the peer's default: window 7, at most 2 repeats): a code that already occurs
 `max_repeat` times in its codebook's last `window` frames is drawn again from the plain softmax of the raw logits.
+
+Everything that depends on drawn codes (the steps since the first EOS, the RAS window) lives on the model's device
+and is updated there, so a step reads nothing back; the frame count, which does not, is kept on the host.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
-from vocalis.stages.sampling import SamplerState
+from vocalis.stages.sampling import SamplerState, SamplingParams, redraw
+
+PLAIN = SamplingParams()
+"""How RAS draws again: the plain softmax (temperature 1, no top-k or top-p)."""
 
 
 @dataclass
@@ -24,65 +31,77 @@ class DelayState:
     num_codebooks: int
     bos: int
     eos: int
-    frames: int = 0
-    """Frames generated so far."""
-    first_eos: int | None = None
-    """Index of the first generated frame with a stream EOS in any codebook."""
+    device: torch.device
     ras_window: int = 7
     ras_max_repeat: int = 2
-    recent: list[torch.Tensor] = field(default_factory=list)
-    """The last `ras_window` input frames (reference rows, the BOS frame, generated frames), for RAS."""
+    frames: int = 0
+    """Frames generated so far."""
+    since_eos: torch.Tensor = field(init=False)
+    """0-d, on the device: frames generated since the first one with a stream EOS in any codebook, that one
+    included (0: none yet)."""
+    recent: torch.Tensor = field(init=False)
+    """[ras_window, K] on the device, in no order: the last `ras_window` input frames (reference rows, the BOS frame,
+    generated frames), -1 where there is none yet. Written in place, one row per frame."""
+    pushed: int = 0
+    """Frames written into `recent` so far (the next goes to row pushed % ras_window)."""
 
-    def forced(self) -> tuple[int, int]:
-        """(b, e): codebooks >= b are forced to BOS, codebooks < e to EOS at the next frame."""
-        steps_since_eos = 0 if self.first_eos is None else self.frames - self.first_eos
-        return self.frames + 1, min(steps_since_eos, self.num_codebooks)
+    def __post_init__(self) -> None:
+        self.since_eos = torch.zeros((), dtype=torch.long, device=self.device)
+        self.recent = torch.full((max(self.ras_window, 0), self.num_codebooks), -1, dtype=torch.long, device=self.device)
+
+    def push(self, rows: torch.Tensor) -> None:
+        """Record input frames [N, K] (context rows, or a generated frame: `DelayStep.advance` does that)."""
+        window = self.recent.shape[0]
+        for row in rows[-window:] if window else ():
+            self.recent[self.pushed % window].copy_(row)
+            self.pushed += 1
+
+
+class DelayStep:
+    """The delay pattern and RAS for one batched step, over the sequences' states in batch order."""
+
+    def __init__(self, states: list[DelayState]) -> None:
+        self.states = states
+        first = states[0]
+        self.num_codebooks, self.bos, self.eos = first.num_codebooks, first.bos, first.eos
+        self.since_eos = torch.stack([s.since_eos for s in states])
 
     def mask(self, logits: torch.Tensor) -> torch.Tensor:
-        """Logits [K, V] of the next frame with the forced codebooks reduced to their one allowed id."""
-        bos_from, eos_until = self.forced()
-        if bos_from >= self.num_codebooks and eos_until == 0:
-            return logits
-        logits = logits.clone()
-        for k in range(min(bos_from, self.num_codebooks), self.num_codebooks):
-            only(logits[k], self.bos)
-        for k in range(eos_until):
-            only(logits[k], self.eos)
-        return logits
+        """Logits [B, K, V] of the next frames with the forced codebooks reduced to their one allowed id."""
+        device, books = logits.device, torch.arange(self.num_codebooks, device=logits.device)
+        ids = torch.arange(logits.shape[-1], device=device)
+        bos_from = [s.frames + 1 for s in self.states]
+        if min(bos_from) < self.num_codebooks:  # known on the host: only the first K - 1 frames force BOS
+            bos = books >= torch.tensor(bos_from, device=device)[:, None]
+            logits = logits.masked_fill(bos[..., None] & (ids != self.bos), float("-inf"))
+        eos = books < self.since_eos[:, None]  # EOS forcing depends on drawn codes: decided on the device
+        return logits.masked_fill(eos[..., None] & (ids != self.eos), float("-inf"))
 
-    def repeat_mask(self, frame: torch.Tensor) -> torch.Tensor:
-        """[K] bool: codebooks whose code in `frame` [K] repeats too often in the window (BOS/EOS never count)."""
-        if self.ras_window <= 0 or not self.recent:
-            return torch.zeros_like(frame, dtype=torch.bool)
-        window = torch.stack(self.recent[-self.ras_window:])
-        hits = (window == frame) & (window != self.bos) & (window != self.eos)
-        return hits.sum(dim=0) >= self.ras_max_repeat
+    def resample_repeats(self, raw: torch.Tensor, frames: torch.Tensor, samplers: list[SamplerState]) -> torch.Tensor:
+        """frames [B, K] with their over-repeated codes drawn again from softmax(raw [B, K, V]) (BOS and EOS in the
+        window never count). Every row under RAS draws again, repeat or not (see `redraw`); rows without keep theirs."""
+        windows = [s.recent.shape[0] for s in self.states]
+        width = max(windows)
+        if width == 0:
+            return frames
+        ring = torch.stack([s.recent if w == width else F.pad(s.recent, (0, 0, 0, width - w), value=-1)
+                            for s, w in zip(self.states, windows, strict=True)])
+        hits = ((ring == frames[:, None]) & (ring != self.bos) & (ring != self.eos)).sum(dim=1)
+        limits = [s.ras_max_repeat for s in self.states]  # a row without RAS is left out below
+        limit = limits[0] if len(set(limits)) == 1 else torch.tensor(limits, device=frames.device)[:, None]
+        again = hits >= limit
+        rows = [i for i, w in enumerate(windows) if w]
+        if len(rows) == len(windows):
+            return redraw(raw, frames, again, samplers, PLAIN)
+        index = torch.tensor(rows, device=frames.device)
+        redrawn = redraw(raw[index], frames[index], again[index], [samplers[i] for i in rows], PLAIN)
+        return frames.index_copy(0, index, redrawn)
 
-    def push(self, frame: torch.Tensor) -> None:
-        """Record an input frame [K] (a context row, or a generated frame: then call `advance` too)."""
-        if self.ras_window > 0:
-            self.recent.append(frame)
-            del self.recent[: -self.ras_window]
-
-    def advance(self, frame: torch.Tensor) -> None:
-        if self.first_eos is None and bool((frame == self.eos).any()):
-            self.first_eos = self.frames
-        self.frames += 1
-        self.push(frame)
-
-
-def only(row: torch.Tensor, allowed: int) -> None:
-    keep = row[allowed].clone()
-    row.fill_(float("-inf"))
-    row[allowed] = keep
-
-
-def resample_repeats(raw: torch.Tensor, frame: torch.Tensor, state: DelayState, sampler: SamplerState) -> torch.Tensor:
-    """`frame` [K] with its over-repeated codes drawn again from softmax(raw [K, V])."""
-    again = state.repeat_mask(frame)
-    if not bool(again.any()):
-        return frame
-    frame = frame.clone()
-    probs = torch.softmax(raw[again].float(), dim=-1)
-    frame[again] = torch.multinomial(probs, 1, generator=sampler.generator_for(probs.device))[:, 0]
-    return frame
+    def advance(self, frames: torch.Tensor) -> None:
+        """Record the step's frames [B, K] in each state, on the device."""
+        started = (self.since_eos > 0) | (frames == self.eos).any(dim=-1)
+        since_eos = torch.where(started, self.since_eos + 1, self.since_eos)
+        for state, since, frame in zip(self.states, since_eos.unbind(0), frames.unbind(0), strict=True):
+            state.since_eos = since
+            state.frames += 1
+            state.push(frame[None])

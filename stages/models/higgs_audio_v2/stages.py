@@ -26,13 +26,13 @@ from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
 from vocalis.stages.errors import InvalidField
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
-from vocalis.stages.models.higgs_audio_v2.delay import DelayState, resample_repeats
+from vocalis.stages.models.higgs_audio_v2.delay import DelayState, DelayStep
 from vocalis.stages.models.higgs_audio_v2.prompt import SPEAKER_TAG, Prompt, build_prompt, undo_delay
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.reference import ReferenceCache, content_key
 from vocalis.stages.request import ReferenceAudio, SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
+from vocalis.stages.sampling import SamplerState, SamplingParams, sample_states
 
 REFERENCE_CACHE = 64
 
@@ -117,12 +117,11 @@ class HiggsTalkerModel(AutoregressiveModel):
                                "higgs-audio v2 does not take multi-speaker [SPEAKERn] tags: remove them from the input")
         prompt = self.prompt(request.text, stage_input)
         c = self.config
-        state = DelayState(c.num_codebooks, c.audio_stream_bos_id, c.audio_stream_eos_id,
+        state = DelayState(c.num_codebooks, c.audio_stream_bos_id, c.audio_stream_eos_id, self.device,
                            ras_window=stage_input.ras_window, ras_max_repeat=stage_input.ras_max_repeat)
         if prompt.audio is not None:
-            for row in prompt.audio.to(self.device):
-                state.push(row)
-        state.push(self.bos_frame)
+            state.push(prompt.audio.to(self.device))
+        state.push(self.bos_frame[None])
         return SequenceStart(self.prompt_rows(prompt), stage_input.sampling, state)
 
     @torch.inference_mode()
@@ -132,22 +131,20 @@ class HiggsTalkerModel(AutoregressiveModel):
     @torch.inference_mode()
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[DelayState]) -> torch.Tensor:
+        """Frames [B, K] on the host (the one crossing of a step): the delay pattern, the draws and RAS run on the
+        model's device, batched."""
         raw = self.talker.logits(hidden).float()
-        masked = torch.stack([state.mask(row) for state, row in zip(states, raw, strict=True)])
-        frames = sample_batch(masked, samplers)
-        out = []
-        for i, (state, sampler) in enumerate(zip(states, samplers, strict=True)):
-            frame = resample_repeats(raw[i], frames[i], state, sampler)
-            state.advance(frame)
-            out.append(frame)
-        return torch.stack(out)
+        step = DelayStep(states)
+        frames = step.resample_repeats(raw, sample_states(step.mask(raw), samplers), samplers)
+        step.advance(frames)
+        return frames.cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return (frames == self.config.audio_stream_eos_id).all(dim=-1)
 
     @torch.inference_mode()
     def frame_embeds(self, frames: torch.Tensor, states: list[DelayState]) -> torch.Tensor:
-        return self.audio_rows(frames).to(self.dtype)
+        return self.audio_rows(frames.to(self.device)).to(self.dtype)
 
 
 def flagged(embeds: torch.Tensor, audio: bool) -> torch.Tensor:

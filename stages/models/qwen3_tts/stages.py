@@ -18,7 +18,7 @@ from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, b
 from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_states
+from vocalis.stages.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
 
 MIN_NEW_FRAMES = 2
 """EOS is not allowed before this many frames (the reference's min_new_tokens), so no request is silent."""
@@ -48,6 +48,8 @@ class SequenceState:
     pad: torch.Tensor
     subtalker: SamplerState
     step: int = 0
+    seen: SeenTokens | None = None
+    """The codebook-0 codes generated so far, on the device, for the repetition penalty (None without one)."""
 
 
 class TalkerStageModel(AutoregressiveModel):
@@ -83,8 +85,10 @@ class TalkerStageModel(AutoregressiveModel):
     def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> SequenceStart:
         inputs = request.stage_input
         prompt = self.prompt(request)
-        return SequenceStart(prompt.embeds, self.sampling(inputs, len(prompt.embeds)),
-                             SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1)))
+        sampling = self.sampling(inputs, len(prompt.embeds))
+        seen = SeenTokens.for_params(sampling, self.config.vocab_size, self.device)
+        return SequenceStart(prompt.embeds, sampling,
+                             SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1), seen=seen))
 
     def sampling(self, inputs: Qwen3TTSInput, prompt_len: int) -> SamplingParams:
         """Codebook-0 sampling, its max_new_tokens shrunk to the KV room left by the prompt."""
@@ -102,7 +106,9 @@ class TalkerStageModel(AutoregressiveModel):
     def code0_logits(self, hidden: torch.Tensor, generated: list[int]) -> torch.Tensor:
         """[B, V] float logits of codebook 0 with the never-sampled ids masked (and EOS, too early)."""
         logits = self.talker.codec_head(hidden).float()
-        logits = logits.masked_fill(self._never.to(logits.device), float("-inf"))
+        if self._never.device != logits.device:  # moved once, not uploaded every step
+            self._never = self._never.to(logits.device)
+        logits = logits.masked_fill(self._never, float("-inf"))
         early = [n < MIN_NEW_FRAMES for n in generated]
         if any(early):  # decided on the host: no device read
             logits[torch.tensor(early, device=logits.device), self.config.codec_eos_token_id] = float("-inf")
@@ -111,7 +117,9 @@ class TalkerStageModel(AutoregressiveModel):
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[SequenceState]) -> torch.Tensor:
         logits = self.code0_logits(hidden, [len(h) for h in histories])
-        code0 = sample_states(logits, samplers, [h[:, 0] if h.numel() else None for h in histories])  # on the device
+        seen = [state.seen for state in states]
+        code0 = sample_states(logits, samplers, [s.mask if s else None for s in seen])  # on the device
+        mark_seen(seen, code0)
         subtalkers = [state.subtalker for state in states]
 
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ import torch
 from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.chunk_stage import ChunkStage
 from vocalis.stages.deploy import load_deploy
+from vocalis.stages.models.higgs_audio_v2.delay import DelayStep
 from vocalis.stages.models.higgs_audio_v2.family import FAMILY
 from vocalis.stages.models.higgs_audio_v2.loader import load_modules
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsCodecDecoder, HiggsInput, HiggsTalkerModel
@@ -38,14 +39,14 @@ class TeacherForced(HiggsTalkerModel):
         self.forced: list[torch.Tensor] = []
 
     def sample_frames(self, hidden, samplers, histories, states):
-        (state,) = states
-        raw = self.talker.logits(hidden).float()[0]
-        masked = state.mask(raw)
-        self.logits.append(raw)
+        step = DelayStep(states)
+        raw = self.talker.logits(hidden).float()
+        masked = step.mask(raw)[0]
+        self.logits.append(raw[0])
         self.forced.append(torch.isfinite(masked).sum(-1) == 1)
         frame = self.frames[len(self.logits) - 1]
         assert torch.isfinite(masked[torch.arange(len(frame)), frame]).all(), "the reference drew an id the delay pattern forbids"
-        state.advance(frame)
+        step.advance(frame[None])
         return frame[None]
 
 

@@ -69,7 +69,7 @@ def holds(name: str, model, state, frame: torch.Tensor) -> bool:
 
 
 def run(name: str, model, text: str, fields: dict, seeds: list[int | None], reads: list[list[str]],
-        storage: dict[int, set[int]] | None = None) -> list[torch.Tensor]:
+        storage: dict[int, set[int]] | None = None, clone: bool | None = None) -> list[torch.Tensor]:
     """Frames of one request per seed (None: greedy), served together; `reads` gets each sample_frames' host reads,
     `storage` each sequence's history tensor's addresses over its steps (after checking it holds the step's frame)."""
     stages = model.pipeline.stages
@@ -78,7 +78,7 @@ def run(name: str, model, text: str, fields: dict, seeds: list[int | None], read
     for seed in seeds:
         extra = {"extra_params": GREEDY[name]} if seed is None else {"seed": seed, "extra_params": SEEDED[name]}
         params = RequestParams(model=model.name, voice=model.adapter.resolve_voice("") or "", fields={**fields, **extra},
-                               reference=CLIP if name in CLONES else None)
+                               reference=CLIP if (name in CLONES if clone is None else clone) else None)
         requests.append(SynthesisRequest(text=text, stage_input=model.adapter.stage_input(params), output=Collect()))
     frames: dict[int, list[torch.Tensor]] = {id(r): [] for r in requests}
     sample = talker.model.sample_frames
@@ -151,3 +151,33 @@ def test_histories_stay_on_the_device_in_place(name, models):
     frames = run(name, model, text, fields, [None, 7], [], storage)
     assert len(storage) == (1 if name in ("higgs_audio_v2", "glm_tts") else 2) and all(len(f) > 2 for f in frames)
     assert all(len(addresses) == 1 for addresses in storage.values())  # one tensor, never rebuilt
+
+
+def test_higgs_routes_its_experts_without_reading_the_device(models):
+    """higgs-audio v2's forward routes each row to the text or audio expert from its sequence's audio positions (on
+    the host): nothing read back, and the same rows as the audio column of its inputs, a cloned prompt's clip and
+    text rows beside generated frames included."""
+    model, text, fields = models("higgs_audio_v2")
+    talker = next(s for s in model.pipeline.stages if isinstance(s, AutoregressiveStage))
+    forward = talker.model.forward
+    reads: list[list[str]] = []
+    routes: list[tuple[list[bool], list[bool]]] = []
+
+    def watched(embeds, batch, cache, states=None):
+        assert states is not None
+        with HostReads() as mode:
+            out = forward(embeds, batch, cache, states=states)
+        reads.append(mode.calls)
+        flags = [f for state, start, count in zip(states, batch.start_positions, batch.query_lens, strict=True)
+                 for f in state.audio.flags(start, count)]
+        routes.append((flags, (embeds[:, -1] > 0.5).tolist()))
+        return out
+
+    talker.model.forward = watched
+    try:
+        run("higgs_audio_v2", model, text, fields, [None, 7], [], clone=True)
+    finally:
+        talker.model.forward = forward
+    assert reads and all(calls == [] for calls in reads)
+    assert all(host == column for host, column in routes)
+    assert any(all(host) for host, _ in routes) and any(not all(host) and any(host) for host, _ in routes)

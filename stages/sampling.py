@@ -182,6 +182,14 @@ def penalize_rows(logits: torch.Tensor, params: list[SamplingParams], seen: list
     return torch.where(mask, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
 
 
+def inverse_cdf(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """The position drawn from each row of non-negative weights [..., V] (unnormalized) by its uniform in [0, 1)
+    (uniform [...]): the first whose running sum reaches uniform x the row's total. A zero-weight position is never
+    drawn (unless the whole row is zero, or the uniform is 0 and the row's first weight is)."""
+    cdf = weights.cumsum(-1)
+    return (cdf < uniform[..., None] * cdf[..., -1:]).sum(-1).clamp(max=weights.shape[-1] - 1)
+
+
 def sample_rows(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
                 seen: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """Token ids [B] on the logits' device for logits [B, V], row i under params[i] with generators[i]; or ids [B, K]
@@ -215,9 +223,7 @@ def sample_rows(logits: torch.Tensor, params: list[SamplingParams], generators: 
     zero = torch.zeros(books, device=device)
     uniform = torch.stack([zero if g else torch.rand(books, generator=gen, device=device)
                            for g, gen in zip(greedy, generators, strict=True)])
-    cdf = probs.cumsum(-1)
-    rank = (cdf < uniform[..., None] * cdf[..., -1:]).sum(-1).clamp(max=vocab - 1)
-    drawn = order.gather(-1, rank[..., None])[..., 0].reshape(picks.shape)
+    drawn = order.gather(-1, inverse_cdf(probs, uniform)[..., None])[..., 0].reshape(picks.shape)
     chosen = torch.tensor(greedy, device=device).reshape(-1, *[1] * (picks.dim() - 1))
     return torch.where(chosen, picks, drawn)
 

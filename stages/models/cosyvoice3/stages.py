@@ -16,9 +16,9 @@ from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.cosyvoice3.frontend import Frontend, VoicePrompt
 from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
 from vocalis.stages.models.cosyvoice3.weights import CosyVoice3Modules
-from vocalis.stages.ras_sampling import RASParams, ras_sample
+from vocalis.stages.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_row
+from vocalis.stages.sampling import SamplerState, SamplingParams
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,8 +42,8 @@ class CosyVoice3Input:
 @dataclass
 class SequenceState:
     min_tokens: int
-    ras: RASParams | None
-    history: list[int]
+    """No stop token before this many speech tokens."""
+    history: SamplingHistory
 
 
 class VoicePreparer:
@@ -81,6 +81,8 @@ class SpeechLM(AutoregressiveModel):
         q = modules.config.qwen
         self.cache_shape = CacheShape(q.num_hidden_layers, q.num_key_value_heads, q.head_dim, min(max_len, q.max_position_embeddings))
         self.speech_tokens = modules.config.lm.speech_token_size
+        self.vocab = self.lm.llm_decoder.out_features
+        """Speech tokens, then the stop tokens."""
 
     def token_budget(self, text: str) -> tuple[int, int]:
         """(min, max) speech tokens for `text`: its token count times the ratios (2 and 20), the max at most 2048."""
@@ -103,29 +105,23 @@ class SpeechLM(AutoregressiveModel):
             raise ValueError(f"the prompt ({len(embeds)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
         high = min(high, room)
         sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
-        return SequenceStart(embeds, sampling, SequenceState(min(low, high), inputs.ras, []))
+        history = SamplingHistory.start(sampling, inputs.ras, self.vocab, self.lm.device)
+        return SequenceStart(embeds, sampling, SequenceState(min(low, high), history))
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.lm(embeds, batch, cache)
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[SequenceState]) -> torch.Tensor:
-        logits = self.lm.logits(hidden).cpu()
-        out = torch.empty(len(states), 1, dtype=torch.long, device="cpu")
-        for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
-            row_logits = logits[row]
-            if len(state.history) < state.min_tokens:  # no stop token before the text's minimum
-                row_logits = row_logits.clone()
-                row_logits[self.speech_tokens:] = float("-inf")
-            if state.ras is not None and not sampler.params.greedy:
-                scaled = row_logits / sampler.params.temperature if sampler.params.temperature != 1.0 else row_logits
-                token = ras_sample(scaled, state.history, state.ras, sampler.generator)
-            else:
-                history = torch.tensor(state.history, dtype=torch.long, device="cpu")
-                token = int(sample_row(row_logits, sampler, history))
-            state.history.append(token)
-            out[row, 0] = token
-        return out
+        """Speech tokens [B, 1] on the host (the step's one crossing): the stop-token mask, RAS or the standard
+        sampler, and each sequence's history run on the model's device."""
+        logits = self.lm.logits(hidden)
+        early = [state.history.steps < state.min_tokens for state in states]  # no stop token before the text's minimum
+        if any(early):
+            stop = torch.arange(logits.shape[-1], device=logits.device) >= self.speech_tokens
+            logits = logits.masked_fill(torch.tensor(early, device=logits.device)[:, None] & stop, float("-inf"))
+        tokens = sample_speech_tokens(logits, samplers, [state.history for state in states])
+        return tokens[:, None].cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return frames[:, 0] >= self.speech_tokens

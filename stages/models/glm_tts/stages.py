@@ -15,9 +15,9 @@ from vocalis.stages.flow_vocoder import FlowConditioning
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
-from vocalis.stages.ras_sampling import RASParams, ras_sample
+from vocalis.stages.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
 from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_row
+from vocalis.stages.sampling import SamplerState, SamplingParams
 
 STOP = -1
 """The frame a stop token becomes (speech frames are 0 .. speech_tokens - 1)."""
@@ -50,8 +50,8 @@ class GLMTTSInput:
 @dataclass
 class SequenceState:
     min_tokens: int
-    ras: RASParams | None
-    history: list[int]
+    """No stop token before this many speech tokens."""
+    history: SamplingHistory
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,10 @@ class GLMTTSLM(AutoregressiveModel):
         self.allowed = allowed
         """Added to the logits: only speech and stop tokens can be picked (the published decoder warns on others and
         passes them to the flow, which cannot voice them)."""
+        stop = torch.zeros(c.vocab_size, dtype=torch.bool)
+        stop[self.stop_ids] = True
+        self.stop = stop
+        """[V]: the stop tokens (moved to the model's device once, with `allowed`)."""
 
     def prompt_ids(self, ref_text: str, text: str, prompt_speech: list[int]) -> list[int]:
         """[reference transcript + " ", text, <|begin_of_audio|>, the reference's speech tokens as <|audio_k|>]."""
@@ -104,29 +108,25 @@ class GLMTTSLM(AutoregressiveModel):
             raise ValueError(f"the prompt ({len(ids)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
         high = min(high, room)
         sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
-        return SequenceStart(embeds, sampling, SequenceState(min(low, high), inputs.ras, []))
+        history = SamplingHistory.start(sampling, inputs.ras, self.allowed.shape[0], self.lm.device)
+        return SequenceStart(embeds, sampling, SequenceState(min(low, high), history))
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.lm(embeds, batch, cache)
 
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[SequenceState]) -> torch.Tensor:
-        logits = self.lm.logits(hidden).cpu() + self.allowed
-        out = torch.empty(len(states), 1, dtype=torch.long, device="cpu")
-        for row, (sampler, state) in enumerate(zip(samplers, states, strict=True)):
-            row_logits = logits[row]
-            if len(state.history) < state.min_tokens:  # no stop before the text's minimum
-                row_logits = row_logits.clone()
-                row_logits[self.stop_ids] = float("-inf")
-            if state.ras is not None and not sampler.params.greedy:
-                scaled = row_logits / sampler.params.temperature if sampler.params.temperature != 1.0 else row_logits
-                token = ras_sample(scaled, state.history, state.ras, sampler.generator)
-            else:
-                history = torch.tensor(state.history, dtype=torch.long, device="cpu")
-                token = int(sample_row(row_logits, sampler, history))
-            state.history.append(token)
-            out[row, 0] = STOP if token in self.stop_ids else token - self.audio_start
-        return out
+        """Frames [B, 1] on the host (the step's one crossing): the allowed-token and stop masks, RAS or top-k, each
+        sequence's history and the token-to-frame mapping run on the model's device."""
+        if self.allowed.device != hidden.device:  # moved once, not uploaded every step
+            self.allowed, self.stop = self.allowed.to(hidden.device), self.stop.to(hidden.device)
+        logits = self.lm.logits(hidden) + self.allowed
+        early = [state.history.steps < state.min_tokens for state in states]  # no stop before the text's minimum
+        if any(early):
+            logits = logits.masked_fill(torch.tensor(early, device=logits.device)[:, None] & self.stop, float("-inf"))
+        tokens = sample_speech_tokens(logits, samplers, [state.history for state in states])
+        frames = torch.where(self.stop[tokens], STOP, tokens - self.audio_start)
+        return frames[:, None].cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return frames[:, 0] < 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from vocalis.stages.models.higgs_audio_v2.prompt import AudioPositions
 from vocalis.stages.sampling import SamplerState, SamplingParams, redraw
 
 PLAIN = SamplingParams()
@@ -36,6 +37,8 @@ class DelayState:
     ras_max_repeat: int = 2
     frames: int = 0
     """Frames generated so far."""
+    audio: AudioPositions = AudioPositions()
+    """The sequence's audio positions, from which `forward` routes its rows on the host."""
     since_eos: torch.Tensor = field(init=False)
     """0-d, on the device: frames generated since the first one with a stream EOS in any codebook, that one
     included (0: none yet)."""

@@ -43,6 +43,28 @@ class Prompt:
         return len(self.before) + (0 if self.audio is None else len(self.audio)) + len(self.after)
 
 
+@dataclass(frozen=True)
+class AudioPositions:
+    """Which positions of a sequence are audio (where the talker's layers run their audio expert), known on the host:
+    the reference clip's rows of the prompt, and every position from the opening BOS frame on (it, then each
+    generated frame)."""
+
+    clip: tuple[int, int] = (0, 0)
+    """[start, end) of the reference clip's rows."""
+    frames_from: int = 0
+
+    @classmethod
+    def of(cls, prompt: Prompt) -> AudioPositions:
+        """The positions of `prompt` followed by its BOS frame (at len(prompt)) and the generated frames."""
+        start = len(prompt.before)
+        return cls((start, start + len(prompt.audio)) if prompt.audio is not None else (0, 0), len(prompt))
+
+    def flags(self, start: int, count: int) -> list[bool]:
+        """Whether each of positions start .. start + count - 1 is audio."""
+        low, high = self.clip
+        return [low <= p < high or p >= self.frames_from for p in range(start, start + count)]
+
+
 def delay_pattern(codes: torch.Tensor, bos: int, eos: int) -> torch.Tensor:
     """[T + 2 + K - 1, K] rows of codes [T, K] framed by a stream BOS and EOS, codebook k delayed by k rows
     (BOS before, EOS after)."""

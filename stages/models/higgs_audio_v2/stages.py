@@ -3,7 +3,8 @@ decoder (the shared Higgs Audio v2 tokenizer, in chunks with left context).
 
 Stage 0's input rows carry one extra column after the hidden width: 1.0 at audio positions, where the DualFFN layers
 use their audio expert. Every row of the prompt and every generated frame is built with it (the runtime only
-concatenates rows), and `forward` splits it off.
+concatenates rows), and `forward` splits it off. The runtime's steps route each row from its sequence's
+`AudioPositions` on the host instead (the same rows, with no read of the device); the column routes direct callers.
 
 Stage 1 receives the delayed rows as the talker emits them (the all-BOS frame that opens the stream is prompt, and
 the all-EOS frame that closes it is not audio). Frame j's codebook k is row j + k's, so decoding a chunk of frames
@@ -27,8 +28,8 @@ from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
 from vocalis.stages.errors import InvalidField
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.higgs_audio_v2.delay import DelayState, DelayStep
-from vocalis.stages.models.higgs_audio_v2.prompt import SPEAKER_TAG, Prompt, build_prompt, undo_delay
-from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
+from vocalis.stages.models.higgs_audio_v2.prompt import SPEAKER_TAG, AudioPositions, Prompt, build_prompt, undo_delay
+from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker, route_of, route_of_flags
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.reference import ReferenceCache, content_key
 from vocalis.stages.request import ReferenceAudio, SynthesisRequest
@@ -51,6 +52,8 @@ class HiggsInput:
 
 class HiggsTalkerModel(AutoregressiveModel):
     emits_eos_frame = False
+    forward_takes_states = True
+    """Each row's expert is routed from its sequence's `AudioPositions` on the host, not read back from the device."""
 
     def __init__(self, talker: HiggsAudioV2Talker, tokenizer: TextTokenizer, codec: AudioTokenizer, max_len: int,
                  device: str = "cpu", dtype: torch.dtype = torch.float32) -> None:
@@ -118,15 +121,25 @@ class HiggsTalkerModel(AutoregressiveModel):
         prompt = self.prompt(request.text, stage_input)
         c = self.config
         state = DelayState(c.num_codebooks, c.audio_stream_bos_id, c.audio_stream_eos_id, self.device,
-                           ras_window=stage_input.ras_window, ras_max_repeat=stage_input.ras_max_repeat)
+                           ras_window=stage_input.ras_window, ras_max_repeat=stage_input.ras_max_repeat,
+                           audio=AudioPositions.of(prompt))
         if prompt.audio is not None:
             state.push(prompt.audio.to(self.device))
         state.push(self.bos_frame[None])
         return SequenceStart(self.prompt_rows(prompt), stage_input.sampling, state)
 
     @torch.inference_mode()
-    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
-        return self.talker(embeds[:, :-1], embeds[:, -1] > 0.5, batch, cache)
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache,
+                states: list[DelayState] | None = None) -> torch.Tensor:
+        """Hidden states of the step's rows. The runtime passes `states` (in batch order), whose audio positions route
+        the rows with no read of the device; a direct caller without them is routed by the rows' audio column."""
+        if states is None:
+            route = route_of(embeds[:, -1] > 0.5)
+        else:
+            flags = [f for state, start, count in zip(states, batch.start_positions, batch.query_lens, strict=True)
+                     for f in state.audio.flags(start, count)]
+            route = route_of_flags(flags, embeds.device)
+        return self.talker(embeds[:, :-1], route, batch, cache)
 
     @torch.inference_mode()
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],

@@ -25,11 +25,23 @@ Route = tuple[str, torch.Tensor | None, torch.Tensor | None]
 
 
 def route_of(audio: torch.Tensor) -> Route:
+    """The route of audio [T] bool on the device: two reads of it on the host (a direct caller's; the runtime's
+    steps route by `route_of_flags`)."""
     if bool(audio.all()):
         return "audio", None, None
     if not bool(audio.any()):
         return "text", None, None
     return "mixed", audio.nonzero()[:, 0], (~audio).nonzero()[:, 0]
+
+
+def route_of_flags(audio: list[bool], device: torch.device) -> Route:
+    """The route of audio positions known on the host (no device read; the row indices of a mixed step are uploaded)."""
+    if all(audio):
+        return "audio", None, None
+    if not any(audio):
+        return "text", None, None
+    rows = torch.tensor(audio, device=device)
+    return "mixed", rows.nonzero()[:, 0], (~rows).nonzero()[:, 0]
 
 
 def routed(x: torch.Tensor, route: Route, text_fn, audio_fn) -> torch.Tensor:
@@ -102,10 +114,9 @@ class HiggsAudioV2Talker(nn.Module):
                                              scaling.original_max_position_embeddings)
         self.register_buffer("inv_freq", inv, persistent=False)
 
-    def forward(self, x: torch.Tensor, audio: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
-        """Final hidden states [T, H] of inputs x [T, H] (audio [T] bool marks audio positions)."""
+    def forward(self, x: torch.Tensor, route: Route, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        """Final hidden states [T, H] of inputs x [T, H], each layer's experts where `route` says."""
         c = self.config
-        route = route_of(audio)
         rotary = rope(batch.token_positions.to(x.device), c.head_dim, c.rope_theta, self.inv_freq)
         for index, layer in enumerate(self.model.layers):
             x = layer(x, route, rotary, cache, index, batch)

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from vocalis.stages.autoregressive import AutoregressiveStage, SequenceStart
 from vocalis.stages.models.cosyvoice3.stages import SequenceState, SpeechLM
+from vocalis.stages.ras_sampling import SamplingHistory
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplingParams
 from vocalis.stages.stage import StageItem
@@ -47,7 +48,7 @@ class GoldenPromptLM(SpeechLM):
     def start(self, request):
         embeds = self.lm.prompt_embeds(META["text_ids"], META["prompt_speech"])
         sampling = SamplingParams(temperature=0, max_new_tokens=META["steps"])
-        return SequenceStart(embeds, sampling, SequenceState(META["min_len"], None, []))
+        return SequenceStart(embeds, sampling, SequenceState(META["min_len"], SamplingHistory()))
 
 
 def test_greedy_decode_through_the_paged_cache_matches_transformers(modules):

@@ -19,6 +19,7 @@ from vocalis.stages.models.glm_tts.config import LlamaConfig
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.stages import GLMTTSLM, STOP, SequenceState, TokenBudget
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
+from vocalis.stages.ras_sampling import SamplingHistory
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplingParams
 from vocalis.stages.stage import StageItem
@@ -77,7 +78,7 @@ class GoldenPromptLM(GLMTTSLM):
     def start(self, request):
         ids = META["prompt_text"] + META["text"] + [META["begin_of_audio"]] + [META["audio_start"] + t for t in META["prompt_speech"]]
         sampling = SamplingParams(temperature=0, max_new_tokens=META["steps"])
-        return SequenceStart(self.lm.embed(ids), sampling, SequenceState(META["min_len"], None, []))
+        return SequenceStart(self.lm.embed(ids), sampling, SequenceState(META["min_len"], SamplingHistory()))
 
 
 def test_greedy_decode_through_the_paged_cache_matches_transformers(lm, tokenizer):

@@ -11,39 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from vocalis.stages.chunk_stage import ChunkStage, DecodeStream
+from tests.stages.chunk_feed import decode_in_calls, feed, record_streams
+from vocalis.stages.chunk_stage import DecodeStream
 from vocalis.stages.chunking import ChunkPolicy, Window
 from vocalis.stages.codecs.fish_dac import FishDAC, load_fish_dac
 from vocalis.stages.models.fish_speech.stages import CodecDecoderModel
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
 
 TINY = Path(__file__).resolve().parents[2] / "goldens" / "fish_speech" / "tiny"
 EXACT = 1e-5
 FRAMES = 28
-
-
-class NullOutput:
-    def put_audio(self, samples) -> None: ...
-
-    def close(self, error=None) -> None: ...
-
-
-class Spy(CodecDecoderModel):
-    """Records the frames each codec call is given, per row."""
-
-    def __init__(self, codec: FishDAC) -> None:
-        super().__init__(codec)
-        self.given: list[int] = []
-        self.rows: list[int] = []
-        inner = codec.stream
-
-        def stream(codes, states, frames):
-            self.given.extend(frames)
-            self.rows.append(len(frames))
-            return inner(codes, states, frames)
-
-        self.codec = type("Recording", (), {"stream": staticmethod(stream), "parameters": codec.parameters})()
 
 
 @pytest.fixture(scope="module")
@@ -63,24 +39,6 @@ def whole(dac: FishDAC, frames: torch.Tensor) -> torch.Tensor:
         return dac.decode(frames.T[None])[0]
 
 
-def stream(dac: FishDAC, policy: ChunkPolicy, frames_of: list[torch.Tensor], max_num_seqs: int = 4) -> tuple[list[torch.Tensor], Spy]:
-    """Feeds each request's frames one by one (interleaved, as the talker emits them); the audio each one streams."""
-    spy = Spy(dac)
-    stage = ChunkStage("dac_decoder", spy, policy, max_num_seqs=max_num_seqs)
-    requests = [SynthesisRequest(text="x", stage_input=None, output=NullOutput()) for _ in frames_of]
-    audio: dict[int, list] = {id(r): [] for r in requests}
-    for t in range(max(len(f) for f in frames_of)):
-        for r, frames in zip(requests, frames_of, strict=True):
-            if t < len(frames):
-                stage.add(StageItem(r, frames[t : t + 1], finished=t == len(frames) - 1))
-        while stage.has_work():
-            with torch.inference_mode():
-                for item in stage.step():
-                    if item.payload is not None:
-                        audio[id(item.request)].append(torch.from_numpy(item.payload))
-    return [torch.cat(audio[id(r)]) for r in requests], spy
-
-
 @pytest.fixture(scope="module")
 def long_request(dac) -> tuple[torch.Tensor, torch.Tensor]:
     """A request's frames and their whole decode."""
@@ -93,22 +51,22 @@ def long_request(dac) -> tuple[torch.Tensor, torch.Tensor]:
     (3, 2, 1.6, 0, [3, 2, 3, 5, 8, 7]),  # uneven: growing chunks, the last cut short by the end
     (4, 25, 1.0, 25, [4, 24]),  # a configured left context is in the state already: not decoded again
 ])
-def test_a_long_request_streams_its_whole_decode_from_new_frames_only(dac, long_request, first, chunk, growth, context, sizes):
+def test_a_long_request_streams_its_whole_decode_from_new_frames_only(dac, long_request, monkeypatch, first, chunk, growth, context, sizes):
     frames, expected = long_request
     policy = ChunkPolicy(first_chunk_frames=first, chunk_frames=chunk, left_context_frames=context, growth=growth, max_chunk_frames=25 if context else 8)
-    (audio,), spy = stream(dac, policy, [frames])
-    assert spy.given == sizes
+    calls = record_streams(monkeypatch, dac)
+    (audio,) = feed(CodecDecoderModel(dac), policy, [frames])
+    assert calls == [[n] for n in sizes]  # the codec is given each chunk's new frames only
     assert audio.shape == expected.shape
     assert float((audio - expected).abs().max()) < EXACT  # measured 3.8e-6 (float32 convolutions of other lengths)
 
 
 def test_batched_requests_stay_independent(dac):
-    """Three requests of different lengths decoded in shared batches (rows right-padded): each streams its own whole
-    decode, which is what each streams alone (the test above)."""
-    policy = ChunkPolicy(first_chunk_frames=2, chunk_frames=4, left_context_frames=0, max_chunk_frames=4)
-    cases = [codes(dac, 26, 5), codes(dac, 9, 6), codes(dac, 17, 7)]
-    together, spy = stream(dac, policy, cases)
-    assert max(spy.rows) == 3
+    """Three requests at different positions decoded in shared calls, rows of different lengths right-padded: each
+    streams its own whole decode, which is what each streams alone (the test above)."""
+    cases = [codes(dac, 26, 5), codes(dac, 9, 6), codes(dac, 13, 7)]
+    calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [11, 6, 2], [0, 0, 5]]
+    together = decode_in_calls(CodecDecoderModel(dac), cases, calls)
     for frames, audio in zip(cases, together, strict=True):
         assert float((audio - whole(dac, frames)).abs().max()) < EXACT
 

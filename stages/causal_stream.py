@@ -83,7 +83,7 @@ class CausalStream:
             return self.conv(module, x)
         if isinstance(module, CausalConvTranspose1d):
             return self.transposed(module, x)
-        if isinstance(module, Streamable):
+        if callable(getattr(module, "stream", None)):  # a Streamable (isinstance on a Protocol is slow per layer)
             return module.stream(x, self)
         if isinstance(module, ResidualUnit):
             layers = [module.block] if module.names is None else [getattr(module, name) for name in module.names]

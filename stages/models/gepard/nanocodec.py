@@ -22,8 +22,8 @@ from __future__ import annotations
 import io
 import math
 import tarfile
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

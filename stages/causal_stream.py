@@ -101,13 +101,21 @@ class CausalStream:
         raise TypeError(f"no streaming rule for {type(module).__name__}")
 
     def conv(self, conv: CausalConv1d, x: torch.Tensor) -> torch.Tensor:
-        """A stride-1 causal convolution: the carried last (effective kernel - 1) inputs stand before x."""
-        if conv.stride != (1,) or conv.pad_mode != "constant":
-            raise ValueError("only stride-1, zero-padded causal convolutions stream (a strided one would carry a partial stride)")
+        """A stride-1 causal convolution: the carried last (effective kernel - 1) inputs stand before x. Before a row's
+        first chunk stands the whole run's left padding: zeros, or (replicate, reflect) x's own first samples padded."""
+        if conv.stride != (1,):
+            raise ValueError("only stride-1 causal convolutions stream (a strided one would carry a partial stride)")
         left = conv.left
         if left == 0:
             return nn.Conv1d.forward(conv, x)
-        full = torch.cat([self.gather(conv, x.new_zeros(1, x.shape[1], left)), x], dim=-1)
+        if conv.pad_mode == "constant":
+            before = self.gather(conv, x.new_zeros(1, x.shape[1], left))
+        else:
+            if conv.pad_mode == "reflect" and any(conv not in row and n <= left for row, n in zip(self.rows, self.valid(x), strict=True)):
+                raise ValueError(f"a first chunk reflected as left padding needs more than {left} samples")
+            first = F.pad(x, (left, 0), mode=conv.pad_mode)[..., :left]  # read from each row's front: never padding
+            before = torch.cat([row[conv] if conv in row else first[i : i + 1] for i, row in enumerate(self.rows)])
+        full = torch.cat([before, x], dim=-1)
         self.keep(conv, full, self.valid(x), left)  # the last `left` inputs up to each row's end
         return nn.Conv1d.forward(conv, full)
 

@@ -22,6 +22,15 @@ EXACT = 1e-5
 FRAMES = 28
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Thousands of small convolutions: torch's thread pool only slows them down on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def dac() -> FishDAC:
     return load_fish_dac(TINY)

@@ -19,6 +19,15 @@ EXACT = 1e-5
 FRAMES = 30
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Thousands of small convolutions: torch's thread pool only slows them down on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def codec(tmp_path_factory) -> NanoCodec:
     return load_nanocodec(build_nemo(tmp_path_factory.mktemp("nano") / "tiny.nemo"))

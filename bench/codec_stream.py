@@ -7,8 +7,9 @@ before), side by side in one run.
 Decoders, each tiny and (but with `--skip-real`) at its published sizes with random weights: Qwen3-TTS's speech
 tokenizer (base-1b7), Fish Audio's DAC (S2 Pro / Drama 3; tests/goldens/fish_speech), NeMo's NanoCodec (Gepard; the
 tiny `.nemo`, the published yaml of tests/goldens/gepard); Voxtral's audio tokenizer decoder (tiny only).
-One request of `--frames` frames (for Qwen3, behind `--ref` reference codes of an ICL clone's clip, which the first
-call decodes: into the state, or as left context) in chunks of `chunk`. Per chunk size: the codec's CPU ms (one
+One request of `--frames` frames in chunks of `chunk`, behind `--ref` reference codes of an ICL clone's clip for Qwen3
+and `--lead-in` frames for the others, which the first call decodes (into the state, or as left context) and does
+not emit: every later re-decode has its whole 25 frames of context. Per chunk size: the codec's CPU ms (one
 thread; fewest of `--repeats`) of a chunk after the first, averaged, and of the first, and the emitted audio's largest
 difference from the decode of all frames at once.
 """
@@ -48,7 +49,7 @@ class Codec:
     stream: Callable[[torch.Tensor, Any, int, int], torch.Tensor]
     """(codes of the next frames, state, their count, the first `skip` of them not emitted) to the emitted samples."""
     ref: int = 0
-    """Reference codes before the request's own (a Qwen3 clone's clip)."""
+    """Frames before the timed ones, decoded by the first call and not emitted: a Qwen3 clone's clip, or a lead-in."""
     frames: int | None = None
     chunks: str | None = None
     repeats: int | None = None
@@ -74,7 +75,7 @@ def qwen3(ref: int, real_frames: int, real_chunks: str, real_repeats: int, skip_
     return out
 
 
-def fish_speech(real: bool, real_frames: int, real_chunks: str, real_repeats: int) -> list[Codec]:
+def fish_speech(real: bool, real_frames: int, real_chunks: str, real_repeats: int, lead_in: int) -> list[Codec]:
     from vocalis.stages.causal_stream import StreamState
     from vocalis.stages.codecs.fish_dac import FishDAC, load_fish_dac
     from vocalis.stages.codecs.fish_dac_config import FishDACConfig
@@ -92,12 +93,12 @@ def fish_speech(real: bool, real_frames: int, real_chunks: str, real_repeats: in
             return torch.cat([semantic, torch.randint(0, c.codebook_size, (1, c.n_codebooks, n), generator=g)], dim=1)
 
         out.append(Codec(f"fish_speech DAC {name}", dac.samples_per_frame, 2, make, lambda codes, d=dac: d.decode(codes)[0],
-                         StreamState, lambda codes, state, n, skip, d=dac: d.stream(codes, [state], [n])[0],
+                         StreamState, lambda codes, state, n, skip, d=dac: d.stream(codes, [state], [n])[0][skip * d.samples_per_frame :], ref=lead_in,
                          **({"frames": real_frames, "chunks": real_chunks, "repeats": real_repeats} if "published" in name else {})))
     return out
 
 
-def gepard(real: bool, real_frames: int, real_chunks: str, real_repeats: int) -> list[Codec]:
+def gepard(real: bool, real_frames: int, real_chunks: str, real_repeats: int, lead_in: int) -> list[Codec]:
     from tests.tiny_gepard.build import build_nemo
     from vocalis.stages.causal_stream import StreamState
     from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig, load_nanocodec
@@ -115,12 +116,12 @@ def gepard(real: bool, real_frames: int, real_chunks: str, real_repeats: int) ->
             return torch.stack([torch.randint(0, k, (n,), generator=g) for k in levels], dim=-1)[None]
 
         out.append(Codec(f"gepard NanoCodec {name}", codec.samples_per_frame, 1, make, lambda codes, c=codec: c(codes)[0],
-                         StreamState, lambda codes, state, n, skip, c=codec: c.stream(codes, [state], [n])[0],
+                         StreamState, lambda codes, state, n, skip, c=codec: c.stream(codes, [state], [n])[0][skip * c.samples_per_frame :], ref=lead_in,
                          **({"frames": real_frames, "chunks": real_chunks, "repeats": real_repeats} if "published" in name else {})))
     return out
 
 
-def voxtral() -> list[Codec]:
+def voxtral(lead_in: int) -> list[Codec]:
     from tests.goldens.voxtral.build_tiny import build
     from vocalis.stages.causal_stream import StreamState
     from vocalis.stages.models.voxtral.weights import load_modules
@@ -133,7 +134,8 @@ def voxtral() -> list[Codec]:
         return frames[None]
 
     return [Codec("voxtral audio tokenizer tiny", codec.args.samples_per_frame, 1, make, lambda codes: codec(codes)[0],
-                  StreamState, lambda codes, state, n, skip: codec.stream(codes, [state], [n])[0])]
+                  StreamState, lambda codes, state, n, skip: codec.stream(codes, [state], [n])[0][skip * codec.args.samples_per_frame :],
+                  ref=lead_in)]
 
 
 @torch.inference_mode()
@@ -175,6 +177,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--families", default="qwen3_tts,fish_speech,gepard,voxtral")
     parser.add_argument("--ref", type=int, default=60, help="Qwen3: reference codes of the clip (60: 4.8 s)")
+    parser.add_argument("--lead-in", type=int, default=LEFT_CONTEXT,
+                        help="the other codecs: frames before the timed ones (decoded by the first call, not emitted), so "
+                             "that every timed re-decode has its whole left context")
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--chunks", default="1,4,25", help="chunk sizes in frames")
     parser.add_argument("--threads", type=int, default=1)
@@ -188,9 +193,9 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     makers: dict[str, Callable[[], list[Codec]]] = {
         "qwen3_tts": lambda: qwen3(args.ref, args.real_frames, args.real_chunks, args.real_repeats, args.skip_real),
-        "fish_speech": lambda: fish_speech(not args.skip_real, args.real_frames, args.real_chunks, args.real_repeats),
-        "gepard": lambda: gepard(not args.skip_real, args.real_frames, args.real_chunks, args.real_repeats),
-        "voxtral": voxtral,
+        "fish_speech": lambda: fish_speech(not args.skip_real, args.real_frames, args.real_chunks, args.real_repeats, args.lead_in),
+        "gepard": lambda: gepard(not args.skip_real, args.real_frames, args.real_chunks, args.real_repeats, args.lead_in),
+        "voxtral": lambda: voxtral(args.lead_in),
     }
     result: dict = {"ref": args.ref, "threads": args.threads, "left_context": LEFT_CONTEXT, "decoders": {}}
     print("| decoder | frames | chunk | stateful ms/chunk | re-decode (25 ctx) ms/chunk | ratio | first chunk ms (stateful / re-decode) "

@@ -28,7 +28,8 @@ from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, Hal
 from vocalis.stages.layers.attention import causal_mask
 
 Carry = dict[nn.Module, Any]
-"""One row's carried tensors ([1, ...] each), keyed by the module that carries them; empty before the first chunk."""
+"""One row's carried tensors ([1, ...] each; a (keys, values) pair for an attention layer), keyed by the module that
+carries them; empty before the first chunk."""
 
 POINTWISE = (Snake, SnakeBeta, HalfSnake, nn.ELU, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Identity)
 """Layers whose output at t reads their input at t alone: streamed as they are."""
@@ -108,7 +109,7 @@ class CausalStream:
         left = conv.left
         if left == 0:
             return nn.Conv1d.forward(conv, x)
-        if conv.pad_mode == "constant":
+        if conv.pad_mode == "constant" or all(conv in row for row in self.rows):
             before = self.gather(conv, x.new_zeros(1, x.shape[1], left))
         else:
             if conv.pad_mode == "reflect" and any(conv not in row and n <= left for row, n in zip(self.rows, self.valid(x), strict=True)):

@@ -2,12 +2,15 @@
 1024-entry codes), one frame per 2048 samples.
 
 Every convolution is causal and the transformers (in the last encoder block and around the quantiser) attend only
-to a window of the past, so decoding a chunk of frames after enough frames of left context gives the samples a
-whole-utterance decode gives. Module names equal the tensor names of `codec.pth`.
+to a window of the past, so a frame's samples depend on earlier frames only: `FishDAC.stream` decodes a request's
+next frames from its `StreamState` (each convolution's last inputs, each transposed convolution's overlap tail, the
+post-transformer's keys and values over its window), equal to decoding all its frames at once, at the cost of the
+new frames alone. Module names equal the tensor names of `codec.pth`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -21,6 +24,7 @@ from vocalis.stages.audio_blocks import (
     factorized_rvq_decode,
     factorized_rvq_encode,
 )
+from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.codecs.fish_dac_config import FishDACConfig
 from vocalis.stages.layers.attention import causal_mask
 from vocalis.stages.layers.gptfast import gptfast_block
@@ -45,6 +49,9 @@ class Conv(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
 
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.conv, x)
+
 
 class TransConv(nn.Module):
     """A transposed convolution held as `conv`, trimmed on the right to exactly stride x its input."""
@@ -56,6 +63,9 @@ class TransConv(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
 
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.conv, x)
+
 
 class ResidualUnit(nn.Module):
     """x + conv(snake(conv_dilated(snake(x)))), in a `block` Sequential."""
@@ -66,6 +76,9 @@ class ResidualUnit(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.block(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return x + carry.run(self.block, x)
 
 
 def residual_units(dim: int) -> list[nn.Module]:
@@ -93,6 +106,20 @@ class WindowedTransformer(nn.Module):
             x = layer.dense(x, rope, mask)
         return self.norm(x).transpose(1, 2)
 
+    def stream(self, x: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        """x [B, C, L] of each row's next frames (right-padded), positions[i] the frames row i decoded before: each
+        layer attends over the keys and values its row carries and the new ones, at a whole decode's RoPE positions."""
+        x = x.transpose(1, 2)
+        at, mask = carry.window_mask(positions, x.shape[1], self.window, x.device)
+        rope = interleaved_rope(at, self.head_dim, self.rope_base, torch.bfloat16)
+        for layer in self.layers:
+            attention = layer.attention
+            held = self.window - 1
+            kv = carry.carried_kv(attention, x.new_zeros(1, attention.kv_heads, held, attention.head_dim))
+            x = layer.dense(x, rope, mask, kv=kv)
+            carry.keep_kv(attention, kv, held)
+        return self.norm(x).transpose(1, 2)
+
 
 class ConvNeXtBlock(nn.Module):
     """x + gamma * pwconv2(gelu(pwconv1(norm(dwconv(x))))), the depthwise convolution causal."""
@@ -107,7 +134,13 @@ class ConvNeXtBlock(nn.Module):
         self.gamma = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.norm(self.dwconv(x).transpose(1, 2))
+        return self._pointwise(x, self.dwconv(x))
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return self._pointwise(x, carry.run(self.dwconv, x))
+
+    def _pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        y = self.norm(h.transpose(1, 2))
         y = self.gamma * self.pwconv2(self.act(self.pwconv1(y)))
         return x + y.transpose(1, 2)
 
@@ -151,6 +184,9 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.block, x)
 
 
 class Decoder(nn.Module):
@@ -211,11 +247,17 @@ class Quantizer(nn.Module):
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """Codes [B, 1 + n_codebooks, T] (clamped into each codebook) to latents [B, D, T * prod(downsample_factor)]."""
+        return self.upsample(self.post_module(self.lookup(codes)))
+
+    def stream(self, codes: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        """`decode` of each row's next frames, from its carry; positions[i]: the frames row i decoded before."""
+        return carry.run(self.upsample, self.post_module.stream(self.lookup(codes), carry, positions))
+
+    def lookup(self, codes: torch.Tensor) -> torch.Tensor:
         semantic = codes[:, :1].clamp(0, self.config.semantic_codebook_size - 1)
         residual = codes[:, 1:].clamp(0, self.config.codebook_size - 1)
         z = factorized_rvq_decode(semantic, self.semantic_quantizer.quantizers)
-        z = z + factorized_rvq_decode(residual, self.quantizer.quantizers)
-        return self.upsample(self.post_module(z))
+        return z + factorized_rvq_decode(residual, self.quantizer.quantizers)
 
 
 class FishDAC(nn.Module):
@@ -247,6 +289,16 @@ class FishDAC(nn.Module):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """Codes [B, num_codebooks, T] to audio [B, T * samples_per_frame]."""
         return self.decoder(self.quantizer.decode(codes))[:, 0]
+
+    def stream(self, codes: torch.Tensor, states: Sequence[StreamState], frames: Sequence[int]) -> torch.Tensor:
+        """Codes [B, num_codebooks, L] of each row's next frames[i] frames (right-padded to L) to their audio [B, L *
+        samples_per_frame] (row i's first frames[i] * samples_per_frame valid), equal to those samples of decoding all
+        the row's frames at once; states[i] advances past them."""
+        carry = CausalStream([state.carry for state in states], frames)
+        latents = self.quantizer.stream(codes, carry, [state.frames for state in states])
+        for state, count in zip(states, frames, strict=True):
+            state.frames += count
+        return carry.run(self.decoder.model, latents)[:, 0]
 
 
 def read_codec_state(path: Path) -> dict[str, torch.Tensor]:

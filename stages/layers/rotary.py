@@ -117,11 +117,12 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, upcast: 
 
 def interleaved_rope(positions: torch.Tensor, head_dim: int, theta: float,
                      table_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [T, head_dim / 2] (float32) for `apply_interleaved_rotary`, at integer positions [T].
+    """cos, sin [..., T, head_dim / 2] (float32) for `apply_interleaved_rotary`, at integer positions [..., T] (a
+    leading batch dimension: each row at its own positions).
 
     `table_dtype`: round the table through this dtype first, as implementations that store it as a buffer do
     (fish-speech keeps its `freqs_cis` in bfloat16)."""
-    angles = positions[:, None].float() * inverse_frequencies(head_dim, theta, positions.device)
+    angles = positions[..., None].float() * inverse_frequencies(head_dim, theta, positions.device)
     cos, sin = angles.cos(), angles.sin()
     if table_dtype is not None:
         cos, sin = cos.to(table_dtype).float(), sin.to(table_dtype).float()
@@ -130,9 +131,9 @@ def interleaved_rope(positions: torch.Tensor, head_dim: int, theta: float,
 
 def apply_interleaved_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [..., T, H, D] rotated pairwise (channels 2i, 2i+1: the GPT-J / complex-number convention) by cos/sin
-    [T, D / 2], in float32, cast back to x's dtype."""
+    [T, D / 2] (or [B, T, D / 2], per row of a batch), in float32, cast back to x's dtype."""
     pairs = x.float().reshape(*x.shape[:-1], -1, 2)
     even, odd = pairs[..., 0], pairs[..., 1]
-    cos, sin = cos[:, None].to(x.device), sin[:, None].to(x.device)
+    cos, sin = cos[..., None, :].to(x.device), sin[..., None, :].to(x.device)
     out = torch.stack([even * cos - odd * sin, odd * cos + even * sin], dim=-1)
     return out.flatten(-2).to(x.dtype)

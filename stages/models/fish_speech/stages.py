@@ -20,6 +20,7 @@ from vocalis.stages.models.fish_speech.weights import FishSpeechModules
 from vocalis.stages.reference import ReferenceCache, content_key, resample
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
+from vocalis.stages.stateful_decode import decode_windows
 
 EOS_CODE = -1
 """Codebook 0 of the frame that ends a sequence (the slow AR chose <|im_end|>); never emitted."""
@@ -157,7 +158,10 @@ class SlowARStageModel(AutoregressiveModel):
 
 
 class CodecDecoderModel(ChunkDecoder):
-    """Frames [B, T, K] to samples [B, T * 2048] at 44.1 kHz with the shared DAC."""
+    """Frames [B, T, K] to samples [B, T * 2048] at 44.1 kHz with the shared DAC.
+
+    Each request's chunks are decoded from its carried codec state (`FishDAC.stream`): a streamed request equals the
+    decode of all its frames at once, and a chunk costs its own frames (the window's left context is not read)."""
 
     causal = True
 
@@ -169,5 +173,13 @@ class CodecDecoderModel(ChunkDecoder):
         return DecodeStream()
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
+        call), of all the row's frames decoded at once."""
         device = next(self.codec.parameters()).device
-        return self.codec.decode(frames.to(device).transpose(1, 2).clamp(min=0))
+        if any(stream.window is None for stream in streams):
+            return self.codec.decode(frames.to(device).transpose(1, 2).clamp(min=0))
+
+        def run(codes: torch.Tensor, states, counts) -> torch.Tensor:
+            return self.codec.stream(codes.to(device).transpose(1, 2).clamp(min=0), states, counts)
+
+        return decode_windows(frames, streams, self.samples_per_frame, run)

@@ -7,9 +7,13 @@ import torch
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.models.gepard.nanocodec import NanoCodec
 from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.stateful_decode import decode_windows
 
 
 class NanoCodecDecoder(ChunkDecoder):
+    """Each request's chunks are decoded from its carried codec state (`NanoCodec.stream`): a streamed request equals
+    the decode of all its frames at once, and a chunk costs its own frames (the window's left context is not read)."""
+
     causal = True
 
     def __init__(self, codec: NanoCodec) -> None:
@@ -20,5 +24,10 @@ class NanoCodecDecoder(ChunkDecoder):
         return DecodeStream()
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
+        call), of all the row's frames decoded at once."""
         device = next(self.codec.parameters()).device
-        return self.codec(frames.to(device))
+        if any(stream.window is None for stream in streams):
+            return self.codec(frames.to(device))
+        return decode_windows(frames, streams, self.samples_per_frame,
+                              lambda codes, states, counts: self.codec.stream(codes.to(device), states, counts))

@@ -44,6 +44,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     adapter = GepardAdapter(config.sample_rate, model.cache_shape.max_len)
     stages = [
         autoregressive_stage(model, talker_deploy, codec_deploy),
-        chunk_stage(NanoCodecDecoder(codec), codec_deploy, codec.audio_decoder.receptive_field_frames()),
+        chunk_stage(NanoCodecDecoder(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="gepard", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

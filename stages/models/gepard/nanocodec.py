@@ -12,8 +12,9 @@ group's mixed-radix index. The decoder is NeMo's causal HiFi-GAN: a causal input
 rate an activation, a grouped transposed convolution (stride = rate, kernel 2 x rate, trimmed to exactly rate x the
 length) and a residual layer (the mean of one residual chain per kernel size, each chain one block per dilation:
 x + skip_conv(act(input_conv(act(x))))), then an activation, a causal output convolution and tanh (or a clamp).
-Every convolution is causal, so a window decoded with at least `receptive_field_frames` frames of left context
-reproduces the samples of a whole decode exactly; that is how it streams.
+Every convolution is causal, so a frame's samples depend on earlier frames only: `NanoCodec.stream` decodes a
+request's next frames from its `StreamState` (each convolution's last inputs, each transposed convolution's overlap
+tail), equal to decoding all its frames at once, at the cost of the new frames alone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import yaml
 from torch import nn
 
 from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, ResidualUnit, Snake
+from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.weights import fold_weight_norm, load_strict
 
 TRAINING_LOSSES = ("mel_loss_fn", "stft_loss_fn", "mmd_loss_fn", "mmd_time_loss_fn", "slm_predictor", "speaker_encoder_resampler")
@@ -103,6 +106,9 @@ class Activation(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.activation(x)
 
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.activation, x)
+
 
 class Conv(nn.Module):
     """`conv`: a causal convolution (the wrapper's name kept for the keys)."""
@@ -113,6 +119,9 @@ class Conv(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.conv, x)
 
 
 class ResidualChain(nn.Module):
@@ -132,6 +141,9 @@ class ResidualChain(nn.Module):
             x = unit(x)
         return x
 
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.res_blocks, x)
+
 
 class ResidualLayer(nn.Module):
     """`res_blocks`: one chain per kernel size; their outputs are averaged."""
@@ -142,6 +154,9 @@ class ResidualLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return sum(chain(x) for chain in self.res_blocks) / len(self.res_blocks)
+
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return sum(carry.run(chain, x) for chain in self.res_blocks) / len(self.res_blocks)
 
 
 class CausalHiFiGANDecoder(nn.Module):
@@ -169,7 +184,16 @@ class CausalHiFiGANDecoder(nn.Module):
         x = self.pre_conv(latents)
         for act, up, res in zip(self.activations, self.up_sample_conv_layers, self.res_layers, strict=True):
             x = res(up(act(x)))
-        x = self.post_conv(self.post_activation(x))[:, 0]
+        return self._output(self.post_conv(self.post_activation(x))[:, 0])
+
+    def stream(self, latents: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        """`forward` of each row's next frames, from its carry."""
+        x = carry.run(self.pre_conv, latents)
+        for act, up, res in zip(self.activations, self.up_sample_conv_layers, self.res_layers, strict=True):
+            x = carry.run(res, carry.run(up, carry.run(act, x)))
+        return self._output(carry.run(self.post_conv, carry.run(self.post_activation, x))[:, 0])
+
+    def _output(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x) if self.config.output_activation == "tanh" else x.clamp(-1.0, 1.0)
 
     def receptive_field_frames(self) -> int:
@@ -209,6 +233,16 @@ class NanoCodec(nn.Module):
         """Codes [B, T, 32] to waveforms [B, T * samples_per_frame] in [-1, 1]."""
         latents = self.dequantize(codes).to(self.audio_decoder.pre_conv.conv.weight.dtype)
         return self.audio_decoder(latents)
+
+    def stream(self, codes: torch.Tensor, states: Sequence[StreamState], frames: Sequence[int]) -> torch.Tensor:
+        """Codes [B, L, 32] of each row's next frames[i] frames (right-padded to L) to their waveforms [B, L *
+        samples_per_frame] (row i's first frames[i] * samples_per_frame valid), equal to those samples of decoding all
+        the row's frames at once; states[i] advances past them."""
+        latents = self.dequantize(codes).to(self.audio_decoder.pre_conv.conv.weight.dtype)
+        samples = self.audio_decoder.stream(latents, CausalStream([state.carry for state in states], frames))
+        for state, count in zip(states, frames, strict=True):
+            state.frames += count
+        return samples
 
 
 def read_nemo(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

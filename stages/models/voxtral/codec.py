@@ -4,19 +4,23 @@ Semantic code -> its codebook row (embedding_sum / cluster_usage), 36 acoustic F
 292-d latent goes through a causal conv, then transformer stages with causal convs transposed between them (x2
 each), then a causal conv to 240-sample patches. Attention is causal, ALiBi-biased and windowed (the window doubles
 with each upsampling), q/k RMS-normed over all heads together, branches layer-scaled. Everything is causal, so a
-chunk decoded with enough left context equals the same samples of a whole-utterance decode.
+frame's samples depend on earlier frames only: `AudioTokenizerDecoder.stream` decodes a request's next frames from
+its `StreamState` (each convolution's last inputs, each transposed convolution's overlap tail, each attention layer's
+keys and values over its window), equal to decoding all its frames at once, at the cost of the new frames alone.
 Parameter names are the checkpoint's (weight norm folded into `conv.weight` at load).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d
+from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, END_AUDIO, CodecArgs
 
@@ -44,6 +48,9 @@ class ConvBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
 
+    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
+        return carry.run(self.conv, x)
+
 
 def causal_conv(channels_in: int, channels_out: int, kernel: int, stride: int = 1, pad_mode: str = "reflect") -> ConvBlock:
     """Padded on the left by kernel - stride (replicate or reflect), on the right to whole strides."""
@@ -70,13 +77,32 @@ class CodecAttention(nn.Module):
         return bias.masked_fill((relative > 0) | (relative < -self.window), -math.inf)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._qkv(x)
+        return self._attend(q, k, v, self.bias(x.shape[1], x.device, q.dtype)[None])
+
+    def stream(self, x: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        """x [B, L, dim] of each row's next positions (right-padded), positions[i] those row i attended before: over
+        the last `window` keys and values its row carries (before its position 0 masked) and the new ones."""
+        q, k, v = self._qkv(x)
+        length, held = x.shape[1], self.window
+        _, mask = carry.window_mask(positions, length, held + 1, x.device)  # [B, 1, L, held + L]
+        relative = torch.arange(-held, length, device=x.device)[None, :] - torch.arange(length, device=x.device)[:, None]
+        bias = (self.slopes.to(x.device, q.dtype)[:, None, None] * relative.to(q.dtype)).masked_fill(~mask, -math.inf)
+        kv = carry.carried_kv(self, k.new_zeros(1, self.kv_heads, held, self.head_dim))
+        kv = [torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)]
+        carry.keep_kv(self, kv, held)
+        return self._attend(q, *kv, bias)
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, length, _ = x.shape
         q = self.q_norm(self.wq(x)).view(b, length, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_norm(self.wk(x)).view(b, length, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, length, self.kv_heads, self.head_dim).transpose(1, 2)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias(length, x.device, q.dtype)[None],
-                                             enable_gqa=self.heads != self.kv_heads)
-        return self.wo(out.transpose(1, 2).reshape(b, length, -1))
+        return q, k, v
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=self.heads != self.kv_heads)
+        return self.wo(out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1))
 
 
 class FeedForward(nn.Module):
@@ -101,7 +127,12 @@ class CodecBlock(nn.Module):
         self.ffn_scale = nn.Parameter(torch.ones(args.dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention_scale * self.attention(self.attention_norm(x))
+        return self._ffn(x + self.attention_scale * self.attention(self.attention_norm(x)))
+
+    def stream(self, x: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        return self._ffn(x + self.attention_scale * self.attention.stream(self.attention_norm(x), carry, positions))
+
+    def _ffn(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.ffn_scale * self.feed_forward(self.ffn_norm(x))
 
 
@@ -113,6 +144,11 @@ class CodecTransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x)
+        return x
+
+    def stream(self, x: torch.Tensor, carry: CausalStream, positions: Sequence[int]) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer.stream(x, carry, positions)
         return x
 
 
@@ -177,6 +213,23 @@ class AudioTokenizerDecoder(nn.Module):
             else:
                 x = block(x.transpose(1, 2)).transpose(1, 2)
         patches = self.output_proj(x.transpose(1, 2))  # [B, patch, T']
+        return patches.transpose(1, 2).reshape(frames.shape[0], -1)
+
+    def stream(self, frames: torch.Tensor, states: Sequence[StreamState], counts: Sequence[int]) -> torch.Tensor:
+        """[B, L, K] codes of each row's next counts[i] frames (right-padded to L) to their samples [B, L *
+        samples_per_frame] (row i's first counts[i] * samples_per_frame valid), equal to those samples of decoding all
+        the row's frames at once; states[i] advances past them."""
+        carry = CausalStream([state.carry for state in states], counts)
+        x = self.latents(frames)
+        for block in self.decoder_blocks:
+            if isinstance(block, CodecTransformer):
+                per_frame = x.shape[1] // carry.longest  # this stage's positions per frame
+                x = block.stream(x, carry, [state.frames * per_frame for state in states])
+            else:
+                x = carry.run(block, x.transpose(1, 2)).transpose(1, 2)
+        patches = carry.run(self.output_proj, x.transpose(1, 2))
+        for state, count in zip(states, counts, strict=True):
+            state.frames += count
         return patches.transpose(1, 2).reshape(frames.shape[0], -1)
 
 

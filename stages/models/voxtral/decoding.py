@@ -1,6 +1,7 @@
 """Stage 1 of Voxtral TTS: frames of codes to 24 kHz audio with the audio tokenizer's decoder, in chunks as they
-arrive. The decoder is causal, so a chunk decoded with its receptive field as left context equals the same samples
-of a whole-utterance decode."""
+arrive. The decoder is causal: each request's chunks are decoded from its carried decoder state
+(`AudioTokenizerDecoder.stream`), so a streamed request equals the decode of all its frames at once and a chunk costs
+its own frames (the window's left context is not read)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
 from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.stateful_decode import decode_windows
 
 RECEPTIVE_FIELD_FRAMES = 21
 """Earlier frames that reach a frame's samples through the published decoder (measured on the tiny one, which keeps
@@ -28,4 +30,9 @@ class CodecDecoder(ChunkDecoder):
         return DecodeStream(first_chunk_frames=getattr(request.stage_input, "initial_codec_chunk_frames", None))
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        return self.codec(frames.to(self.device))
+        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
+        call), of all the row's frames decoded at once."""
+        if any(stream.window is None for stream in streams):
+            return self.codec(frames.to(self.device))
+        return decode_windows(frames, streams, self.samples_per_frame,
+                              lambda codes, states, counts: self.codec.stream(codes.to(self.device), states, counts))

@@ -14,7 +14,7 @@ from vocalis.stages.model import LoadedModel
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
-    from vocalis.stages.models.voxtral.decoding import RECEPTIVE_FIELD_FRAMES, CodecDecoder
+    from vocalis.stages.models.voxtral.decoding import CodecDecoder
     from vocalis.stages.models.voxtral.generator import FrameGenerator
     from vocalis.stages.models.voxtral.weights import load_modules
     from vocalis.stages.pipeline import Pipeline
@@ -25,5 +25,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     adapter = VoxtralAdapter(tuple(modules.voices), modules.config.codec.sampling_rate, modules.encoder_weights,
                              generator.cache_shape.max_len)
     stages = [autoregressive_stage(generator, generator_deploy, codec_deploy),
-              chunk_stage(CodecDecoder(modules.codec), codec_deploy, RECEPTIVE_FIELD_FRAMES)]
+              chunk_stage(CodecDecoder(modules.codec), codec_deploy)]
     return LoadedModel(name=path.name, family="voxtral", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

@@ -1,0 +1,70 @@
+"""The audio tokenizer's decoder (Voxtral's codec stage) streams from a carried state: on the tiny checkpoint, a
+request longer than the old fixed left context (25 frames) streams, in chunks of any size, the samples of its whole
+decode while the decoder is given only each chunk's new frames (its first convolutions pad a first chunk by
+replicating / reflecting it, as the whole decode does); requests decoded together in shared calls stay independent,
+and the carried state (convolution inputs, overlap tails, each attention layer's keys and values over its window)
+stays the same size however long the request."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.stages.chunk_feed import decode_in_calls, feed, record_streams
+from vocalis.stages.chunk_stage import DecodeStream
+from vocalis.stages.chunking import ChunkPolicy, Window
+from vocalis.stages.models.voxtral.decoding import CodecDecoder
+
+from .test_generation import random_frames
+
+EXACT = 1e-5
+FRAMES = 30
+
+
+@pytest.fixture(scope="module")
+def long_request(tiny) -> tuple[torch.Tensor, torch.Tensor]:
+    frames = random_frames(FRAMES, seed=3)
+    with torch.inference_mode():
+        return frames, tiny.modules.codec(frames[None])[0]
+
+
+@pytest.mark.parametrize(("first", "chunk", "growth", "sizes"), [
+    (1, 1, 1.0, [1] * FRAMES),
+    (3, 2, 1.6, [3, 2, 3, 5, 8, 9]),  # uneven: growing chunks, the last cut short by the end
+])
+def test_a_long_request_streams_its_whole_decode_from_new_frames_only(tiny, long_request, monkeypatch, first, chunk, growth, sizes):
+    frames, expected = long_request
+    policy = ChunkPolicy(first_chunk_frames=first, chunk_frames=chunk, left_context_frames=0, growth=growth, max_chunk_frames=25)
+    calls = record_streams(monkeypatch, tiny.modules.codec)
+    (audio,) = feed(CodecDecoder(tiny.modules.codec), policy, [frames])
+    assert calls == [[n] for n in sizes]
+    assert audio.shape == expected.shape
+    assert float((audio - expected).abs().max()) < EXACT  # measured 1.2e-6
+
+
+def test_batched_requests_stay_independent(tiny):
+    """Three requests at different positions decoded in shared calls, rows of different lengths right-padded: each
+    streams its own whole decode, which is what each streams alone (the test above)."""
+    cases = [random_frames(26, seed=5), random_frames(9, seed=6), random_frames(13, seed=7)]
+    calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [11, 6, 2], [0, 0, 5]]
+    together = decode_in_calls(CodecDecoder(tiny.modules.codec), cases, calls)
+    with torch.inference_mode():
+        for frames, audio in zip(cases, together, strict=True):
+            assert float((audio - tiny.modules.codec(frames[None])[0]).abs().max()) < EXACT
+
+
+def test_the_carried_state_stays_bounded(tiny):
+    decoder = CodecDecoder(tiny.modules.codec)
+    frames = random_frames(40, seed=9)
+    state = DecodeStream()
+    sizes = []
+    with torch.inference_mode():
+        for start in range(0, len(frames), 10):
+            state.window = Window(start, start, start + 10, start + 10)
+            decoder.decode(frames[None, start : start + 10], [state])
+            sizes.append(sum(t.numel() for v in state.state.carry.values() for t in (v if isinstance(v, tuple) else (v,))))
+    assert state.state.frames == 40
+    assert len(set(sizes)) == 1  # the same after 10 frames as after 40
+    first = tiny.modules.codec.decoder_blocks[1].layers[0].attention
+    keys, values = state.state.carry[first]
+    assert keys.shape == values.shape == (1, first.kv_heads, first.window, first.head_dim)

@@ -59,9 +59,18 @@ class _Frames:
     emitted: int = 0
     chunks: int = 0
     finished: bool = False
+    changed: bool = True
+    """Frames came in or a chunk was decoded since `window` was last worked out."""
+    _window: Window | None = None
 
     def window(self, policy: ChunkPolicy) -> Window | None:
-        return policy.next_window(self.emitted, self.available, self.finished, self.chunks, self.stream.first_chunk_frames)
+        """The next window to decode (None until more frames arrive), worked out again only after a change: the
+        worker asks about every request it holds several times a step."""
+        if self.changed:
+            self._window = policy.next_window(self.emitted, self.available, self.finished, self.chunks,
+                                              self.stream.first_chunk_frames)
+            self.changed = False
+        return self._window
 
     def frames_between(self, start: int, end: int) -> torch.Tensor:
         if len(self.frames) > 1:
@@ -95,6 +104,7 @@ class ChunkStage(RequestTable[_Frames]):
             entry.frames.append(item.payload)
             entry.available += len(item.payload)
         entry.finished = entry.finished or item.finished
+        entry.changed = True
 
     def has_work(self) -> bool:
         return any(self._ready(entry) for entry in self._entries.values())
@@ -152,6 +162,7 @@ class ChunkStage(RequestTable[_Frames]):
             last = (window.end - window.context_start) * hop
             entry.emitted = window.end
             entry.chunks += 1
+            entry.changed = True
             done = entry.finished and entry.emitted == entry.available
             outputs.append(StageItem(entry.request, samples[row, first:last].float().cpu().numpy(), finished=done))
             if done:

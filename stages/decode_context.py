@@ -46,6 +46,8 @@ class DecodeContext:
         self.room_blocks = 0
         self._storage: torch.Tensor | None = None
         self._valid = False
+        self.gathers = 0
+        """Steps that gathered their context from the cache (the others continued the kept one)."""
 
     def invalidate(self) -> None:
         """What the buffers hold no longer continues into the next step (a prefill ran, or another path)."""
@@ -60,6 +62,7 @@ class DecodeContext:
         needed = -(-context_len // block_size)
         fresh = not (continues and self._valid and self.rows == rows and needed <= self.room_blocks)
         if fresh:
+            self.gathers += 1
             self.rows = rows
             self.room_blocks = min(needed + self.headroom_blocks, max(self.max_blocks, needed))
             self._reserve(rows * self.room_blocks * block_size)

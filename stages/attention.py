@@ -12,6 +12,7 @@ cache's device.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -134,9 +135,10 @@ class AttentionBatch:
             slots.append(table[p // block_size] * block_size + p % block_size)
             tables.extend(table[:width])
             tables.extend([0] * (width - min(len(table), width)))
-        packed = torch.tensor(
-            [*start_positions, *slots, *range(rows), *tables, *(state_slots or ())], dtype=torch.long, device=device
-        )
+        # array -> frombuffer: a fifth of torch.tensor's time on a list of ints (which grows with batch x width)
+        packed = torch.frombuffer(
+            array("q", [*start_positions, *slots, *range(rows), *tables, *(state_slots or ())]), dtype=torch.long
+        ).to(device)
         positions, slot_mapping, order = packed[:rows], packed[rows : 2 * rows], packed[2 * rows : 3 * rows]
         table_end = 3 * rows + rows * width
         key_positions = torch.arange(context_len, device=device)

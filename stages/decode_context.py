@@ -34,9 +34,9 @@ class DecodeStep:
 class DecodeContext:
     """Per layer, [G, room, Hkv, D] buffers of keys and of values, room a multiple of the block size."""
 
-    headroom_blocks = 8
+    headroom_blocks = 4
     """Blocks past the longest context when the buffers are (re)made: a continuing run gathers again after this many
-    blocks' worth of steps."""
+    blocks' worth of steps (more would make every fresh gather copy more padding)."""
 
     def __init__(self, cache_k: torch.Tensor, cache_v: torch.Tensor, max_blocks: int) -> None:
         self.cache_k, self.cache_v = cache_k, cache_v

@@ -2,6 +2,10 @@
 
 Goldens: tests/goldens/qwen3_5_moe/make_goldens.py (tiny random weights, 8 experts top-2, run in the reference
 venv). Only the backbone: Drama 3's codec and codebook decoder are not served by this floor block.
+
+The bound is 1e-3 absolute (|hidden| up to 4): the float32 forward itself is only that good. On an AVX-512 Xeon our
+float32 rows differ from our own float64 rows by 5e-4 and from the golden by 6.1e-4, and the float64 rows differ from
+the (float32) golden by 4.5e-4; the machine that made the goldens happened to agree to 1e-4.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def test_dense_rows_match_transformers(golden):
     decoder, tensors = golden
     with torch.no_grad():
         hidden = decoder.dense(decoder.embed_tokens(tensors["golden.ids"])[None])[0]
-    torch.testing.assert_close(hidden, tensors["golden.dense"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(hidden, tensors["golden.dense"], atol=1e-3, rtol=1e-4)
 
 
 def test_cached_prefill_then_decodes_match_transformers(golden):
@@ -52,7 +56,7 @@ def test_cached_prefill_then_decodes_match_transformers(golden):
             batch = cache.batch([table], [start], [n], state_slots=[1])
             outs.append(decoder.cached(decoder.embed_tokens(ids[start : start + n]), batch, cache))
             start += n
-    torch.testing.assert_close(torch.cat(outs), tensors["golden.cached"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(torch.cat(outs), tensors["golden.cached"], atol=1e-3, rtol=1e-4)
 
 
 def test_published_per_expert_tensors_fuse_to_the_same_model(golden):

@@ -51,7 +51,7 @@ def test_prompt_token_ids_and_embeddings(name):
     assert sorted(map(tuple, prompt.token_ids)) == sorted(map(tuple, reference_ids))
     torch.testing.assert_close(prompt.embeds, g["prompt_embeds"], atol=1e-5, rtol=0)
     torch.testing.assert_close(prompt.trailing, g["trailing_text"], atol=1e-5, rtol=0)
-    torch.testing.assert_close(prompt.pad, g["tts_pad_embed"], atol=1e-6, rtol=0)
+    torch.testing.assert_close(prompt.pad, g["tts_pad_embed"], atol=1e-5, rtol=0)  # as the embeds: 1.3e-6 on an AVX-512 Xeon
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -45,6 +45,9 @@ class DecodeContext:
         self.rows = 0
         self.room_blocks = 0
         self._storage: torch.Tensor | None = None
+        self._views: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        """Per layer: flat keys, flat values [G * room, Hkv, D] and the same as [G, room, Hkv, D], made when the
+        buffers are (re)made, so a continuing step's layer makes no views of its own."""
         self._valid = False
         self.gathers = 0
         """Steps that gathered their context from the cache (the others continued the kept one)."""
@@ -65,30 +68,32 @@ class DecodeContext:
             self.gathers += 1
             self.rows = rows
             self.room_blocks = min(needed + self.headroom_blocks, max(self.max_blocks, needed))
-            self._reserve(rows * self.room_blocks * block_size)
+            self._reserve(rows, self.room_blocks * block_size)
         self._valid = True
         room = self.room_blocks * block_size
         tables = F.pad(block_tables, (0, self.room_blocks - width)) if fresh else block_tables
         return DecodeStep(self, fresh, tables, order * room + positions)
 
-    def _reserve(self, positions: int) -> None:
+    def _reserve(self, rows: int, room: int) -> None:
         layers, _, _, heads, dim = self.cache_k.shape
+        positions = rows * room
         if self._storage is None or self._storage.shape[2] < positions:
             self._storage = torch.empty((layers, 2, positions, heads, dim), dtype=self.cache_k.dtype, device=self.cache_k.device)
+        self._views = []
+        for layer in range(layers):
+            keys, values = self._storage[layer, 0, :positions], self._storage[layer, 1, :positions]
+            self._views.append((keys, values, keys.view(rows, room, heads, dim), values.view(rows, room, heads, dim)))
 
     def keys_values(self, step: DecodeStep, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer `layer`'s context [G, room, Hkv, D] of keys and of values, this step's k/v [G, Hkv, D] included
         (already written into the paged cache)."""
-        assert self._storage is not None
-        block_size, heads, dim = self.cache_k.shape[2:]
-        rows, room = self.rows, self.room_blocks * block_size
-        buffers = self._storage[layer, :, : rows * room]
-        keys, values = buffers[0], buffers[1]
+        keys, values, keys_rows, values_rows = self._views[layer]
         if step.fresh:
-            flat = step.tables.reshape(-1)
-            torch.index_select(self.cache_k[layer], 0, flat, out=keys.view(-1, block_size, heads, dim))
-            torch.index_select(self.cache_v[layer], 0, flat, out=values.view(-1, block_size, heads, dim))
+            block_size = self.cache_k.shape[2]
+            flat = step.tables.view(-1)
+            torch.index_select(self.cache_k[layer], 0, flat, out=keys.view(-1, block_size, *keys.shape[1:]))
+            torch.index_select(self.cache_v[layer], 0, flat, out=values.view(-1, block_size, *values.shape[1:]))
         else:
-            keys.index_copy_(0, step.write_index, k.to(keys.dtype))
-            values.index_copy_(0, step.write_index, v.to(values.dtype))
-        return keys.view(rows, room, heads, dim), values.view(rows, room, heads, dim)
+            keys.index_copy_(0, step.write_index, k if k.dtype == keys.dtype else k.to(keys.dtype))
+            values.index_copy_(0, step.write_index, v if v.dtype == values.dtype else v.to(values.dtype))
+        return keys_rows, values_rows

@@ -12,12 +12,14 @@ cache's device.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from vocalis.stages.decode_context import DecodeStep
 from vocalis.stages.linear_attention import RecurrentBatch
 
 
@@ -43,6 +45,16 @@ class AttentionGroup:
     built once per step, shared by every layer."""
     whole: bool = False
     """The group is every token of the step, in order, unpadded: no gather or scatter needed."""
+    _additive: torch.Tensor | None = None
+
+    def attention_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        """`mask` for scaled_dot_product_attention. On CPU the additive form (0 or -inf, in the queries' dtype),
+        made once per step rather than converted from the bool mask by every layer: the same values either way."""
+        if self.mask.device.type != "cpu":
+            return self.mask
+        if self._additive is None or self._additive.dtype != dtype:
+            self._additive = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device).masked_fill_(~self.mask, float("-inf"))
+        return self._additive
 
 
 @dataclass
@@ -59,6 +71,8 @@ class AttentionBatch:
     groups: list[AttentionGroup]
     recurrent: RecurrentBatch | None = None
     """The step's rows and state slots, for a model with linear-attention layers (None otherwise)."""
+    decode: DecodeStep | None = None
+    """A decode-only step's context kept from the step before (decode_context.py); None: gathered by every layer."""
 
     @classmethod
     def build(
@@ -121,9 +135,10 @@ class AttentionBatch:
             slots.append(table[p // block_size] * block_size + p % block_size)
             tables.extend(table[:width])
             tables.extend([0] * (width - min(len(table), width)))
-        packed = torch.tensor(
-            [*start_positions, *slots, *range(rows), *tables, *(state_slots or ())], dtype=torch.long, device=device
-        )
+        # array -> frombuffer: a fifth of torch.tensor's time on a list of ints (which grows with batch x width)
+        packed = torch.frombuffer(
+            array("q", [*start_positions, *slots, *range(rows), *tables, *(state_slots or ())]), dtype=torch.long
+        ).to(device)
         positions, slot_mapping, order = packed[:rows], packed[rows : 2 * rows], packed[2 * rows : 3 * rows]
         table_end = 3 * rows + rows * width
         key_positions = torch.arange(context_len, device=device)
@@ -191,11 +206,14 @@ def _group(
 def paged_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch,
     gather: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    kept: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> torch.Tensor:
     """q [T, Hq, D], k/v [T, Hkv, D]; cache_k/v [blocks, block_size, Hkv, D] of one layer. Returns [T, Hq, D].
 
     `gather(blocks)`: reusable destinations [blocks, block_size, Hkv, D] for the gathered keys and values (a fresh
-    multi-megabyte tensor per layer and step costs as much as the copy itself on a CPU); None: new tensors."""
+    multi-megabyte tensor per layer and step costs as much as the copy itself on a CPU); None: new tensors.
+    `kept(k, v)`: for a decode-only step (one whole group), the layer's keys and values [G, >= context_len, Hkv, D]
+    of each sequence, this step's included, kept from step to step (decode_context.py) instead of gathered."""
     num_blocks, block_size, kv_heads, head_dim = cache_k.shape
     cache_k.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, k.to(cache_k.dtype))
     cache_v.view(-1, kv_heads, head_dim).index_copy_(0, batch.slot_mapping, v.to(cache_v.dtype))
@@ -204,19 +222,24 @@ def paged_attention(
     for group in batch.groups:  # at most two: the decodes, the prefill chunks
         g, width = group.block_tables.shape
         length = group.context_len
-        # index_select on the flattened table: one gather per tensor, several times faster than advanced indexing
-        flat = group.block_tables.view(-1)
-        if gather is None:
-            gathered_k, gathered_v = cache_k.index_select(0, flat), cache_v.index_select(0, flat)
+        if kept is not None:
+            context_k, context_v = kept(k, v)
         else:
-            gathered_k, gathered_v = gather(flat.shape[0])
-            torch.index_select(cache_k, 0, flat, out=gathered_k)
-            torch.index_select(cache_v, 0, flat, out=gathered_v)
-        keys = gathered_k.view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
-        values = gathered_v.view(g, width * block_size, kv_heads, head_dim)[:, :length].transpose(1, 2)
+            # index_select on the flattened table: one gather per tensor, several times faster than advanced indexing
+            flat = group.block_tables.view(-1)
+            if gather is None:
+                gathered_k, gathered_v = cache_k.index_select(0, flat), cache_v.index_select(0, flat)
+            else:
+                gathered_k, gathered_v = gather(flat.shape[0])
+                torch.index_select(cache_k, 0, flat, out=gathered_k)
+                torch.index_select(cache_v, 0, flat, out=gathered_v)
+            context_k = gathered_k.view(g, width * block_size, kv_heads, head_dim)
+            context_v = gathered_v.view(g, width * block_size, kv_heads, head_dim)
+        keys, values = context_k[:, :length].transpose(1, 2), context_v[:, :length].transpose(1, 2)
         queries = q.view(g, -1, *q.shape[1:]) if group.whole else q[group.query_index]  # [G, Q, Hq, D]
         attended = F.scaled_dot_product_attention(
-            queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.mask, enable_gqa=gqa
+            queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.attention_mask(q.dtype),
+            enable_gqa=gqa,
         ).transpose(1, 2)  # [G, Q, Hq, D]
         if out is None:
             return attended.reshape(q.shape)
@@ -231,4 +254,8 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache, l
 
     Families never index the cache themselves, so the cache's memory layout (paged blocks) can change without them.
     """
-    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch, getattr(cache, "gather_buffers", None))
+    step = batch.decode
+    kept = None
+    if step is not None and step.context is getattr(cache, "decode_context", None):
+        kept = lambda k, v: step.context.keys_values(step, layer, k, v)  # noqa: E731
+    return paged_attention(q, k, v, cache.k[layer], cache.v[layer], batch, getattr(cache, "gather_buffers", None), kept)

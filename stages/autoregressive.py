@@ -100,6 +100,8 @@ class SequenceTensors:
     boundary: int = 0
     """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
     chunks: int = 0
+    due_at: int = 0
+    """Frames at which the next chunk is due (0 until first asked)."""
     frame_embeds: list[tuple[torch.Tensor, int]] = field(default_factory=list)
     """Input embedding of generated frame j, the input at position P + j, as (a step's [B, H] embeddings, row): kept
     for recompute after preemption and sliced only then, so a step stores them without a torch call per sequence."""
@@ -193,6 +195,9 @@ class AutoregressiveStage:
         self._emits_eos_frame = model.emits_eos_frame
         self._next: tuple[torch.Tensor, list[Sequence[SequenceTensors]]] | None = None
         """The last step's frame embeddings [B, H] and the sequences of its rows (see `_step_inputs`)."""
+        self._kept = False
+        """The last step was an eager decode-only step whose every sequence goes on: if this one decodes the same
+        rows, the cache's kept decode context continues (see PagedKVCache.batch)."""
 
     # -- the Stage protocol -------------------------------------------------------------
 
@@ -252,7 +257,9 @@ class AutoregressiveStage:
             return []
         seqs_in = [chunk.seq for chunk in chunks]
         decode_only = all(chunk.num_tokens == 1 and chunk.seq.num_computed >= chunk.seq.prompt_len for chunk in chunks)
-        embeds = self._step_inputs(chunks, seqs_in, decode_only)
+        same_rows = decode_only and self._continues(seqs_in)
+        embeds = self._next[0] if same_rows else self._step_inputs(chunks)
+        context_kept, self._kept = self._kept, False
         slots = None
         if self.cache.states is not None:
             slots = [seq.state_slot for seq in seqs_in]
@@ -264,7 +271,7 @@ class AutoregressiveStage:
         use_graphs = self.graphs is not None and decode_only and not takes_states
         hidden = self.graphs.run(embeds, tables, starts) if use_graphs else None
         if hidden is None:
-            batch = self.cache.batch(tables, starts, [c.num_tokens for c in chunks], slots)
+            batch = self.cache.batch(tables, starts, [c.num_tokens for c in chunks], slots, continues=context_kept and same_rows)
             if takes_states:
                 hidden = self.model.forward(embeds, batch, self.cache, states=[seq.data.state for seq in seqs_in])
             else:
@@ -310,28 +317,38 @@ class AutoregressiveStage:
             for i, seq in enumerate(continuing):
                 seq.data.frame_embeds.append((next_embeds, i))
             self._next = (next_embeds, continuing)
+            self._kept = decode_only and not use_graphs and len(continuing) == len(seqs_in)
         return outputs
 
-    def _step_inputs(self, chunks: list, seqs: list[Sequence[SequenceTensors]], decode_only: bool) -> torch.Tensor:
-        """The flattened input embeddings of a step. A decode-only step of exactly the sequences that continued
-        from the last step, in the same order (the steady state), reuses that step's frame embeddings as they are."""
+    def _continues(self, seqs: list[Sequence[SequenceTensors]]) -> bool:
+        """Whether `seqs` are exactly the sequences that continued from the last step, in the same order (the steady
+        state): a decode-only step of them reuses that step's frame embeddings as they are."""
         following = self._next
-        if decode_only and following is not None and len(following[1]) == len(seqs) and all(
+        return following is not None and len(following[1]) == len(seqs) and all(
             a is b for a, b in zip(following[1], seqs, strict=True)
-        ):
-            return following[0]
+        )
+
+    @staticmethod
+    def _step_inputs(chunks: list) -> torch.Tensor:
+        """The flattened input embeddings of a step, read from each sequence's prompt and frame embeddings."""
         return torch.cat([chunk.seq.data.inputs(chunk.seq.num_computed, chunk.num_tokens) for chunk in chunks])
 
     def _chunk_due(self, data: SequenceTensors, request: SynthesisRequest) -> bool:
         """Whether the next stage can decode a new chunk of this sequence's frames now."""
+        if data.num_frames < data.due_at:
+            return False  # most steps: known without asking the policy
         policy = self.handover
         assert policy is not None
         first = getattr(request.stage_input, "initial_codec_chunk_frames", None)
         due = False
-        while data.num_frames - data.boundary >= policy.chunk_size(data.chunks, first) + policy.lookahead_frames:
-            data.boundary += policy.chunk_size(data.chunks, first)
+        while True:
+            size = policy.chunk_size(data.chunks, first)
+            if data.num_frames - data.boundary < size + policy.lookahead_frames:
+                break
+            data.boundary += size
             data.chunks += 1
             due = True
+        data.due_at = data.boundary + size + policy.lookahead_frames
         return due
 
     def _release(self, data: SequenceTensors, frame: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,9 +60,24 @@ class _Frames:
     emitted: int = 0
     chunks: int = 0
     finished: bool = False
+    changed: bool = True
+    """Frames came in or a chunk was decoded since `window` was last worked out."""
+    ready_since: float | None = None
+    """When the next window became ready to decode (time.monotonic), None while it is not."""
+    _window: Window | None = None
 
     def window(self, policy: ChunkPolicy) -> Window | None:
-        return policy.next_window(self.emitted, self.available, self.finished, self.chunks, self.stream.first_chunk_frames)
+        """The next window to decode (None until more frames arrive), worked out again only after a change: the
+        worker asks about every request it holds several times a step."""
+        if self.changed:
+            self._window = policy.next_window(self.emitted, self.available, self.finished, self.chunks,
+                                              self.stream.first_chunk_frames)
+            self.changed = False
+            if self._window is None:
+                self.ready_since = None
+            elif self.ready_since is None:
+                self.ready_since = time.monotonic()
+        return self._window
 
     def frames_between(self, start: int, end: int) -> torch.Tensor:
         if len(self.frames) > 1:
@@ -78,6 +94,7 @@ class ChunkStage(RequestTable[_Frames]):
         self.policy = policy
         self.max_num_seqs = max_num_seqs
         self.decode_calls = 0
+        self._wake_at: float | None = None
         device = torch.device(device)
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         """On CUDA the decoder runs on a stream of its own, so its kernels overlap the talker's (which keeps the
@@ -95,12 +112,40 @@ class ChunkStage(RequestTable[_Frames]):
             entry.frames.append(item.payload)
             entry.available += len(item.payload)
         entry.finished = entry.finished or item.finished
+        entry.changed = True
 
     def has_work(self) -> bool:
-        return any(self._ready(entry) for entry in self._entries.values())
+        """Whether a step would decode (or finish) something now. A ready chunk that is neither its request's first
+        nor its last is held back while fewer than half of the unfinished requests have one ready, up to the policy's
+        `max_hold_s` (then `wake_in` says when to ask again): the step then decodes them in one call."""
+        self._wake_at = None
+        hold = self.policy.max_hold_s
+        ready = unfinished = 0
+        oldest = float("inf")
+        for entry in self._entries.values():
+            window = entry.window(self.policy)
+            if window is None:
+                if entry.finished:
+                    if entry.available == entry.emitted:
+                        return True
+                else:
+                    unfinished += 1
+                continue
+            if hold <= 0 or entry.finished or entry.chunks == 0:
+                return True  # first audio, or a request's end: at once
+            ready += 1
+            unfinished += 1
+            oldest = min(oldest, entry.ready_since or 0.0)
+        if not ready:
+            return False
+        if 2 * ready >= unfinished or time.monotonic() - oldest >= hold:
+            return True
+        self._wake_at = oldest + hold
+        return False
 
-    def _ready(self, entry: _Frames) -> bool:
-        return entry.window(self.policy) is not None or (entry.finished and entry.available == entry.emitted)
+    def wake_in(self) -> float | None:
+        """Seconds until a chunk held by the last `has_work()` is due, None if none is held (the worker's wait)."""
+        return None if self._wake_at is None else max(0.0, self._wake_at - time.monotonic())
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
@@ -152,6 +197,8 @@ class ChunkStage(RequestTable[_Frames]):
             last = (window.end - window.context_start) * hop
             entry.emitted = window.end
             entry.chunks += 1
+            entry.changed = True
+            entry.ready_since = None
             done = entry.finished and entry.emitted == entry.available
             outputs.append(StageItem(entry.request, samples[row, first:last].float().cpu().numpy(), finished=done))
             if done:

@@ -35,6 +35,9 @@ class ChunkPolicy:
     growth: float = 1.0
     """Each chunk after the second is this many times the one before (1: fixed size)."""
     max_chunk_frames: int = 100
+    max_hold_s: float = 0.0
+    """How long a ready chunk that is neither its request's first nor its last may wait for other requests' chunks,
+    so that one decoder call covers more requests (ChunkStage.has_work). 0: decoded at once."""
 
     def __post_init__(self) -> None:
         if self.first_chunk_frames < 1 or self.chunk_frames < 1:
@@ -43,6 +46,8 @@ class ChunkPolicy:
             raise ValueError("context and lookahead must be >= 0")
         if self.growth < 1.0:
             raise ValueError("growth must be >= 1")
+        if self.max_hold_s < 0:
+            raise ValueError("max_hold_s must be >= 0")
 
     def chunk_size(self, index: int, first_chunk_frames: int | None = None) -> int:
         if index == 0:

@@ -44,6 +44,10 @@ class StageDeploy:
     lookahead_frames: int = 0
     chunk_growth: float = 1.0
     max_chunk_frames: int = 100
+    chunk_hold_ms: float = 20.0
+    """A chunked decoder stage: how long a ready chunk (not a request's first or last) may wait for other requests'
+    chunks while fewer than half of the requests have one ready, so that one decoder call covers more of them (the
+    calls' fixed cost is paid once per batch). 0: every chunk is decoded as soon as it can be."""
     min_tokens_per_text_token: float = 0.0
     """An autoregressive stage whose family bounds its output by the text's length (GLM-TTS): at least this many tokens
     per text token before a stop is allowed. 0: the family's default."""
@@ -64,6 +68,7 @@ class StageDeploy:
             lookahead_frames=self.lookahead_frames,
             growth=self.chunk_growth,
             max_chunk_frames=self.max_chunk_frames,
+            max_hold_s=self.chunk_hold_ms / 1000,
         )
 
     def kv_cache_options(self) -> dict[str, int | float]:

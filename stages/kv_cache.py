@@ -14,6 +14,7 @@ import torch
 
 from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.block_manager import BlockManager, CacheShape
+from vocalis.stages.decode_context import DecodeContext
 from vocalis.stages.linear_attention import RecurrentStates
 
 __all__ = ["CacheShape", "PagedKVCache", "SlotKVCache", "kv_cache_budget"]
@@ -42,10 +43,14 @@ class PagedKVCache:
         self.k = torch.zeros(size, dtype=dtype, device=self.device)
         self.v = torch.zeros(size, dtype=dtype, device=self.device)
         self._gathered: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.decode_context: DecodeContext | None = None
+        """Decode steps' contexts kept from step to step (CPU; at most one more copy of the blocks in use)."""
         if self.device.type != "cpu":
             # reusable destinations would outlive a captured CUDA graph's view of them when grown; the GPU's caching
             # allocator makes fresh ones cheap anyway
             self.gather_buffers = None  # type: ignore[assignment]
+        else:
+            self.decode_context = DecodeContext(self.k, self.v, -(-shape.max_len // block_size))
 
     @classmethod
     def from_budget(
@@ -85,10 +90,21 @@ class PagedKVCache:
         return 2 * self.k.numel() * self.k.element_size()
 
     def batch(self, block_tables: list[list[int]], start_positions: list[int], query_lens: list[int],
-              state_slots: list[int] | None = None) -> AttentionBatch:
+              state_slots: list[int] | None = None, continues: bool = False) -> AttentionBatch:
         """Where a step's flattened tokens go (and, with `state_slots`, whose recurrent state each continues), on the
-        cache's device."""
-        return AttentionBatch.build(block_tables, start_positions, query_lens, self.block_size, self.device, state_slots)
+        cache's device. `continues`: a decode-only step of exactly the sequences of the last step built here, in the
+        same order, each one position on (the caller knows; the cache cannot tell a sequence from another that took
+        its place): its attention then reads each sequence's context kept from that step (DecodeContext)."""
+        batch = AttentionBatch.build(block_tables, start_positions, query_lens, self.block_size, self.device, state_slots)
+        context = self.decode_context
+        if context is not None:
+            if len(batch.groups) == 1 and batch.groups[0].whole and all(n == 1 for n in query_lens):
+                group = batch.groups[0]
+                batch.decode = context.plan(group.block_tables, group.query_positions.view(-1), group.out_tokens,
+                                            group.context_len, continues)
+            else:
+                context.invalidate()
+        return batch
 
 
 SlotKVCache = PagedKVCache

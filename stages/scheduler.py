@@ -79,11 +79,20 @@ class Scheduler:
         chunks: list[ScheduledChunk] = []
         scheduled: set[int] = set()
         preemptions_before = self.num_preemptions
+        block_size = self.blocks.block_size
         # Decodes first (one token each, always within budget), then unfinished prefills.
-        for seq in sorted(self.running, key=lambda s: s.in_prefill):
+        decodes: list[Sequence] = []
+        prefills: list[Sequence] = []
+        for seq in self.running:
+            (prefills if seq.prompt_len + seq.num_generated - seq.num_computed > 1 else decodes).append(seq)
+        for seq in decodes + prefills:
             if seq.status is not SequenceStatus.RUNNING or budget == 0:
                 continue  # preempted earlier in this loop
-            take = self._fit(seq, min(seq.pending, budget), scheduled)
+            wanted = min(seq.prompt_len + seq.num_generated - seq.num_computed, budget)
+            if wanted == 1 and seq.num_computed < len(seq.block_table) * block_size:
+                take = 1  # a decode with room in its last block (the steady state): nothing to grow
+            else:
+                take = self._fit(seq, wanted, scheduled)
             if take > 0:
                 chunks.append(ScheduledChunk(seq, take))
                 scheduled.add(id(seq))
@@ -153,9 +162,10 @@ class Scheduler:
         """Record that the chunks were computed; the sequences whose next token is now to be sampled."""
         ready = []
         for chunk in chunks:
-            chunk.seq.num_computed += chunk.num_tokens
-            if chunk.seq.pending == 0:
-                ready.append(chunk.seq)
+            seq = chunk.seq
+            seq.num_computed += chunk.num_tokens
+            if seq.num_computed == seq.prompt_len + seq.num_generated:
+                ready.append(seq)
         return ready
 
     def postprocess(self, seqs: list[Sequence], eos: list[bool]) -> list[FinishReason | None]:

@@ -38,7 +38,9 @@ class Stage(Protocol):
         ...
 
     def has_work(self) -> bool:
-        """Whether step() can make progress now (without waiting for more input)."""
+        """Whether step() can make progress now (without waiting for more input). A stage may also hold work back
+        for a moment to batch it: it then says no and gives `wake_in()`, the seconds after which to ask again
+        (optional; ChunkStage's)."""
         ...
 
     def step(self) -> list[StageItem]:

@@ -54,7 +54,11 @@ class StageWorker:
     def _loop(self) -> None:
         while True:
             try:
-                message = self.inbox.get(block=not self.stage.has_work())
+                if self.stage.has_work():
+                    message = self.inbox.get_nowait()
+                else:  # idle, or a stage holding work back until more comes or a deadline (ChunkStage.wake_in)
+                    wake_in = getattr(self.stage, "wake_in", None)
+                    message = self.inbox.get(timeout=None if wake_in is None else wake_in())
             except queue.Empty:
                 message = None
             while message is not None:

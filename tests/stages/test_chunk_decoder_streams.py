@@ -3,6 +3,8 @@ rows of different requests decoded in one batched call (what a flow-matching + v
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -91,3 +93,33 @@ def test_each_row_gets_its_own_conditioning_and_keeps_its_own_state(codec):
     # each stream saw its own chunks: 1 frame, then 3 + context, ..., 4 chunks in all for 9 frames
     assert streams["quiet"].state == streams["loud"].state and len(streams["quiet"].state) == 4
     assert streams["quiet"] is not streams["loud"] and streams["quiet"].state is not streams["loud"].state
+
+
+def test_ready_chunks_wait_a_moment_for_other_requests_chunks(codec):
+    """With max_hold_s, a ready chunk that is neither a request's first nor its last waits while fewer than half of the
+    requests have one ready, at most max_hold_s: then they go in one decoder call."""
+    decoder = ConditionedDecoder(codec, dict.fromkeys("abcd", 1.0))
+    stage = ChunkStage("code2wav", decoder, ChunkPolicy(first_chunk_frames=1, chunk_frames=4, left_context_frames=2, max_hold_s=0.05))
+    requests = [request(text) for text in "abcd"]
+    frames = torch.randint(0, 64, (5, 4), generator=torch.Generator().manual_seed(0))
+
+    def step() -> list:
+        with torch.inference_mode():  # as the stage's worker runs it
+            return stage.step()
+
+    for r in requests:
+        stage.add(StageItem(r, frames[:1]))
+    assert stage.has_work() and len(step()) == 4  # first chunks: at once, together
+    stage.add(StageItem(requests[0], frames[1:5]))
+    assert not stage.has_work() and 0 < stage.wake_in() <= 0.05  # one of four ready: held
+    stage.add(StageItem(requests[1], frames[1:5]))
+    assert stage.has_work() and stage.wake_in() is None  # two of four: decoded together
+    assert [item.request for item in step()] == requests[:2] and decoder.batches[-1] == 2
+    stage.add(StageItem(requests[2], frames[1:5]))
+    assert not stage.has_work()
+    time.sleep(0.06)
+    assert stage.has_work()  # held for max_hold_s: now alone
+    assert len(step()) == 1 and decoder.batches[-1] == 1
+    stage.add(StageItem(requests[3], frames[1:3], finished=True))
+    assert stage.has_work()  # a request's last chunk: at once
+    assert step()[0].finished

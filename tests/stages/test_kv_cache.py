@@ -52,3 +52,29 @@ def test_paged_attention_equals_causal_attention_for_a_mixed_step():
         n = lengths[i] - firsts[i]
         torch.testing.assert_close(out[offset : offset + n], expected, atol=1e-5, rtol=0)
         offset += n
+
+
+def test_kept_decode_context_equals_gathering_every_step():
+    """Decode steps that continue the kept context (the new keys/values written into it, past its room and back to a
+    gather) attend exactly as steps that gather every sequence's blocks from the cache."""
+    torch.manual_seed(0)
+    tables = [[5, 1, 9, 30, 2, 14, 15, 16, 17, 18, 19, 22], [7, 3, 11, 12, 23, 24, 25, 26, 27, 28], [0, 20, 21, 4, 6, 8, 10, 13, 29, 31]]
+    prompts = [9, 3, 6]
+    kept_cache, gathering = PagedKVCache(SHAPE, num_blocks=32, block_size=4), PagedKVCache(SHAPE, num_blocks=32, block_size=4)
+    gathering.decode_context = None  # every layer gathers from the blocks, as a GPU cache does
+    kept_cache.decode_context.headroom_blocks = 2
+    with torch.inference_mode():
+        for table, n in zip(tables, prompts, strict=True):
+            q, k, v = torch.randn(n, 4, 8), torch.randn(n, 2, 8), torch.randn(n, 2, 8)
+            for cache in (kept_cache, gathering):
+                for layer in range(SHAPE.num_layers):
+                    cached_attention(q, k, v, cache, layer, cache.batch([table], [0], [n]))
+        for step in range(30):  # the room (longest context + 2 blocks of 4) runs out twice on the way
+            positions = [n + step for n in prompts]
+            q, k, v = torch.randn(3, 4, 8), torch.randn(3, 2, 8), torch.randn(3, 2, 8)
+            kept = kept_cache.batch(tables, positions, [1, 1, 1], continues=step > 0)
+            fresh = gathering.batch(tables, positions, [1, 1, 1])
+            for layer in range(SHAPE.num_layers):
+                assert torch.equal(cached_attention(q, k, v, kept_cache, layer, kept),
+                                   cached_attention(q, k, v, gathering, layer, fresh))
+    assert kept_cache.decode_context.gathers == 3  # the first step, then contexts of 21 and 33 positions

@@ -87,6 +87,17 @@ def test_batch_invariance_of_frames(modules):
     assert torch.equal(crowded, alone)
 
 
+def test_steady_decode_steps_continue_the_kept_context(modules):
+    """The same sequences decoding step after step gather their context once; the frames are those of a stage whose
+    every step gathers from the blocks."""
+    texts = [f"request number {i}" for i in range(4)]
+    kept, gathering = talker_stage(modules), talker_stage(modules)
+    gathering.cache.decode_context = None
+    made = [drive(stage, {0: [request(t) for t in texts]}) for stage in (kept, gathering)]
+    assert [f.tolist() for f in made[0].values()] == [f.tolist() for f in made[1].values()]
+    assert kept.cache.decode_context.gathers == 1
+
+
 def test_seeded_sampling_is_batch_invariant(modules):
     sampling = SamplingParams(temperature=0.9, top_k=20, top_p=0.9, repetition_penalty=1.1, seed=42, max_new_tokens=30)
     first = request("seeded", sampling)
@@ -185,8 +196,9 @@ async def collect(r: SynthesisRequest) -> np.ndarray:
     return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
 
 
-async def test_samples_are_batch_invariant_through_the_pipeline(modules):
-    running = pipeline(modules)
+@pytest.mark.parametrize("hold", [0.0, 0.05], ids=["decoded-at-once", "held-to-batch"])
+async def test_samples_are_batch_invariant_through_the_pipeline(modules, hold):
+    running = pipeline(modules, policy=ChunkPolicy(first_chunk_frames=1, chunk_frames=10, left_context_frames=8, max_hold_s=hold))
     try:
         alone = request("batch invariance of samples", output=AudioOutput())
         running.submit(alone)

@@ -4,7 +4,7 @@ reference codes), named as in `speech_tokenizer/model.safetensors` (`decoder.*`,
 Everything in the decoder is causal: convolutions pad on the left, transposed convolutions trim on
 the right, and the transformer attends to the last `sliding_window` frames. A frame's samples
 therefore depend only on earlier frames, which is what lets code2wav decode in chunks: `SpeechDecoder.stream`
-decodes a request's next frames from its `DecoderStreamState` (every convolution's last inputs, every transposed
+decodes a request's next frames from its `StreamState` (every convolution's last inputs, every transposed
 convolution's overlap tail, every transformer layer's keys and values over its window, the frames so far), equal
 to decoding all its frames at once, at the cost of the new frames alone.
 """
@@ -12,7 +12,6 @@ to decoding all its frames at once, at the cost of the new frames alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +27,7 @@ from vocalis.stages.audio_blocks import (
     snake_residual_units,
     summed_lookup,
 )
-from vocalis.stages.causal_stream import Carry, CausalStream
+from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
@@ -191,30 +190,15 @@ class DecoderTransformer(nn.Module):
         and masked before position 0) and the new ones, at the same RoPE positions as a whole decode."""
         c = self.config
         x = self.input_proj(x)
-        length, held = x.shape[1], c.sliding_window - 1
-        start = torch.tensor(positions, device=x.device)[:, None]
-        cos, sin = rope(start + torch.arange(length, device=x.device), c.dim_per_head, c.rope_theta)  # [B, L, D]
-        key = torch.arange(-held, length, device=x.device)  # key slots relative to the first new frame
-        mask = causal_mask(length, c.sliding_window, device=x.device, offset=held) & (key + start >= 0)[:, None]
-        valid = carry.valid(x, dim=1)
-        empty = x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head)
+        at, mask = carry.window_mask(positions, x.shape[1], c.sliding_window, x.device)
+        cos, sin = rope(at, c.dim_per_head, c.rope_theta)  # [B, L, D]
+        held = c.sliding_window - 1
         for layer in self.layers:
-            keys, values = layer.self_attn.k_proj, layer.self_attn.v_proj
-            kv = [carry.gather(keys, empty), carry.gather(values, empty)]
-            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask[:, None], kv=kv)
-            carry.keep(keys, kv[0], valid, held, dim=2)  # the last `held` keys up to each row's end
-            carry.keep(values, kv[1], valid, held, dim=2)
+            attention = layer.self_attn
+            kv = carry.carried_kv(attention, x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head))
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, kv=kv)
+            carry.keep_kv(attention, kv, held)
         return self.output_proj(self.norm(x))
-
-
-@dataclass
-class DecoderStreamState:
-    """What `SpeechDecoder.stream` carries for one request between calls."""
-
-    carry: Carry = field(default_factory=dict)
-    """Per module: a convolution's last inputs, a transposed convolution's overlap tail, a layer's keys/values."""
-    frames: int = 0
-    """Frames decoded so far (the RoPE position of the next)."""
 
 
 class SpeechDecoder(nn.Module):
@@ -248,7 +232,7 @@ class SpeechDecoder(nn.Module):
             x = layer(x)
         return x.clamp(-1.0, 1.0)[:, 0]
 
-    def stream(self, codes: torch.Tensor, states: Sequence[DecoderStreamState], frames: Sequence[int],
+    def stream(self, codes: torch.Tensor, states: Sequence[StreamState], frames: Sequence[int],
                skip: Sequence[int] | None = None) -> torch.Tensor:
         """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to the samples of all but each row's
         first skip[i] (default none), equal to those of decoding all its frames at once: [B, max(frames - skip) *

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from tests.stages.models.qwen3_tts.test_codec_context import receptive_field_frames
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {}
     for name, decoder in decoders().items():
         errs, seconds = errors(decoder, args.start, args.chunk, ks)
-        result[name] = {"receptive_field_frames": decoder.config.receptive_field_frames, "errors": errs}
-        print(f"{name}: rf (config) {decoder.config.receptive_field_frames} frames; whole decode {seconds:.2f} s")
+        result[name] = {"receptive_field_frames": receptive_field_frames(decoder.config), "errors": errs}
+        print(f"{name}: rf {receptive_field_frames(decoder.config)} frames; whole decode {seconds:.2f} s")
         print("| k | max abs error |\n|---|---|")
         for k, e in errs.items():
             print(f"| {k} | {e:.2e} |")

@@ -196,19 +196,6 @@ class CausalHiFiGANDecoder(nn.Module):
     def _output(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x) if self.config.output_activation == "tanh" else x.clamp(-1.0, 1.0)
 
-    def receptive_field_frames(self) -> int:
-        """Frames of left context after which earlier frames no longer change a window's samples (rounded up)."""
-        c = self.config
-        past = (c.in_kernel_size - 1) * c.samples_per_frame  # in output samples
-        scale = c.samples_per_frame
-        for rate in c.up_sample_rates:
-            scale //= rate
-            past += rate * scale  # the transposed convolution reaches one input step back
-            chain = max(sum((k - 1) * d + (k - 1) for d in c.resblock_dilation_sizes) for k in c.resblock_kernel_sizes)
-            past += chain * scale
-        past += c.out_kernel_size - 1
-        return math.ceil(past / c.samples_per_frame)
-
 
 class NanoCodec(nn.Module):
     """`audio_decoder` and the per-dimension FSQ dequantisation in front of it."""

@@ -12,11 +12,6 @@ from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stateful_decode import decode_windows
 
-RECEPTIVE_FIELD_FRAMES = 21
-"""Earlier frames that reach a frame's samples through the published decoder (measured on the tiny one, which keeps
-its kernels, strides and windows): conv 3 at the frame rate, then per stage 2 layers of windows 2, 4, 8, 16
-positions at 1, 2, 4, 8 positions per frame, transposed convs between stages and the 7-tap output conv."""
-
 
 class CodecDecoder(ChunkDecoder):
     causal = True

@@ -18,11 +18,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.audio_blocks import (
-    CausalConv1d,
+    CausalConvNeXtBlock,
     CausalConvTranspose1d,
+    Nested,
     ResidualUnit,
     SnakeBeta,
     nearest_code,
+    nested_causal_conv,
     residual_encode,
     snake_residual_units,
     summed_lookup,
@@ -37,60 +39,14 @@ from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderCon
 # -- convolutions ----------------------------------------------------------------------------------
 
 
-class Nested(nn.Module):
-    """The codec's checkpoints keep each (transposed) convolution one level down, as `conv`."""
-
-    def __init__(self, conv: nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return carry.run(self.conv, x)
-
-
-def causal_conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
-                groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> Nested:
-    """A causal conv padded on the right to whole strides, under `conv`."""
-    return Nested(CausalConv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups,
-                               bias=bias, whole_strides=True, pad_mode=pad_mode))
-
-
-def causal_transposed_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int) -> Nested:
-    return Nested(CausalConvTranspose1d(in_channels, out_channels, kernel_size, stride))
-
-
-class ConvNeXtBlock(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dwconv = causal_conv(dim, dim, 7, groups=dim)
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.pwconv1 = nn.Linear(dim, 4 * dim)
-        self.pwconv2 = nn.Linear(4 * dim, dim)
-        self.gamma = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._pointwise(x, self.dwconv(x))
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return self._pointwise(x, carry.run(self.dwconv, x))
-
-    def _pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        h = self.norm(h.transpose(1, 2))
-        h = self.gamma * self.pwconv2(F.gelu(self.pwconv1(h)))
-        return x + h.transpose(1, 2)
-
-
 class DecoderBlock(nn.Module):
     """SnakeBeta, an upsampling transposed conv (x rate), three dilated residual units."""
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
         super().__init__()
         self.block = nn.Sequential(
-            SnakeBeta(in_dim), causal_transposed_conv(in_dim, out_dim, 2 * rate, rate),
-            *snake_residual_units(out_dim, lambda i, o, k, d: causal_conv(i, o, k, dilation=d), SnakeBeta,
+            SnakeBeta(in_dim), Nested(CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)),
+            *snake_residual_units(out_dim, lambda i, o, k, d: nested_causal_conv(i, o, k, dilation=d), SnakeBeta,
                                   names=("act1", "conv1", "act2", "conv2")),
         )
 
@@ -208,17 +164,17 @@ class SpeechDecoder(nn.Module):
         super().__init__()
         self.config = config
         self.quantizer = SplitRVQ(config)
-        self.pre_conv = causal_conv(config.codebook_dim, config.latent_dim, 3)
+        self.pre_conv = nested_causal_conv(config.codebook_dim, config.latent_dim, 3)
         self.pre_transformer = DecoderTransformer(config)
         self.upsample = nn.ModuleList(
-            nn.ModuleList([causal_transposed_conv(config.latent_dim, config.latent_dim, factor, factor), ConvNeXtBlock(config.latent_dim)])
+            nn.ModuleList([Nested(CausalConvTranspose1d(config.latent_dim, config.latent_dim, factor, factor)), CausalConvNeXtBlock(config.latent_dim)])
             for factor in config.upsampling_ratios
         )
-        blocks: list[nn.Module] = [causal_conv(config.latent_dim, config.decoder_dim, 7)]
+        blocks: list[nn.Module] = [nested_causal_conv(config.latent_dim, config.decoder_dim, 7)]
         for i, rate in enumerate(config.upsample_rates):
             blocks.append(DecoderBlock(config.decoder_dim // 2**i, config.decoder_dim // 2 ** (i + 1), rate))
         out_dim = config.decoder_dim // 2 ** len(config.upsample_rates)
-        blocks += [SnakeBeta(out_dim), causal_conv(out_dim, 1, 7)]
+        blocks += [SnakeBeta(out_dim), nested_causal_conv(out_dim, 1, 7)]
         self.decoder = nn.ModuleList(blocks)
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
@@ -276,23 +232,23 @@ def _from_starts(x: torch.Tensor, starts: Sequence[int], lengths: Sequence[int])
 def mimi_resnet_block(config: MimiEncoderConfig, dim: int, dilation: int) -> ResidualUnit:
     """ELU, a dilated causal conv down to dim / compress channels, ELU, a 1x1 conv back (`block.{0..3}`)."""
     c, hidden = config, dim // config.compress
-    return ResidualUnit(nn.ELU(), causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
-                        nn.ELU(), causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
+    return ResidualUnit(nn.ELU(), nested_causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
+                        nn.ELU(), nested_causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
 
 
 class SEANetEncoder(nn.Module):
     def __init__(self, config: MimiEncoderConfig) -> None:
         super().__init__()
         c = config
-        layers: list[nn.Module] = [causal_conv(c.audio_channels, c.num_filters, c.kernel_size, pad_mode=c.pad_mode)]
+        layers: list[nn.Module] = [nested_causal_conv(c.audio_channels, c.num_filters, c.kernel_size, pad_mode=c.pad_mode)]
         scale = 1
         for ratio in reversed(c.upsampling_ratios):
             width = scale * c.num_filters
             for j in range(c.num_residual_layers):
                 layers.append(mimi_resnet_block(c, width, c.dilation_growth_rate**j))
-            layers += [nn.ELU(), causal_conv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
+            layers += [nn.ELU(), nested_causal_conv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
             scale *= 2
-        layers += [nn.ELU(), causal_conv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
+        layers += [nn.ELU(), nested_causal_conv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -402,7 +358,7 @@ class SpeechEncoder(nn.Module):
         self.encoder = SEANetEncoder(config)
         self.encoder_transformer = MimiTransformer(config)
         stride = int(config.encodec_frame_rate / config.frame_rate)
-        self.downsample = causal_conv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
+        self.downsample = nested_causal_conv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
         self.quantizer = MimiSplitRVQ(config)
 
     def forward(self, samples: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,8 @@ each row keeps is taken at its own end, never from padding. The shared blocks (`
 layer `Nested` as `conv`, the causal ConvNeXt block) stream by rules here; any other model block that is not a plain
 stack (a transformer, a family's own residual block) implements `stream(x, carry)` and calls `carry.run` on its
 convolutions; a transformer whose queries see a window of the past carries each layer's last (window - 1) keys and
-values (`window_mask`, `carried_kv`, `keep_kv`). A request keeps its carry and the frames decoded so far in a `StreamState`.
+values (`window_mask`, `carried_kv`, `keep_kv`). A request keeps its carry and the frames decoded so far in a
+`StreamState`.
 """
 
 from __future__ import annotations

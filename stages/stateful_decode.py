@@ -18,14 +18,17 @@ of all but each row's first skip[i] frames, [B, max(counts - skip) * samples_per
 
 
 def decode_windows(frames: torch.Tensor, streams: list[DecodeStream], samples_per_frame: int, stream: StreamFn,
-                   lead_in: bool = False) -> torch.Tensor:
+                   whole: Callable[[torch.Tensor], torch.Tensor], lead_in: bool = False) -> torch.Tensor:
     """frames [B, T, ...] as the ChunkStage passes them (row i from its window's context_start) to samples [B, T *
     samples_per_frame] laid out the same way: each row's window [start, end) decoded from its carried state, the
-    rest (context, lookahead, padding: never emitted) zero.
+    rest (context, lookahead, padding: never emitted) zero. Streams without a window (a direct call): `whole(frames)`,
+    all the rows' frames decoded at once.
 
     `lead_in`: a stream's `context_frames` (an ICL clone's reference codes) are decoded into its state with its first
     window, their samples left out (`stream` takes each row's count of them as `skip`). Without it a stream with
     context frames is refused."""
+    if any(s.window is None for s in streams):
+        return whole(frames)
     rows, skip = [], []
     for row, s in enumerate(streams):
         window = s.window

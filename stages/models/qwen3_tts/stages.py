@@ -164,13 +164,11 @@ class CodecDecoderModel(ChunkDecoder):
         return DecodeStream(first_chunk_frames=inputs.initial_codec_chunk_frames, context_frames=context)
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        """Each row's samples of its window's [start, end), the rest (context, padding, never emitted) zero; or, for
-        streams without a window (a direct call), of all the row's frames decoded at once."""
         device = next(self.decoder.parameters()).device
-        if any(stream.window is None for stream in streams):
-            return self.decoder(frames.to(device).transpose(1, 2).clamp(min=0))
 
-        def run(codes: torch.Tensor, states, counts, skip) -> torch.Tensor:
-            return self.decoder.stream(codes.to(device).transpose(1, 2).clamp(min=0), states, counts, skip)
+        def codes(f: torch.Tensor) -> torch.Tensor:
+            return f.to(device).transpose(1, 2).clamp(min=0)
 
-        return decode_windows(frames, streams, self.samples_per_frame, run, lead_in=True)
+        return decode_windows(frames, streams, self.samples_per_frame,
+                              lambda f, states, counts, skip: self.decoder.stream(codes(f), states, counts, skip),
+                              lambda f: self.decoder(codes(f)), lead_in=True)

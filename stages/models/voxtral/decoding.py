@@ -25,9 +25,6 @@ class CodecDecoder(ChunkDecoder):
         return DecodeStream(first_chunk_frames=getattr(request.stage_input, "initial_codec_chunk_frames", None))
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
-        call), of all the row's frames decoded at once."""
-        if any(stream.window is None for stream in streams):
-            return self.codec(frames.to(self.device))
         return decode_windows(frames, streams, self.samples_per_frame,
-                              lambda codes, states, counts: self.codec.stream(codes.to(self.device), states, counts))
+                              lambda codes, states, counts: self.codec.stream(codes.to(self.device), states, counts),
+                              lambda codes: self.codec(codes.to(self.device)))

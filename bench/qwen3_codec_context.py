@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from tests.stages.models.qwen3_tts.test_codec_context import receptive_field_frames
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the receptive-field bound, derived next to its test under tests/
 TINY = ROOT / "tests" / "goldens" / "qwen3_tts" / "base-1b7"
 REAL = ROOT / "tests" / "stages" / "models" / "qwen3_tts" / "real_key_sets.json"
 
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> dict:
     ks = [int(k) for k in args.ks.split(",")]
     torch.set_num_threads(args.threads)
     result = {}
+    from tests.stages.models.qwen3_tts.test_codec_context import receptive_field_frames
+
     for name, decoder in decoders().items():
         errs, seconds = errors(decoder, args.start, args.chunk, ks)
         result[name] = {"receptive_field_frames": receptive_field_frames(decoder.config), "errors": errs}

@@ -57,7 +57,7 @@ class Codec:
 
 def qwen3(ref: int, real_frames: int, real_chunks: str, real_repeats: int, skip_real: bool) -> list[Codec]:
     from bench.qwen3_codec_context import decoders
-    from vocalis.stages.models.qwen3_tts.codec import DecoderStreamState
+    from vocalis.stages.causal_stream import StreamState
 
     out = []
     for name, decoder in decoders().items():
@@ -68,7 +68,7 @@ def qwen3(ref: int, real_frames: int, real_chunks: str, real_repeats: int, skip_
         out.append(Codec(
             f"qwen3_tts {name}", c.samples_per_frame, 2,
             lambda n, g, c=c: torch.randint(0, c.codebook_size, (1, c.num_quantizers, n), generator=g),
-            lambda codes, d=decoder: d(codes)[0], DecoderStreamState,
+            lambda codes, d=decoder: d(codes)[0], StreamState,
             lambda codes, state, n, skip, d=decoder: d.stream(codes, [state], [n], [skip])[0], ref=ref,
             **({"frames": real_frames, "chunks": real_chunks, "repeats": real_repeats} if real else {}),
         ))

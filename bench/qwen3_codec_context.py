@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the receptive-field bound, derived next to its test under tests/
 TINY = ROOT / "tests" / "goldens" / "qwen3_tts" / "base-1b7"
 REAL = ROOT / "tests" / "stages" / "models" / "qwen3_tts" / "real_key_sets.json"
 
@@ -99,10 +101,12 @@ def main(argv: list[str] | None = None) -> dict:
     ks = [int(k) for k in args.ks.split(",")]
     torch.set_num_threads(args.threads)
     result = {}
+    from tests.stages.models.qwen3_tts.test_codec_context import receptive_field_frames
+
     for name, decoder in decoders().items():
         errs, seconds = errors(decoder, args.start, args.chunk, ks)
-        result[name] = {"receptive_field_frames": decoder.config.receptive_field_frames, "errors": errs}
-        print(f"{name}: rf (config) {decoder.config.receptive_field_frames} frames; whole decode {seconds:.2f} s")
+        result[name] = {"receptive_field_frames": receptive_field_frames(decoder.config), "errors": errs}
+        print(f"{name}: rf {receptive_field_frames(decoder.config)} frames; whole decode {seconds:.2f} s")
         print("| k | max abs error |\n|---|---|")
         for k, e in errs.items():
             print(f"| {k} | {e:.2e} |")

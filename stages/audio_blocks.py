@@ -103,6 +103,47 @@ class CausalConvTranspose1d(nn.ConvTranspose1d):
         return out[..., : out.shape[-1] - self.trim] if self.trim > 0 else out
 
 
+class Nested(nn.Module):
+    """A layer held one level down as `conv`, as codec checkpoints nest their (transposed) convolutions
+    (`causal_stream` streams it as that layer)."""
+
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+def nested_causal_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, dilation: int = 1,
+                       groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> Nested:
+    """A causal convolution padded on the right to whole strides, held as `conv`."""
+    return Nested(CausalConv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups,
+                               bias=bias, whole_strides=True, pad_mode=pad_mode))
+
+
+class CausalConvNeXtBlock(nn.Module):
+    """x + gamma * pwconv2(gelu(pwconv1(norm(dwconv(x))))), the depthwise kernel-7 convolution causal (after each
+    upsampling of the Fish DAC and Qwen3-TTS decoders)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dwconv = nested_causal_conv(dim, dim, 7, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pointwise(x, self.dwconv(x))
+
+    def pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """The block after its convolution: x its input, h the convolution's output."""
+        h = self.norm(h.transpose(1, 2))
+        h = self.gamma * self.pwconv2(F.gelu(self.pwconv1(h)))
+        return x + h.transpose(1, 2)
+
+
 # -- residual units ---------------------------------------------------------------------------------
 
 RESIDUAL_DILATIONS = (1, 3, 9)

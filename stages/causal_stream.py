@@ -8,10 +8,12 @@ samples: the last (kernel - stride) of a chunk overlap the next chunk's first, s
 
 `CausalStream` runs one call for a batch of rows, each with its own carry (a dict a request keeps between calls,
 keyed by module) and its own number of valid frames: rows shorter than the longest are right-padded, and the carry
-each row keeps is taken at its own end, never from padding. A model block that is not a plain stack (a ConvNeXt
-block, a transformer) implements `stream(x, carry)` and calls `carry.run` on its convolutions; a transformer whose
-queries see a window of the past carries each layer's last (window - 1) keys and values (`window_mask`,
-`carried_kv`, `keep_kv`). A request keeps its carry and the frames decoded so far in a `StreamState`.
+each row keeps is taken at its own end, never from padding. The shared blocks (`audio_blocks`: a residual unit, a
+layer `Nested` as `conv`, the causal ConvNeXt block) stream by rules here; any other model block that is not a plain
+stack (a transformer, a family's own residual block) implements `stream(x, carry)` and calls `carry.run` on its
+convolutions; a transformer whose queries see a window of the past carries each layer's last (window - 1) keys and
+values (`window_mask`, `carried_kv`, `keep_kv`). A request keeps its carry and the frames decoded so far in a
+`StreamState`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, ResidualUnit, Snake, SnakeBeta
+from vocalis.stages.audio_blocks import (
+    CausalConv1d,
+    CausalConvNeXtBlock,
+    CausalConvTranspose1d,
+    HalfSnake,
+    Nested,
+    ResidualUnit,
+    Snake,
+    SnakeBeta,
+)
 from vocalis.stages.layers.attention import causal_mask
 
 Carry = dict[nn.Module, Any]
@@ -84,6 +95,10 @@ class CausalStream:
             return self.conv(module, x)
         if isinstance(module, CausalConvTranspose1d):
             return self.transposed(module, x)
+        if isinstance(module, Nested):
+            return self.run(module.conv, x)
+        if isinstance(module, CausalConvNeXtBlock):
+            return module.pointwise(x, self.run(module.dwconv, x))
         if callable(getattr(module, "stream", None)):  # a Streamable (isinstance on a Protocol is slow per layer)
             return module.stream(x, self)
         if isinstance(module, ResidualUnit):

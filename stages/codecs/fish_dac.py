@@ -17,12 +17,14 @@ import torch
 from torch import nn
 
 from vocalis.stages.audio_blocks import (
-    CausalConv1d,
+    CausalConvNeXtBlock,
     CausalConvTranspose1d,
     FactorizedVQ,
+    Nested,
     Snake,
     factorized_rvq_decode,
     factorized_rvq_encode,
+    nested_causal_conv,
 )
 from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.codecs.fish_dac_config import FishDACConfig
@@ -39,40 +41,12 @@ ENCODER_HEAD_WIDTH = 64
 """The reference gives an encoder transformer width / 64 heads, whatever its head_dim."""
 
 
-class Conv(nn.Module):
-    """A causal convolution held as `conv`, as the reference nests it (stride > 1 pads so the last stride is whole)."""
-
-    def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, dilation: int = 1, groups: int = 1) -> None:
-        super().__init__()
-        self.conv = CausalConv1d(cin, cout, kernel, stride=stride, dilation=dilation, groups=groups, whole_strides=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return carry.run(self.conv, x)
-
-
-class TransConv(nn.Module):
-    """A transposed convolution held as `conv`, trimmed on the right to exactly stride x its input."""
-
-    def __init__(self, cin: int, cout: int, kernel: int, stride: int) -> None:
-        super().__init__()
-        self.conv = CausalConvTranspose1d(cin, cout, kernel, stride)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return carry.run(self.conv, x)
-
-
 class ResidualUnit(nn.Module):
     """x + conv(snake(conv_dilated(snake(x)))), in a `block` Sequential."""
 
     def __init__(self, dim: int, dilation: int) -> None:
         super().__init__()
-        self.block = nn.Sequential(Snake(dim), Conv(dim, dim, 7, dilation=dilation), Snake(dim), Conv(dim, dim, 1))
+        self.block = nn.Sequential(Snake(dim), nested_causal_conv(dim, dim, 7, dilation=dilation), Snake(dim), nested_causal_conv(dim, dim, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.block(x)
@@ -121,35 +95,11 @@ class WindowedTransformer(nn.Module):
         return self.norm(x).transpose(1, 2)
 
 
-class ConvNeXtBlock(nn.Module):
-    """x + gamma * pwconv2(gelu(pwconv1(norm(dwconv(x))))), the depthwise convolution causal."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dwconv = Conv(dim, dim, 7, groups=dim)
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.pwconv1 = nn.Linear(dim, 4 * dim)
-        self.act = nn.GELU()
-        self.pwconv2 = nn.Linear(4 * dim, dim)
-        self.gamma = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._pointwise(x, self.dwconv(x))
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return self._pointwise(x, carry.run(self.dwconv, x))
-
-    def _pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        y = self.norm(h.transpose(1, 2))
-        y = self.gamma * self.pwconv2(self.act(self.pwconv1(y)))
-        return x + y.transpose(1, 2)
-
-
 class EncoderBlock(nn.Module):
     def __init__(self, dim: int, stride: int, transformer_layers: int, config: FishDACConfig) -> None:
         super().__init__()
         half = dim // 2
-        layers = [*residual_units(half), Snake(half), Conv(half, dim, 2 * stride, stride=stride)]
+        layers = [*residual_units(half), Snake(half), nested_causal_conv(half, dim, 2 * stride, stride=stride)]
         if transformer_layers:
             layers.append(WindowedTransformer(dim, transformer_layers, dim // ENCODER_HEAD_WIDTH, config.head_dim, dim * 3,
                                               config.encoder_window, config))
@@ -165,11 +115,11 @@ class Encoder(nn.Module):
     def __init__(self, config: FishDACConfig) -> None:
         super().__init__()
         dim = config.encoder_dim
-        layers: list[nn.Module] = [Conv(1, dim, 7)]
+        layers: list[nn.Module] = [nested_causal_conv(1, dim, 7)]
         for stride, transformer_layers in zip(config.encoder_rates, config.encoder_transformer_layers, strict=True):
             dim *= 2
             layers.append(EncoderBlock(dim, stride, transformer_layers, config))
-        layers += [Snake(dim), Conv(dim, config.latent_dim, 3)]
+        layers += [Snake(dim), nested_causal_conv(dim, config.latent_dim, 3)]
         self.block = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -179,7 +129,7 @@ class Encoder(nn.Module):
 class DecoderBlock(nn.Module):
     def __init__(self, input_dim: int, output_dim: int, stride: int) -> None:
         super().__init__()
-        self.block = nn.Sequential(Snake(input_dim), TransConv(input_dim, output_dim, 2 * stride, stride),
+        self.block = nn.Sequential(Snake(input_dim), Nested(CausalConvTranspose1d(input_dim, output_dim, 2 * stride, stride)),
                                    *residual_units(output_dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -195,11 +145,11 @@ class Decoder(nn.Module):
     def __init__(self, config: FishDACConfig) -> None:
         super().__init__()
         channels = config.decoder_dim
-        layers: list[nn.Module] = [Conv(config.latent_dim, channels, 7)]
+        layers: list[nn.Module] = [nested_causal_conv(config.latent_dim, channels, 7)]
         for i, stride in enumerate(config.decoder_rates):
             layers.append(DecoderBlock(channels // 2**i, channels // 2 ** (i + 1), stride))
         out = channels // 2 ** len(config.decoder_rates)
-        layers += [Snake(out), Conv(out, 1, 7), nn.Tanh()]
+        layers += [Snake(out), nested_causal_conv(out, 1, 7), nn.Tanh()]
         self.model = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -226,9 +176,9 @@ class Quantizer(nn.Module):
         self.config = c
         self.semantic_quantizer = ResidualQuantizer(dim, 1, c.semantic_codebook_size, c.codebook_dim)
         self.quantizer = ResidualQuantizer(dim, c.n_codebooks, c.codebook_size, c.codebook_dim)
-        self.downsample = nn.Sequential(*(nn.Sequential(Conv(dim, dim, f, stride=f), ConvNeXtBlock(dim))
+        self.downsample = nn.Sequential(*(nn.Sequential(nested_causal_conv(dim, dim, f, stride=f), CausalConvNeXtBlock(dim))
                                           for f in c.downsample_factor))
-        self.upsample = nn.Sequential(*(nn.Sequential(TransConv(dim, dim, f, f), ConvNeXtBlock(dim))
+        self.upsample = nn.Sequential(*(nn.Sequential(Nested(CausalConvTranspose1d(dim, dim, f, f)), CausalConvNeXtBlock(dim))
                                         for f in reversed(c.downsample_factor)))
 
         def transformer() -> WindowedTransformer:

@@ -173,13 +173,10 @@ class CodecDecoderModel(ChunkDecoder):
         return DecodeStream()
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
-        call), of all the row's frames decoded at once."""
         device = next(self.codec.parameters()).device
-        if any(stream.window is None for stream in streams):
-            return self.codec.decode(frames.to(device).transpose(1, 2).clamp(min=0))
 
-        def run(codes: torch.Tensor, states, counts) -> torch.Tensor:
-            return self.codec.stream(codes.to(device).transpose(1, 2).clamp(min=0), states, counts)
+        def codes(f: torch.Tensor) -> torch.Tensor:
+            return f.to(device).transpose(1, 2).clamp(min=0)
 
-        return decode_windows(frames, streams, self.samples_per_frame, run)
+        return decode_windows(frames, streams, self.samples_per_frame,
+                              lambda f, states, counts: self.codec.stream(codes(f), states, counts), lambda f: self.codec.decode(codes(f)))

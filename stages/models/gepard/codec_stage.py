@@ -24,10 +24,7 @@ class NanoCodecDecoder(ChunkDecoder):
         return DecodeStream()
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
-        call), of all the row's frames decoded at once."""
         device = next(self.codec.parameters()).device
-        if any(stream.window is None for stream in streams):
-            return self.codec(frames.to(device))
         return decode_windows(frames, streams, self.samples_per_frame,
-                              lambda codes, states, counts: self.codec.stream(codes.to(device), states, counts))
+                              lambda codes, states, counts: self.codec.stream(codes.to(device), states, counts),
+                              lambda codes: self.codec(codes.to(device)))

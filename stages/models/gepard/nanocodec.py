@@ -31,7 +31,7 @@ import torch
 import yaml
 from torch import nn
 
-from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, ResidualUnit, Snake
+from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, Nested, ResidualUnit, Snake
 from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.weights import fold_weight_norm, load_strict
 
@@ -110,20 +110,6 @@ class Activation(nn.Module):
         return carry.run(self.activation, x)
 
 
-class Conv(nn.Module):
-    """`conv`: a causal convolution (the wrapper's name kept for the keys)."""
-
-    def __init__(self, conv: nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return carry.run(self.conv, x)
-
-
 class ResidualChain(nn.Module):
     """`res_blocks`: one residual unit per dilation, applied in turn."""
 
@@ -131,8 +117,8 @@ class ResidualChain(nn.Module):
         super().__init__()
         names = ("input_activation", "input_conv", "skip_activation", "skip_conv")
         self.res_blocks = nn.ModuleList(
-            ResidualUnit(Activation(activation, channels), Conv(CausalConv1d(channels, channels, kernel_size, dilation=d)),
-                         Activation(activation, channels), Conv(CausalConv1d(channels, channels, kernel_size)), names)
+            ResidualUnit(Activation(activation, channels), Nested(CausalConv1d(channels, channels, kernel_size, dilation=d)),
+                         Activation(activation, channels), Nested(CausalConv1d(channels, channels, kernel_size)), names)
             for d in dilations
         )
 
@@ -164,7 +150,7 @@ class CausalHiFiGANDecoder(nn.Module):
         super().__init__()
         c = config
         self.config = c
-        self.pre_conv = Conv(CausalConv1d(c.input_dim, c.base_channels, c.in_kernel_size))
+        self.pre_conv = Nested(CausalConv1d(c.input_dim, c.base_channels, c.in_kernel_size))
         self.activations = nn.ModuleList()
         self.up_sample_conv_layers = nn.ModuleList()
         self.res_layers = nn.ModuleList()
@@ -173,11 +159,11 @@ class CausalHiFiGANDecoder(nn.Module):
             out = channels // 2
             self.activations.append(Activation(c.activation, channels))
             self.up_sample_conv_layers.append(
-                Conv(CausalConvTranspose1d(channels, out, 2 * rate, rate, groups=out if c.grouped_upsampling else 1)))
+                Nested(CausalConvTranspose1d(channels, out, 2 * rate, rate, groups=out if c.grouped_upsampling else 1)))
             self.res_layers.append(ResidualLayer(out, c.resblock_kernel_sizes, c.resblock_dilation_sizes, c.activation))
             channels = out
         self.post_activation = Activation(c.activation, channels)
-        self.post_conv = Conv(CausalConv1d(channels, 1, c.out_kernel_size))
+        self.post_conv = Nested(CausalConv1d(channels, 1, c.out_kernel_size))
 
     def forward(self, latents: torch.Tensor) -> torch.Tensor:
         """[B, input_dim, T] -> [B, T * samples_per_frame]."""
@@ -195,19 +181,6 @@ class CausalHiFiGANDecoder(nn.Module):
 
     def _output(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x) if self.config.output_activation == "tanh" else x.clamp(-1.0, 1.0)
-
-    def receptive_field_frames(self) -> int:
-        """Frames of left context after which earlier frames no longer change a window's samples (rounded up)."""
-        c = self.config
-        past = (c.in_kernel_size - 1) * c.samples_per_frame  # in output samples
-        scale = c.samples_per_frame
-        for rate in c.up_sample_rates:
-            scale //= rate
-            past += rate * scale  # the transposed convolution reaches one input step back
-            chain = max(sum((k - 1) * d + (k - 1) for d in c.resblock_dilation_sizes) for k in c.resblock_kernel_sizes)
-            past += chain * scale
-        past += c.out_kernel_size - 1
-        return math.ceil(past / c.samples_per_frame)
 
 
 class NanoCodec(nn.Module):

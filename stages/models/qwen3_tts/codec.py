@@ -4,7 +4,7 @@ reference codes), named as in `speech_tokenizer/model.safetensors` (`decoder.*`,
 Everything in the decoder is causal: convolutions pad on the left, transposed convolutions trim on
 the right, and the transformer attends to the last `sliding_window` frames. A frame's samples
 therefore depend only on earlier frames, which is what lets code2wav decode in chunks: `SpeechDecoder.stream`
-decodes a request's next frames from its `DecoderStreamState` (every convolution's last inputs, every transposed
+decodes a request's next frames from its `StreamState` (every convolution's last inputs, every transposed
 convolution's overlap tail, every transformer layer's keys and values over its window, the frames so far), equal
 to decoding all its frames at once, at the cost of the new frames alone.
 """
@@ -12,23 +12,24 @@ to decoding all its frames at once, at the cost of the new frames alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.audio_blocks import (
-    CausalConv1d,
+    CausalConvNeXtBlock,
     CausalConvTranspose1d,
+    Nested,
     ResidualUnit,
     SnakeBeta,
     nearest_code,
+    nested_causal_conv,
     residual_encode,
     snake_residual_units,
     summed_lookup,
 )
-from vocalis.stages.causal_stream import Carry, CausalStream
+from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
@@ -38,60 +39,14 @@ from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderCon
 # -- convolutions ----------------------------------------------------------------------------------
 
 
-class Nested(nn.Module):
-    """The codec's checkpoints keep each (transposed) convolution one level down, as `conv`."""
-
-    def __init__(self, conv: nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return carry.run(self.conv, x)
-
-
-def causal_conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, stride: int = 1,
-                groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> Nested:
-    """A causal conv padded on the right to whole strides, under `conv`."""
-    return Nested(CausalConv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups,
-                               bias=bias, whole_strides=True, pad_mode=pad_mode))
-
-
-def causal_transposed_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int) -> Nested:
-    return Nested(CausalConvTranspose1d(in_channels, out_channels, kernel_size, stride))
-
-
-class ConvNeXtBlock(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dwconv = causal_conv(dim, dim, 7, groups=dim)
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.pwconv1 = nn.Linear(dim, 4 * dim)
-        self.pwconv2 = nn.Linear(4 * dim, dim)
-        self.gamma = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._pointwise(x, self.dwconv(x))
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return self._pointwise(x, carry.run(self.dwconv, x))
-
-    def _pointwise(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        h = self.norm(h.transpose(1, 2))
-        h = self.gamma * self.pwconv2(F.gelu(self.pwconv1(h)))
-        return x + h.transpose(1, 2)
-
-
 class DecoderBlock(nn.Module):
     """SnakeBeta, an upsampling transposed conv (x rate), three dilated residual units."""
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
         super().__init__()
         self.block = nn.Sequential(
-            SnakeBeta(in_dim), causal_transposed_conv(in_dim, out_dim, 2 * rate, rate),
-            *snake_residual_units(out_dim, lambda i, o, k, d: causal_conv(i, o, k, dilation=d), SnakeBeta,
+            SnakeBeta(in_dim), Nested(CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)),
+            *snake_residual_units(out_dim, lambda i, o, k, d: nested_causal_conv(i, o, k, dilation=d), SnakeBeta,
                                   names=("act1", "conv1", "act2", "conv2")),
         )
 
@@ -191,30 +146,15 @@ class DecoderTransformer(nn.Module):
         and masked before position 0) and the new ones, at the same RoPE positions as a whole decode."""
         c = self.config
         x = self.input_proj(x)
-        length, held = x.shape[1], c.sliding_window - 1
-        start = torch.tensor(positions, device=x.device)[:, None]
-        cos, sin = rope(start + torch.arange(length, device=x.device), c.dim_per_head, c.rope_theta)  # [B, L, D]
-        key = torch.arange(-held, length, device=x.device)  # key slots relative to the first new frame
-        mask = causal_mask(length, c.sliding_window, device=x.device, offset=held) & (key + start >= 0)[:, None]
-        valid = carry.valid(x, dim=1)
-        empty = x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head)
+        at, mask = carry.window_mask(positions, x.shape[1], c.sliding_window, x.device)
+        cos, sin = rope(at, c.dim_per_head, c.rope_theta)  # [B, L, D]
+        held = c.sliding_window - 1
         for layer in self.layers:
-            keys, values = layer.self_attn.k_proj, layer.self_attn.v_proj
-            kv = [carry.gather(keys, empty), carry.gather(values, empty)]
-            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask[:, None], kv=kv)
-            carry.keep(keys, kv[0], valid, held, dim=2)  # the last `held` keys up to each row's end
-            carry.keep(values, kv[1], valid, held, dim=2)
+            attention = layer.self_attn
+            kv = carry.carried_kv(attention, x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head))
+            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, kv=kv)
+            carry.keep_kv(attention, kv, held)
         return self.output_proj(self.norm(x))
-
-
-@dataclass
-class DecoderStreamState:
-    """What `SpeechDecoder.stream` carries for one request between calls."""
-
-    carry: Carry = field(default_factory=dict)
-    """Per module: a convolution's last inputs, a transposed convolution's overlap tail, a layer's keys/values."""
-    frames: int = 0
-    """Frames decoded so far (the RoPE position of the next)."""
 
 
 class SpeechDecoder(nn.Module):
@@ -224,17 +164,17 @@ class SpeechDecoder(nn.Module):
         super().__init__()
         self.config = config
         self.quantizer = SplitRVQ(config)
-        self.pre_conv = causal_conv(config.codebook_dim, config.latent_dim, 3)
+        self.pre_conv = nested_causal_conv(config.codebook_dim, config.latent_dim, 3)
         self.pre_transformer = DecoderTransformer(config)
         self.upsample = nn.ModuleList(
-            nn.ModuleList([causal_transposed_conv(config.latent_dim, config.latent_dim, factor, factor), ConvNeXtBlock(config.latent_dim)])
+            nn.ModuleList([Nested(CausalConvTranspose1d(config.latent_dim, config.latent_dim, factor, factor)), CausalConvNeXtBlock(config.latent_dim)])
             for factor in config.upsampling_ratios
         )
-        blocks: list[nn.Module] = [causal_conv(config.latent_dim, config.decoder_dim, 7)]
+        blocks: list[nn.Module] = [nested_causal_conv(config.latent_dim, config.decoder_dim, 7)]
         for i, rate in enumerate(config.upsample_rates):
             blocks.append(DecoderBlock(config.decoder_dim // 2**i, config.decoder_dim // 2 ** (i + 1), rate))
         out_dim = config.decoder_dim // 2 ** len(config.upsample_rates)
-        blocks += [SnakeBeta(out_dim), causal_conv(out_dim, 1, 7)]
+        blocks += [SnakeBeta(out_dim), nested_causal_conv(out_dim, 1, 7)]
         self.decoder = nn.ModuleList(blocks)
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
@@ -248,7 +188,7 @@ class SpeechDecoder(nn.Module):
             x = layer(x)
         return x.clamp(-1.0, 1.0)[:, 0]
 
-    def stream(self, codes: torch.Tensor, states: Sequence[DecoderStreamState], frames: Sequence[int],
+    def stream(self, codes: torch.Tensor, states: Sequence[StreamState], frames: Sequence[int],
                skip: Sequence[int] | None = None) -> torch.Tensor:
         """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to the samples of all but each row's
         first skip[i] (default none), equal to those of decoding all its frames at once: [B, max(frames - skip) *
@@ -292,23 +232,23 @@ def _from_starts(x: torch.Tensor, starts: Sequence[int], lengths: Sequence[int])
 def mimi_resnet_block(config: MimiEncoderConfig, dim: int, dilation: int) -> ResidualUnit:
     """ELU, a dilated causal conv down to dim / compress channels, ELU, a 1x1 conv back (`block.{0..3}`)."""
     c, hidden = config, dim // config.compress
-    return ResidualUnit(nn.ELU(), causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
-                        nn.ELU(), causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
+    return ResidualUnit(nn.ELU(), nested_causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
+                        nn.ELU(), nested_causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
 
 
 class SEANetEncoder(nn.Module):
     def __init__(self, config: MimiEncoderConfig) -> None:
         super().__init__()
         c = config
-        layers: list[nn.Module] = [causal_conv(c.audio_channels, c.num_filters, c.kernel_size, pad_mode=c.pad_mode)]
+        layers: list[nn.Module] = [nested_causal_conv(c.audio_channels, c.num_filters, c.kernel_size, pad_mode=c.pad_mode)]
         scale = 1
         for ratio in reversed(c.upsampling_ratios):
             width = scale * c.num_filters
             for j in range(c.num_residual_layers):
                 layers.append(mimi_resnet_block(c, width, c.dilation_growth_rate**j))
-            layers += [nn.ELU(), causal_conv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
+            layers += [nn.ELU(), nested_causal_conv(width, width * 2, ratio * 2, stride=ratio, pad_mode=c.pad_mode)]
             scale *= 2
-        layers += [nn.ELU(), causal_conv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
+        layers += [nn.ELU(), nested_causal_conv(scale * c.num_filters, c.hidden_size, c.last_kernel_size, pad_mode=c.pad_mode)]
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -418,7 +358,7 @@ class SpeechEncoder(nn.Module):
         self.encoder = SEANetEncoder(config)
         self.encoder_transformer = MimiTransformer(config)
         stride = int(config.encodec_frame_rate / config.frame_rate)
-        self.downsample = causal_conv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
+        self.downsample = nested_causal_conv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
         self.quantizer = MimiSplitRVQ(config)
 
     def forward(self, samples: torch.Tensor) -> torch.Tensor:

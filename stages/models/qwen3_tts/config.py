@@ -161,12 +161,6 @@ class DecoderConfig:
             back += Fraction(6 * (1 + 3 + 9), rate)
         return math.ceil(back + Fraction(6, rate))
 
-    @property
-    def receptive_field_frames(self) -> int:
-        """Frames of left context a frame's samples can depend on (past it, a chunked decode differs)."""
-        convs = 2 + sum(6 // ratio + 1 for ratio in self.upsampling_ratios) + 2
-        return convs + self.num_hidden_layers * (self.sliding_window - 1)
-
 
 @dataclass(frozen=True)
 class MimiEncoderConfig:

@@ -13,12 +13,13 @@ from vocalis.stages.attention import AttentionBatch
 from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.kv_cache import CacheShape, SlotKVCache
-from vocalis.stages.models.qwen3_tts.codec import DecoderStreamState, SpeechDecoder
+from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, build_prompt
 from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
+from vocalis.stages.stateful_decode import decode_windows
 
 MIN_NEW_FRAMES = 2
 """EOS is not allowed before this many frames (the reference's min_new_tokens), so no request is silent."""
@@ -140,15 +141,6 @@ class TalkerStageModel(AutoregressiveModel):
         return embeds + torch.stack(text).to(embeds.dtype)
 
 
-@dataclass
-class CodecStream:
-    """One request's decoder state, and the reference codes not yet decoded into it (an ICL clone's, before its
-    first chunk)."""
-
-    state: DecoderStreamState
-    prefix: torch.Tensor | None
-
-
 class CodecDecoderModel(ChunkDecoder):
     """The ChunkDecoder of stage 1: frames [B, T, G] to samples [B, T * 1920] at 24 kHz.
 
@@ -172,33 +164,11 @@ class CodecDecoderModel(ChunkDecoder):
         return DecodeStream(first_chunk_frames=inputs.initial_codec_chunk_frames, context_frames=context)
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        """Each row's samples of its window's [start, end), the rest (context, padding, never emitted) zero; or, for
-        streams without a window (a direct call), of all the row's frames decoded at once."""
         device = next(self.decoder.parameters()).device
-        if any(stream.window is None for stream in streams):
-            return self.decoder(frames.to(device).transpose(1, 2).clamp(min=0))
-        rows, counts, dropped = [], [], []
-        for row, stream in enumerate(streams):
-            window = stream.window
-            if stream.state is None:
-                stream.state = CodecStream(DecoderStreamState(), stream.context_frames)
-            codec: CodecStream = stream.state
-            prefix = codec.prefix if codec.prefix is not None else frames.new_zeros((0, frames.shape[2]))
-            if codec.state.frames + len(prefix) != window.start:
-                raise ValueError(f"the decoder state is at frame {codec.state.frames + len(prefix)}, the window starts at {window.start}")
-            offset = window.start - window.context_start
-            new = frames[row, offset : offset + window.end - window.start]
-            rows.append(torch.cat([prefix.to(new.device, new.dtype), new]))
-            counts.append(len(rows[-1]))
-            dropped.append(len(prefix))
-            codec.prefix = None
-        longest = max(counts)
-        codes = torch.stack([torch.cat([r, r.new_zeros((longest - len(r), r.shape[1]))]) for r in rows])
-        samples = self.decoder.stream(codes.to(device).transpose(1, 2).clamp(min=0), [s.state.state for s in streams], counts, dropped)
-        hop = self.samples_per_frame
-        out = samples.new_zeros(len(streams), frames.shape[1] * hop)
-        for row, stream in enumerate(streams):
-            window = stream.window
-            first, last = (window.start - window.context_start) * hop, (window.end - window.context_start) * hop
-            out[row, first:last] = samples[row, : last - first]
-        return out
+
+        def codes(f: torch.Tensor) -> torch.Tensor:
+            return f.to(device).transpose(1, 2).clamp(min=0)
+
+        return decode_windows(frames, streams, self.samples_per_frame,
+                              lambda f, states, counts, skip: self.decoder.stream(codes(f), states, counts, skip),
+                              lambda f: self.decoder(codes(f)), lead_in=True)

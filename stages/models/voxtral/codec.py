@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d
+from vocalis.stages.audio_blocks import CausalConvTranspose1d, Nested, nested_causal_conv
 from vocalis.stages.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, END_AUDIO, CodecArgs
@@ -38,23 +38,9 @@ def alibi_slopes(heads: int) -> torch.Tensor:
     return torch.tensor(series(base) + series(2 * base)[::2][: heads - base])
 
 
-class ConvBlock(nn.Module):
-    """A floor causal conv under `.conv`, where the checkpoint keeps its (weight-normed) weight."""
-
-    def __init__(self, conv: nn.Module) -> None:
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
-
-    def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
-        return carry.run(self.conv, x)
-
-
-def causal_conv(channels_in: int, channels_out: int, kernel: int, stride: int = 1, pad_mode: str = "reflect") -> ConvBlock:
+def causal_conv(channels_in: int, channels_out: int, kernel: int, stride: int = 1, pad_mode: str = "reflect") -> Nested:
     """Padded on the left by kernel - stride (replicate or reflect), on the right to whole strides."""
-    return ConvBlock(CausalConv1d(channels_in, channels_out, kernel, stride, bias=False, whole_strides=True, pad_mode=pad_mode))
+    return nested_causal_conv(channels_in, channels_out, kernel, stride, bias=False, pad_mode=pad_mode)
 
 
 class CodecAttention(nn.Module):
@@ -190,7 +176,7 @@ class AudioTokenizerDecoder(nn.Module):
             blocks.append(CodecTransformer(args, layers, window))
             last = i + 1 == len(args.transformer_lengths)
             if not last and (args.kernels[i + 1] != 1 or args.strides[i + 1] != 1):
-                blocks.append(ConvBlock(CausalConvTranspose1d(args.dim, args.dim, args.kernels[i + 1], args.strides[i + 1], bias=False)))
+                blocks.append(Nested(CausalConvTranspose1d(args.dim, args.dim, args.kernels[i + 1], args.strides[i + 1], bias=False)))
                 if args.half_window_on_resample and args.strides[i + 1] > 1:
                     window *= 2
         self.decoder_blocks = nn.ModuleList(blocks)

@@ -12,11 +12,6 @@ from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stateful_decode import decode_windows
 
-RECEPTIVE_FIELD_FRAMES = 21
-"""Earlier frames that reach a frame's samples through the published decoder (measured on the tiny one, which keeps
-its kernels, strides and windows): conv 3 at the frame rate, then per stage 2 layers of windows 2, 4, 8, 16
-positions at 1, 2, 4, 8 positions per frame, transposed convs between stages and the 7-tap output conv."""
-
 
 class CodecDecoder(ChunkDecoder):
     causal = True
@@ -30,9 +25,6 @@ class CodecDecoder(ChunkDecoder):
         return DecodeStream(first_chunk_frames=getattr(request.stage_input, "initial_codec_chunk_frames", None))
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        """Each row's samples of its window's [start, end), the rest zero; for streams without a window (a direct
-        call), of all the row's frames decoded at once."""
-        if any(stream.window is None for stream in streams):
-            return self.codec(frames.to(self.device))
         return decode_windows(frames, streams, self.samples_per_frame,
-                              lambda codes, states, counts: self.codec.stream(codes.to(self.device), states, counts))
+                              lambda codes, states, counts: self.codec.stream(codes.to(self.device), states, counts),
+                              lambda codes: self.codec(codes.to(self.device)))

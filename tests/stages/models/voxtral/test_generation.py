@@ -13,7 +13,7 @@ from tests.stages.models.voxtral.conftest import generate, request
 from vocalis.stages.chunk_stage import ChunkStage
 from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.voxtral.config import END_AUDIO
-from vocalis.stages.models.voxtral.decoding import RECEPTIVE_FIELD_FRAMES, CodecDecoder
+from vocalis.stages.models.voxtral.decoding import CodecDecoder
 from vocalis.stages.models.voxtral.generator import FrameGenerator
 from vocalis.stages.models.voxtral.weights import load_modules
 from vocalis.stages.stage import StageItem
@@ -92,6 +92,12 @@ def test_streamed_chunks_equal_the_whole_decode(tiny):
     # the decoder streams from each request's carried state: no left context is needed (the deployed 0), none is read
     stateful, _ = decode_chunked(decoder, frames, ChunkPolicy(first_chunk_frames=5, chunk_frames=25, left_context_frames=0, max_chunk_frames=25))
     np.testing.assert_allclose(stateful, whole, atol=1e-5, rtol=0)
+
+
+RECEPTIVE_FIELD_FRAMES = 21
+"""Earlier frames that reach a frame's samples through the published decoder (measured on the tiny one, which keeps
+its kernels, strides and windows): conv 3 at the frame rate, then per stage 2 layers of windows 2, 4, 8, 16
+positions at 1, 2, 4, 8 positions per frame, transposed convs between stages and the 7-tap output conv."""
 
 
 def test_the_decoder_is_causal_with_the_stated_receptive_field(tiny):

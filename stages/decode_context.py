@@ -8,6 +8,10 @@ buffers of a few blocks more than the longest context, and a continuing step wri
 there (beside the paged cache, which stays the record). Any other step (a new or finished sequence, a prefill,
 a context past the buffers' room) gathers anew into them. The values attended are the same either way: only the
 padding behind each sequence's context differs, and it is masked.
+
+The buffers hold every layer's padded context at once, so they are memory beside the KV budget: they are kept only
+while they fit in `max_bytes` (a share of the cache's own size); a step whose buffers would not fit gathers per layer
+as before (a real-size talker with many long contexts on a CPU).
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ class DecodeContext:
     """Blocks past the longest context when the buffers are (re)made: a continuing run gathers again after this many
     blocks' worth of steps (more would make every fresh gather copy more padding)."""
 
-    def __init__(self, cache_k: torch.Tensor, cache_v: torch.Tensor, max_blocks: int) -> None:
+    def __init__(self, cache_k: torch.Tensor, cache_v: torch.Tensor, max_blocks: int, max_bytes: int) -> None:
         self.cache_k, self.cache_v = cache_k, cache_v
         self.max_blocks = max_blocks
         """Blocks of the longest possible context (max_len's): the room never exceeds it."""
+        self.max_bytes = max_bytes
+        """The most the buffers may take; a step that would need more is not kept (None from `plan`)."""
         self.rows = 0
         self.room_blocks = 0
         self._storage: torch.Tensor | None = None
@@ -57,22 +63,34 @@ class DecodeContext:
         self._valid = False
 
     def plan(self, block_tables: torch.Tensor, positions: torch.Tensor, order: torch.Tensor, context_len: int,
-             continues: bool) -> DecodeStep:
+             continues: bool) -> DecodeStep | None:
         """The reads of a decode step over `block_tables` [G, width] at `positions` [G] (`order` is arange(G)).
-        `continues`: the step's sequences are those of the last decode step, in order, each one position on."""
+        `continues`: the step's sequences are those of the last decode step, in order, each one position on.
+        None: the step's context is too large to keep within `max_bytes` (every layer gathers its own)."""
         rows, width = block_tables.shape
         block_size = self.cache_k.shape[2]
         needed = -(-context_len // block_size)
         fresh = not (continues and self._valid and self.rows == rows and needed <= self.room_blocks)
         if fresh:
+            room_blocks = min(needed + self.headroom_blocks, max(self.max_blocks, needed))
+            if self._bytes(rows, room_blocks * block_size) > self.max_bytes:
+                room_blocks = needed  # no headroom: gathers again sooner, but may still fit
+            if self._bytes(rows, room_blocks * block_size) > self.max_bytes:
+                self.invalidate()
+                self._storage, self._views = None, []
+                return None
             self.gathers += 1
             self.rows = rows
-            self.room_blocks = min(needed + self.headroom_blocks, max(self.max_blocks, needed))
+            self.room_blocks = room_blocks
             self._reserve(rows, self.room_blocks * block_size)
         self._valid = True
         room = self.room_blocks * block_size
         tables = F.pad(block_tables, (0, self.room_blocks - width)) if fresh else block_tables
         return DecodeStep(self, fresh, tables, order * room + positions)
+
+    def _bytes(self, rows: int, room: int) -> int:
+        layers, _, _, heads, dim = self.cache_k.shape
+        return layers * 2 * rows * room * heads * dim * self.cache_k.element_size()
 
     def _reserve(self, rows: int, room: int) -> None:
         layers, _, _, heads, dim = self.cache_k.shape

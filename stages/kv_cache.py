@@ -20,6 +20,11 @@ from vocalis.stages.linear_attention import RecurrentStates
 __all__ = ["CacheShape", "PagedKVCache", "SlotKVCache", "kv_cache_budget"]
 
 
+KEPT_CONTEXT_SHARE = 1.0
+"""On CPU, decode steps may keep their gathered contexts (decode_context.py) in up to this share of the cache's bytes
+more (so KV memory stays within twice the budget); a step whose padded contexts would need more gathers per layer."""
+
+
 class PagedKVCache:
     """k and v: [num_layers, num_blocks, block_size, num_kv_heads, head_dim], allocated once at start-up.
 
@@ -50,7 +55,8 @@ class PagedKVCache:
             # allocator makes fresh ones cheap anyway
             self.gather_buffers = None  # type: ignore[assignment]
         else:
-            self.decode_context = DecodeContext(self.k, self.v, -(-shape.max_len // block_size))
+            self.decode_context = DecodeContext(self.k, self.v, -(-shape.max_len // block_size),
+                                                max_bytes=int(KEPT_CONTEXT_SHARE * self.bytes))
 
     @classmethod
     def from_budget(

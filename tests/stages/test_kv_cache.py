@@ -60,7 +60,7 @@ def test_kept_decode_context_equals_gathering_every_step():
     torch.manual_seed(0)
     tables = [[5, 1, 9, 30, 2, 14, 15, 16, 17, 18, 19, 22], [7, 3, 11, 12, 23, 24, 25, 26, 27, 28], [0, 20, 21, 4, 6, 8, 10, 13, 29, 31]]
     prompts = [9, 3, 6]
-    kept_cache, gathering = PagedKVCache(SHAPE, num_blocks=32, block_size=4), PagedKVCache(SHAPE, num_blocks=32, block_size=4)
+    kept_cache, gathering = PagedKVCache(SHAPE, num_blocks=48, block_size=4), PagedKVCache(SHAPE, num_blocks=48, block_size=4)
     gathering.decode_context = None  # every layer gathers from the blocks, as a GPU cache does
     kept_cache.decode_context.headroom_blocks = 2
     with torch.inference_mode():
@@ -78,3 +78,32 @@ def test_kept_decode_context_equals_gathering_every_step():
                 assert torch.equal(cached_attention(q, k, v, kept_cache, layer, kept),
                                    cached_attention(q, k, v, gathering, layer, fresh))
     assert kept_cache.decode_context.gathers == 3  # the first step, then contexts of 21 and 33 positions
+
+
+def test_a_context_too_large_to_keep_is_gathered_per_layer():
+    """The kept contexts stay within their share of the cache's bytes: a decode step whose padded contexts would not fit
+    is not kept (every layer gathers, as a GPU cache does) and attends the same."""
+    torch.manual_seed(1)
+    tables = [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]
+    small, gathering = PagedKVCache(SHAPE, num_blocks=16, block_size=4), PagedKVCache(SHAPE, num_blocks=16, block_size=4)
+    gathering.decode_context = None
+    context = small.decode_context
+    per_position = 2 * SHAPE.num_layers * SHAPE.num_kv_heads * SHAPE.head_dim * 4
+    context.max_bytes = 2 * 12 * per_position  # two rows of 12 positions: room for contexts up to 3 blocks, no more
+    with torch.inference_mode():
+        for table in tables:
+            q, k, v = torch.randn(9, 4, 8), torch.randn(9, 2, 8), torch.randn(9, 2, 8)
+            for cache in (small, gathering):
+                for layer in range(SHAPE.num_layers):
+                    cached_attention(q, k, v, cache, layer, cache.batch([table], [0], [9]))
+        kept_steps = []
+        for step in range(8):  # contexts of 10..17 positions: kept while they fit in 3 blocks, then not
+            q, k, v = torch.randn(2, 4, 8), torch.randn(2, 2, 8), torch.randn(2, 2, 8)
+            kept = small.batch(tables, [9 + step, 9 + step], [1, 1], continues=step > 0)
+            fresh = gathering.batch(tables, [9 + step, 9 + step], [1, 1])
+            kept_steps.append(kept.decode is not None)
+            for layer in range(SHAPE.num_layers):
+                assert torch.equal(cached_attention(q, k, v, small, layer, kept),
+                                   cached_attention(q, k, v, gathering, layer, fresh))
+    assert kept_steps == [True, True, True, False, False, False, False, False]
+    assert context._storage is None  # the buffers are let go once a step no longer fits

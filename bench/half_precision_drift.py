@@ -16,7 +16,6 @@ logit error and its argmax agreement per step.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import tempfile
@@ -38,12 +37,9 @@ GOLDENS = ROOT / "tests" / "goldens"
 
 def _bench_gpu():
     """bench/gpu.py, whose CASES say how each family's tiny checkpoint is had."""
-    if "bench_gpu" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_gpu"] = module  # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules["bench_gpu"]
+    from bench import gpu
+
+    return gpu
 
 
 def _tiny(key: str) -> Callable[[Path], Path]:

@@ -81,13 +81,10 @@ FAMILIES = {
 
 
 def _gpu_bench():
-    import importlib.util
+    """bench/gpu.py (imported when used: the reference packages' venvs, which run this file too, lack vocalis)."""
+    from bench import gpu
 
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return gpu
 
 
 # -- child processes ------------------------------------------------------------------------------
@@ -167,15 +164,7 @@ def make_request(model, family: Family, frames: int, steps: int):
 async def one(model, family: Family, frames: int, steps: int) -> tuple[float, float, float]:
     """(TTFA s, end-to-end s, audio s) of one request through the pipeline."""
     request = make_request(model, family, frames, steps)  # its output belongs to the running loop
-    start = time.perf_counter()
-    model.pipeline.submit(request)
-    first, samples = None, 0
-    async for chunk in request.output:
-        first = first or time.perf_counter() - start
-        samples += len(chunk)
-    if request.error:
-        raise request.error
-    return first or 0.0, time.perf_counter() - start, samples / model.capabilities.sample_rate
+    return await _gpu_bench().timed(model, request)
 
 
 def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32") -> dict:

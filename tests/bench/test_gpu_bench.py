@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from bench import gpu as bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_gpu_bench_runs_every_family_on_cpu_tiny(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = bench  # dataclasses look their module up
-    spec.loader.exec_module(bench)
     out = tmp_path / "gpu.json"
     bench.main(["--device", "cpu", "--tiny", "--levels", "1,2", "--frames", "3", "--rounds", "1", "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
@@ -31,10 +27,6 @@ def test_gpu_bench_runs_every_family_on_cpu_tiny(tmp_path, capsys):
 
 
 def test_a_family_without_real_sizes_is_left_out_of_a_real_size_run_and_refused_by_name():
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = bench
-    spec.loader.exec_module(bench)
     assert "drama-3" in bench.CASES and "drama-3" in bench.NO_REAL_SIZES
     with pytest.raises(SystemExit, match=r"drama-3: no real-size checkpoint.*--tiny"):
         bench.build_real("drama-3", ROOT / "nonexistent", "cpu")

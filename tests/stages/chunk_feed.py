@@ -3,6 +3,7 @@ decode (the stateful codec streams' tests)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from vocalis.stages.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
@@ -30,10 +31,26 @@ def record_streams(monkeypatch, codec) -> list[list[int]]:
     return calls
 
 
-def feed(decoder: ChunkDecoder, policy: ChunkPolicy, frames_of: list[torch.Tensor], max_num_seqs: int = 4) -> list[torch.Tensor]:
-    """Each request's frames [T, ...] added one by one (the requests interleaved); the audio each one streams."""
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Thousands of small convolutions: torch's thread pool only slows them down on a busy machine. A module that wants
+    it imports it and says `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def feed(decoder: ChunkDecoder, policy: ChunkPolicy, frames_of: list[torch.Tensor], max_num_seqs: int = 4,
+         requests: list[SynthesisRequest] | None = None) -> list[torch.Tensor]:
+    """Each request's frames [T, ...] added one by one (the requests interleaved); the audio each one streams.
+    `requests`: the requests to stream for (each announced to the stage first, as the talker does); default: bare ones."""
     stage = ChunkStage("codec", decoder, policy, max_num_seqs=max_num_seqs)
-    requests = [SynthesisRequest(text="x", stage_input=None, output=NullOutput()) for _ in frames_of]
+    if requests is None:
+        requests = [SynthesisRequest(text="x", stage_input=None, output=NullOutput()) for _ in frames_of]
+    else:
+        for r in requests:
+            stage.add(StageItem(r))
     audio: dict[int, list] = {id(r): [] for r in requests}
     for t in range(max(len(f) for f in frames_of)):
         for r, frames in zip(requests, frames_of, strict=True):
@@ -71,3 +88,16 @@ def decode_in_calls(decoder: ChunkDecoder, frames_of: list[torch.Tensor], calls:
             done[i] += sizes[i]
     assert done == [len(f) for f in frames_of], "the calls must cover every request's frames"
     return [torch.cat(a) for a in audio]
+
+
+def carried_sizes(decoder: ChunkDecoder, frames: torch.Tensor, step: int) -> tuple[DecodeStream, list[int]]:
+    """Decodes one request's frames `step` at a time from its carried state; the state, and the elements it carries
+    after each call."""
+    state = DecodeStream()
+    sizes = []
+    with torch.inference_mode():
+        for start in range(0, len(frames), step):
+            state.window = Window(start, start, start + step, start + step)
+            decoder.decode(frames[None, start : start + step], [state])
+            sizes.append(sum(t.numel() for kept in state.state.carry.values() for t in (kept if isinstance(kept, tuple) else (kept,))))
+    return state, sizes

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,17 +29,13 @@ from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisReque
 from vocalis.stages.stage import StageItem
 
 GOLDENS = Path(__file__).parents[1] / "goldens"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench_gpu():
     """bench/gpu.py, whose CASES say how each family's tiny checkpoint is had (committed, built or assembled)."""
-    if "bench_gpu" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_gpu"] = module  # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules["bench_gpu"]
+    from bench import gpu
+
+    return gpu
 
 
 class Collect:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.stages.chunk_feed import decode_in_calls, feed, record_streams
+from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
 from vocalis.stages.chunk_stage import DecodeStream
 from vocalis.stages.chunking import ChunkPolicy, Window
 from vocalis.stages.codecs.fish_dac import FishDAC, load_fish_dac
@@ -20,15 +20,7 @@ from vocalis.stages.models.fish_speech.stages import CodecDecoderModel
 TINY = Path(__file__).resolve().parents[2] / "goldens" / "fish_speech" / "tiny"
 EXACT = 1e-5
 FRAMES = 28
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Thousands of small convolutions: torch's thread pool only slows them down on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +73,7 @@ def test_batched_requests_stay_independent(dac):
 
 
 def test_the_carried_state_stays_bounded(dac):
-    decoder = CodecDecoderModel(dac)
-    frames = codes(dac, 40, 9)
-    state = DecodeStream()
-    sizes = []
-    with torch.inference_mode():
-        for start in range(0, len(frames), 10):
-            state.window = Window(start, start, start + 10, start + 10)
-            decoder.decode(frames[None, start : start + 10], [state])
-            sizes.append(sum(t.numel() for v in state.state.carry.values() for t in (v if isinstance(v, tuple) else (v,))))
+    state, sizes = carried_sizes(CodecDecoderModel(dac), codes(dac, 40, 9), 10)
     assert state.state.frames == 40
     assert len(set(sizes)) == 1  # the same after 10 frames as after 40
     window = dac.config.quantizer_window

@@ -8,24 +8,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.stages.chunk_feed import decode_in_calls, feed, record_streams
+from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
 from tests.tiny_gepard.build import build_nemo
-from vocalis.stages.chunk_stage import DecodeStream
-from vocalis.stages.chunking import ChunkPolicy, Window
+from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.gepard.codec_stage import NanoCodecDecoder
 from vocalis.stages.models.gepard.nanocodec import NanoCodec, load_nanocodec
 
 EXACT = 1e-5
 FRAMES = 30
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Thousands of small convolutions: torch's thread pool only slows them down on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +62,6 @@ def test_batched_requests_stay_independent(codec):
 
 
 def test_the_carried_state_stays_bounded(codec):
-    decoder = NanoCodecDecoder(codec)
-    frames = codes(80, 9)
-    state = DecodeStream()
-    sizes = []
-    with torch.inference_mode():
-        for start in range(0, len(frames), 20):
-            state.window = Window(start, start, start + 20, start + 20)
-            decoder.decode(frames[None, start : start + 20], [state])
-            sizes.append(sum(t.numel() for t in state.state.carry.values()))
+    state, sizes = carried_sizes(NanoCodecDecoder(codec), codes(80, 9), 20)
     assert state.state.frames == 80
     assert len(set(sizes)) == 1 and sizes[0] > 0

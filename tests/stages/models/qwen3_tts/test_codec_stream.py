@@ -8,25 +8,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vocalis.stages.chunk_stage import ChunkStage, DecodeStream
+from tests.stages.chunk_feed import NullOutput, carried_sizes, feed
+from vocalis.stages.chunk_stage import DecodeStream
 from vocalis.stages.chunking import ChunkPolicy, Window
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.sampling import SamplingParams
-from vocalis.stages.stage import StageItem
 
 from .goldens import modules
 
 EXACT = 1e-5
 CLIP, FRAMES = 60, 24
-
-
-class NullOutput:
-    def put_audio(self, samples) -> None: ...
-
-    def close(self, error=None) -> None: ...
 
 
 class Spy(CodecDecoderModel):
@@ -66,20 +60,8 @@ def stream(policy: ChunkPolicy, requests: list[tuple[SynthesisRequest, torch.Ten
     audio each one streams."""
     mods = modules("base-1b7")
     spy = Spy(mods.decoder, VoiceCloner(mods))
-    stage = ChunkStage("code2wav", spy, policy, max_num_seqs=max_num_seqs)
-    audio: dict[int, list] = {id(r): [] for r, _ in requests}
-    for r, _ in requests:
-        stage.add(StageItem(r))
-    for t in range(max(len(f) for _, f in requests)):
-        for r, frames in requests:
-            if t < len(frames):
-                stage.add(StageItem(r, frames[t : t + 1], finished=t == len(frames) - 1))
-        while stage.has_work():
-            with torch.inference_mode():
-                for item in stage.step():
-                    if item.payload is not None:
-                        audio[id(item.request)].append(torch.from_numpy(item.payload))
-    return [torch.cat(audio[id(r)]) for r, _ in requests], spy
+    audio = feed(spy, policy, [f for _, f in requests], max_num_seqs, requests=[r for r, _ in requests])
+    return audio, spy
 
 
 @pytest.mark.parametrize(("first", "chunk", "growth", "sizes"), [
@@ -123,14 +105,7 @@ def test_the_carried_state_stays_one_window_long():
     mods = modules("base-1b7")
     decoder = CodecDecoderModel(mods.decoder, VoiceCloner(mods))
     c = mods.decoder.config
-    frames = codes(200, 9)
-    state = DecodeStream()
-    sizes = []
-    with torch.inference_mode():
-        for start in range(0, len(frames), 50):
-            state.window = Window(start, start, start + 50, start + 50)
-            decoder.decode(frames[None, start : start + 50], [state])
-            sizes.append(sum(t.numel() for kept in state.state.carry.values() for t in (kept if isinstance(kept, tuple) else (kept,))))
+    state, sizes = carried_sizes(decoder, codes(200, 9), 50)
     assert state.state.frames == 200
     assert len(set(sizes)) == 1  # bounded: the same after 50 frames as after 200
     keys, _ = state.state.carry[mods.decoder.pre_transformer.layers[0].self_attn]

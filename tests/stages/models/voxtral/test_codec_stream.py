@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.stages.chunk_feed import decode_in_calls, feed, record_streams
-from vocalis.stages.chunk_stage import DecodeStream
-from vocalis.stages.chunking import ChunkPolicy, Window
+from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, record_streams
+from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.voxtral.decoding import CodecDecoder
 
 from .test_generation import random_frames
@@ -54,15 +53,7 @@ def test_batched_requests_stay_independent(tiny):
 
 
 def test_the_carried_state_stays_bounded(tiny):
-    decoder = CodecDecoder(tiny.modules.codec)
-    frames = random_frames(40, seed=9)
-    state = DecodeStream()
-    sizes = []
-    with torch.inference_mode():
-        for start in range(0, len(frames), 10):
-            state.window = Window(start, start, start + 10, start + 10)
-            decoder.decode(frames[None, start : start + 10], [state])
-            sizes.append(sum(t.numel() for v in state.state.carry.values() for t in (v if isinstance(v, tuple) else (v,))))
+    state, sizes = carried_sizes(CodecDecoder(tiny.modules.codec), random_frames(40, seed=9), 10)
     assert state.state.frames == 40
     assert len(set(sizes)) == 1  # the same after 10 frames as after 40
     first = tiny.modules.codec.decoder_blocks[1].layers[0].attention

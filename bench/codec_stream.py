@@ -57,7 +57,7 @@ class Codec:
 
 def qwen3(ref: int, real_frames: int, real_chunks: str, real_repeats: int, skip_real: bool) -> list[Codec]:
     from bench.qwen3_codec_context import decoders
-    from vocalis.stages.causal_stream import StreamState
+    from vocalis.stages.components.causal_stream import StreamState
 
     out = []
     for name, decoder in decoders().items():
@@ -76,9 +76,9 @@ def qwen3(ref: int, real_frames: int, real_chunks: str, real_repeats: int, skip_
 
 
 def fish_speech(real: bool, real_frames: int, real_chunks: str, real_repeats: int, lead_in: int) -> list[Codec]:
-    from vocalis.stages.causal_stream import StreamState
-    from vocalis.stages.codecs.fish_dac import FishDAC, load_fish_dac
-    from vocalis.stages.codecs.fish_dac_config import FishDACConfig
+    from vocalis.stages.components.causal_stream import StreamState
+    from vocalis.stages.models.fish_common.fish_dac import FishDAC, load_fish_dac
+    from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
 
     dacs = {"tiny": load_fish_dac(ROOT / "tests" / "goldens" / "fish_speech" / "tiny")}
     if real:
@@ -100,7 +100,7 @@ def fish_speech(real: bool, real_frames: int, real_chunks: str, real_repeats: in
 
 def gepard(real: bool, real_frames: int, real_chunks: str, real_repeats: int, lead_in: int) -> list[Codec]:
     from tests.tiny_gepard.build import build_nemo
-    from vocalis.stages.causal_stream import StreamState
+    from vocalis.stages.components.causal_stream import StreamState
     from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig, load_nanocodec
 
     codecs = {"tiny": load_nanocodec(build_nemo(Path(tempfile.mkdtemp()) / "tiny.nemo"))}
@@ -123,7 +123,7 @@ def gepard(real: bool, real_frames: int, real_chunks: str, real_repeats: int, le
 
 def voxtral(lead_in: int) -> list[Codec]:
     from tests.goldens.voxtral.build_tiny import build
-    from vocalis.stages.causal_stream import StreamState
+    from vocalis.stages.components.causal_stream import StreamState
     from vocalis.stages.models.voxtral.weights import load_modules
 
     codec = load_modules(build(Path(tempfile.mkdtemp()) / "tiny")).codec

@@ -23,12 +23,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vocalis.stages.chunk_stage import DecodeStream  # noqa: E402
-from vocalis.stages.chunking import Window  # noqa: E402
-from vocalis.stages.flow_vocoder import FlowConditioning, FlowVocoderDecoder  # noqa: E402
-from vocalis.stages.layers.flow_dit import DiT  # noqa: E402
-from vocalis.stages.layers.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer  # noqa: E402
-from vocalis.stages.layers.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator  # noqa: E402
+from vocalis.stages.components.flow_dit import DiT  # noqa: E402
+from vocalis.stages.components.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer  # noqa: E402
+from vocalis.stages.components.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator  # noqa: E402
+from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder  # noqa: E402
+from vocalis.stages.runtime.chunk_stage import DecodeStream  # noqa: E402
+from vocalis.stages.runtime.chunking import Window  # noqa: E402
 
 SIZES = {"real": (1024, 22, 16, 512), "small": (256, 4, 4, 64)}
 TOKENS_PER_SECOND = 25

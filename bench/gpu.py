@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vocalis.stages.models.registry import load_model  # noqa: E402
-from vocalis.stages.output import AudioOutput  # noqa: E402
-from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
@@ -214,7 +214,7 @@ def _build_voxcpm2(out: Path) -> None:
 
 
 def _build_omnivoice(out: Path) -> None:
-    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
+    from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
     from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
     from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
 
@@ -258,8 +258,8 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     """S2 Pro's published geometry (its config.json names no sizes: the defaults are the published ones) for the dual
     AR, and the codec at its published geometry (no codec_config.json beside codec.pth). The tiny tokenizer stays:
     its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
-    from vocalis.stages.codecs.fish_dac import FishDAC
-    from vocalis.stages.codecs.fish_dac_config import FishDACConfig
+    from vocalis.stages.models.fish_common.fish_dac import FishDAC
+    from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
     from vocalis.stages.models.fish_speech.config import parse_config
     from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
 
@@ -292,8 +292,8 @@ def _build_auk(out: Path) -> None:
 
 
 def _build_higgs(out: Path) -> None:
-    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig
-    from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
+    from vocalis.stages.components.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig
+    from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
     from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
     from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 

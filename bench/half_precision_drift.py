@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vocalis.stages.models.registry import load_model  # noqa: E402
-from vocalis.stages.request import RequestParams, SynthesisRequest  # noqa: E402
-from vocalis.stages.stage import StageItem  # noqa: E402
+from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.stage import StageItem  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from tests.serving import start_server  # noqa: E402
 from vocalis.clients.sync import Client  # noqa: E402
 from vocalis.stages.models.piper.loader import load_piper  # noqa: E402
-from vocalis.stages.output import AudioOutput  # noqa: E402
-from vocalis.stages.request import RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
+from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.tts.v1 import audio_pb2  # noqa: E402
 from vocalis.tts.v1 import synthesizer_pb2 as pb  # noqa: E402
 

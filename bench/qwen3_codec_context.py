@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig
+from vocalis.stages.runtime.chunking import ChunkPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the receptive-field bound, derived next to its test under tests/

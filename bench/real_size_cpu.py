@@ -142,8 +142,8 @@ def reference_clip() -> np.ndarray:
 
 def make_request(model, family: Family, frames: int, steps: int):
     """One request as the reference side makes it: greedy, the same text, voice and length."""
-    from vocalis.stages.output import AudioOutput
-    from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
+    from vocalis.stages.runtime.output import AudioOutput
+    from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 
     fields: dict = {"seed": 1}
     reference = None

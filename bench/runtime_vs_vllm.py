@@ -28,15 +28,15 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vocalis.stages.attention import AttentionBatch  # noqa: E402
-from vocalis.stages.autoregressive import AutoregressiveStage, SequenceStart  # noqa: E402
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache  # noqa: E402
 from vocalis.stages.layers.norm import RMSNorm  # noqa: E402
 from vocalis.stages.layers.rotary import rope  # noqa: E402
 from vocalis.stages.layers.transformer import gated_decoder_layer  # noqa: E402
-from vocalis.stages.request import SynthesisRequest  # noqa: E402
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch  # noqa: E402
-from vocalis.stages.stage import StageItem  # noqa: E402
+from vocalis.stages.runtime.attention import AttentionBatch  # noqa: E402
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart  # noqa: E402
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache  # noqa: E402
+from vocalis.stages.runtime.request import SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, sample_batch  # noqa: E402
+from vocalis.stages.runtime.stage import StageItem  # noqa: E402
 
 REFERENCE = ROOT / "bench" / "runtime_vs_vllm_reference.py"
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from tests.tiny_tts.build import build_checkpoint  # noqa: E402
 from tests.tiny_tts.family import TinyInput, load  # noqa: E402
-from vocalis.stages.deploy import load_deploy  # noqa: E402
-from vocalis.stages.output import AudioOutput  # noqa: E402
-from vocalis.stages.request import SynthesisRequest  # noqa: E402
-from vocalis.stages.sampling import SamplingParams  # noqa: E402
+from vocalis.stages.runtime.deploy import load_deploy  # noqa: E402
+from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
+from vocalis.stages.runtime.request import SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.sampling import SamplingParams  # noqa: E402
 
 TEXT = "A sentence of ordinary length for the tiny talker to read out loud."
 

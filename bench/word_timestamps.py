@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from clients.prompts import MEDIUM, SHORT  # noqa: E402
 from tests.serving import start_server  # noqa: E402
-from tests.stages.aligner.tiny_ctc import build_tiny_ctc  # noqa: E402
+from tests.stages.text.aligner.tiny_ctc import build_tiny_ctc  # noqa: E402
 from tests.tiny_tts.build import build_checkpoint  # noqa: E402
 from vocalis.clients.sync import Client  # noqa: E402
 from vocalis.tts.v1 import audio_pb2  # noqa: E402

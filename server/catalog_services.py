@@ -8,8 +8,8 @@ from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
 from vocalis.server.field_policy import IGNORED_BY_PEERS
 from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
-from vocalis.stages.extra_params import ExtraParam
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.extra_params import ExtraParam
+from vocalis.stages.api.model import LoadedModel
 from vocalis.tts.v1 import models_pb2, models_pb2_grpc, synthesizer_pb2
 
 _ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR.fields) - {"unknown_fields"}

@@ -15,9 +15,9 @@ import grpc
 import numpy as np
 
 from vocalis.server.errors import StatusError
-from vocalis.stages.model import LoadedModel
-from vocalis.stages.output import AudioOutput
-from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.request import SynthesisRequest
 
 
 @dataclass

@@ -12,7 +12,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from vocalis.stages.errors import RequestError, UnknownVoice
+from vocalis.stages.api.errors import RequestError, UnknownVoice
 
 ERROR_DOMAIN = "vocalis.tts.v1"
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from google.protobuf import struct_pb2
 
 from vocalis.server.errors import StatusError, invalid_argument
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 IGNORED_BY_PEERS = ("instructions", "task_type", "language", "max_new_tokens", "initial_codec_chunk_frames", "seed", "ref_text")

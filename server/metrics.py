@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 
 from vocalis.server.engine import Engine, UtteranceStats
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
 from vocalis.tts.v1 import metrics_pb2, metrics_pb2_grpc
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

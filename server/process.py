@@ -93,7 +93,7 @@ async def run_server(
         load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules, config.served_model_names
     )
     if config.forced_aligner is not None:
-        from vocalis.stages.aligner.aligner import attach_aligner
+        from vocalis.stages.text.aligner.aligner import attach_aligner
 
         await asyncio.to_thread(attach_aligner, model, config.forced_aligner)
     engine = Engine([model], config.limits.max_queued_requests, config.retry_after_s)

@@ -23,8 +23,8 @@ from vocalis.server.pinned_http import pinned_client
 from vocalis.server.public_address import UnresolvableHost, is_public, resolve
 from vocalis.server.voice_catalog import VoiceCatalog
 from vocalis.server.voice_rules import check_clip
-from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import ReferenceAudio
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.request import ReferenceAudio
 from vocalis.tts.v1 import synthesizer_pb2
 
 

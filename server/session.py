@@ -29,12 +29,12 @@ from vocalis.server.audio_encoding import MEDIA_TYPES
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
-from vocalis.stages.errors import RequestError
-from vocalis.stages.output import WordTimes
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sentence_splitter import SentenceSplitter, TextUnit
-from vocalis.stages.text_carry import text_carry
-from vocalis.stages.word_times import WordTime
+from vocalis.stages.api.errors import RequestError
+from vocalis.stages.runtime.output import WordTimes
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.text.sentence_splitter import SentenceSplitter, TextUnit
+from vocalis.stages.text.text_carry import text_carry
+from vocalis.stages.text.word_times import WordTime
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class Utterance:
     model_text: str = ""
     """The unit as the model is given it: its text, rewritten by the family's text carry if it has one."""
     context_after: str = ""
-    """The family's text-carry context after this unit (see stages/text_carry.py)."""
+    """The family's text-carry context after this unit (see stages/text/text_carry.py)."""
     tentative: bool = False
     """A guess: the text so far ends with what looks like a sentence end, and only the next text can
     confirm it ("Hello." followed by " Next" or by "com"). It is synthesized meanwhile, and spoken

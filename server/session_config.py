@@ -17,10 +17,10 @@ from vocalis.server.audio_encoding import Encoding, StreamEncoder, encodable_rat
 from vocalis.server.config import Limits
 from vocalis.server.errors import from_request_error, invalid_argument
 from vocalis.server.voice_resolver import ResolvedVoice
-from vocalis.stages.errors import RequestError
-from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sentence_splitter import DEFAULT_IDLE_FLUSH_S, DEFAULT_MAX_UNIT_CHARS, Granularity, SentenceSplitter
+from vocalis.stages.api.errors import RequestError
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.text.sentence_splitter import DEFAULT_IDLE_FLUSH_S, DEFAULT_MAX_UNIT_CHARS, Granularity, SentenceSplitter
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2
 
 ENCODINGS = {

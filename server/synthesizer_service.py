@@ -20,7 +20,7 @@ from vocalis.server.log_format import REQUEST_ID
 from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.session import Session
 from vocalis.server.voice_resolver import VoiceResolver
-from vocalis.stages.errors import RequestError, SynthesisFailed
+from vocalis.stages.api.errors import RequestError, SynthesisFailed
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 from vocalis.tts.v1 import synthesizer_pb2_grpc
 

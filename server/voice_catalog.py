@@ -18,8 +18,8 @@ from vocalis.server.precomputed_voices import PrecomputedVoice
 from vocalis.server.voice_rules import not_found
 from vocalis.server.voice_store import VoiceNotFound, VoiceRecord
 from vocalis.server.voice_store_backend import VoiceStoreBackend
-from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import ReferenceAudio
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.request import ReferenceAudio
 
 
 @dataclass(frozen=True)

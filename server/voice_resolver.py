@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from vocalis.server.errors import from_request_error
 from vocalis.server.reference_audio import ReferenceResolver
-from vocalis.stages.errors import RequestError
-from vocalis.stages.model import LoadedModel
-from vocalis.stages.request import ReferenceAudio
+from vocalis.stages.api.errors import RequestError
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.request import ReferenceAudio
 from vocalis.tts.v1 import synthesizer_pb2
 
 

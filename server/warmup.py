@@ -6,8 +6,8 @@ import logging
 import time
 
 from vocalis.server.engine import Engine
-from vocalis.stages.errors import RequestError
-from vocalis.stages.request import RequestParams
+from vocalis.stages.api.errors import RequestError
+from vocalis.stages.runtime.request import RequestParams
 
 log = logging.getLogger(__name__)
 WARMUP_TEXT = "Hello."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.stages.word_times import text_words
+from vocalis.stages.text.word_times import text_words
 
 
 def assert_words_fit_text(words: list[dict], text: str) -> None:

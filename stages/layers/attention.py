@@ -2,7 +2,7 @@
 
 Two backends, chosen per call:
 - `cached`: the flattened tokens [T, hidden] of an autoregressive step, attended over each sequence's prefix in the
-  runtime's KV cache through `vocalis.stages.attention.cached_attention` (the cache's layout stays the runtime's);
+  runtime's KV cache through `vocalis.stages.runtime.attention.cached_attention` (the cache's layout stays the runtime's);
 - `dense`: whole rows [B, L, hidden] with an optional mask (causal, windowed, padding or none for bidirectional
   stacks), optionally extending a per-call list cache [k, v] (a small decoder run step by step, no runtime cache).
 """
@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch, cached_attention
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import apply_rotary
+from vocalis.stages.runtime.attention import AttentionBatch, cached_attention
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 """(cos, sin), each [T, head_dim]: one row per query position (or [B, T, head_dim]: per batch row, for `dense`)."""

@@ -3,7 +3,7 @@
 Attribute names are the published checkpoints' (`linear_attn.in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`,
 `conv1d`, `dt_bias`, `A_log`, `norm`, `out_proj`). Per token: q, k, v from one projection through a short depthwise
 causal convolution (SiLU); per value head a decay exp(-exp(A_log) * softplus(a + dt_bias)) and a write strength
-beta = sigmoid(b); the gated delta rule (stages/linear_attention.py) over L2-normalised q and k; then an RMSNorm of
+beta = sigmoid(b); the gated delta rule (stages/runtime/linear_attention.py) over L2-normalised q and k; then an RMSNorm of
 each head's output gated by SiLU(z), and `out_proj`.
 
 Two backends, as QKVAttention has: `cached` (a step's flattened tokens, continuing each sequence's state in the
@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.block_manager import StateShape
-from vocalis.stages.linear_attention import (
+from vocalis.stages.runtime.block_manager import StateShape
+from vocalis.stages.runtime.linear_attention import (
     RecurrentBatch,
     RecurrentStates,
     cached_linear_attention,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages import family as families
-from vocalis.stages.deploy import load_deploy
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api import family as families
+from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_repo
+from vocalis.stages.runtime.deploy import load_deploy
 
 DEFAULT_MODEL = "en_US-joe-medium"
 NEURAL_MODULES = ("torch", "safetensors", "tokenizers", "tiktoken")

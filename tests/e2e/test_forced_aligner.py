@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.serving import start_server
-from tests.stages.aligner.tiny_ctc import build_tiny_ctc
+from tests.stages.text.aligner.tiny_ctc import build_tiny_ctc
 from tests.tiny_tts.build import build_checkpoint
 from tests.word_checks import assert_monotonic, assert_words_fit_text
 from vocalis.clients.sync import Client

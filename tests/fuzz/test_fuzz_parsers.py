@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.seeding import fuzzed
 from vocalis.server.audio_decoding import UndecodableAudio, decode_audio
-from vocalis.stages.sentence_splitter import SentenceSplitter
+from vocalis.stages.text.sentence_splitter import SentenceSplitter
 
 
 @given(pieces=st.lists(st.text(max_size=60), max_size=12))

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.errors import UnknownVoice
-from vocalis.stages.family import ModelFamily
-from vocalis.stages.model import Capabilities, LoadedModel
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.request import RequestParams, SynthesisRequest
-from vocalis.stages.utterance import UtteranceStage
+from vocalis.stages.api.errors import UnknownVoice
+from vocalis.stages.api.family import ModelFamily
+from vocalis.stages.api.model import Capabilities, LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.request import RequestParams, SynthesisRequest
+from vocalis.stages.runtime.utterance import UtteranceStage
 
 MODEL_TYPE = "gated_tts"
 VOICE = "tone"

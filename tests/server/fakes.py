@@ -12,9 +12,9 @@ import numpy as np
 
 from vocalis.server.engine import UtteranceStats
 from vocalis.server.errors import StatusError
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.model import Capabilities, LoadedModel
-from vocalis.stages.request import RequestParams
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.model import Capabilities, LoadedModel
+from vocalis.stages.runtime.request import RequestParams
 
 RATE = 16000
 

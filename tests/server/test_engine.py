@@ -11,11 +11,11 @@ import pytest
 
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError
-from vocalis.stages.errors import SynthesisFailed
-from vocalis.stages.model import Capabilities, LoadedModel
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.utterance import UtteranceStage
+from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.api.model import Capabilities, LoadedModel
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.utterance import UtteranceStage
 
 
 class ToneModel:

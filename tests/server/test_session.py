@@ -14,9 +14,9 @@ from vocalis.server.config import Limits
 from vocalis.server.errors import StatusError
 from vocalis.server.session import Session
 from vocalis.server.voice_resolver import ResolvedVoice
-from vocalis.stages.errors import InvalidField
-from vocalis.stages.model import LoadedModel
-from vocalis.stages.text_carry import CarriedUnit
+from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.text.text_carry import CarriedUnit
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 

@@ -12,7 +12,7 @@ from vocalis.server.audio_encoding import Encoding
 from vocalis.server.config import Limits
 from vocalis.server.errors import StatusError
 from vocalis.server.voice_resolver import ResolvedVoice
-from vocalis.stages.sentence_splitter import DEFAULT_MAX_UNIT_CHARS, Granularity
+from vocalis.stages.text.sentence_splitter import DEFAULT_MAX_UNIT_CHARS, Granularity
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 

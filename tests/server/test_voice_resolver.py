@@ -11,7 +11,7 @@ from vocalis.server.config import Limits
 from vocalis.server.errors import StatusError
 from vocalis.server.synthesizer_service import SynthesizerService
 from vocalis.server.voice_resolver import VoiceResolver
-from vocalis.stages.request import ReferenceAudio
+from vocalis.stages.runtime.request import ReferenceAudio
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vocalis.stages.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
-from vocalis.stages.chunking import ChunkPolicy, Window
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
+from vocalis.stages.runtime.chunking import ChunkPolicy, Window
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 
 class NullOutput:

@@ -15,18 +15,18 @@ from safetensors.torch import load_file
 
 from tests.tiny_tts.config import MODEL_TYPE, TinyConfig
 from tests.tiny_tts.modules import SPEAKER_DIM, TinyCodecDecoder, TinyTalker
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, AutoregressiveStage, SequenceStart
-from vocalis.stages.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.family import ModelFamily
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
-from vocalis.stages.model import Capabilities, LoadedModel
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_batch
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.family import ModelFamily
+from vocalis.stages.api.model import Capabilities, LoadedModel
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, AutoregressiveStage, SequenceStart
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, ChunkStage, DecodeStream
+from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, sample_batch
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 VOICE = "tiny"

@@ -6,12 +6,12 @@ import torch
 from torch import nn
 
 from tests.tiny_tts.config import CodecConfig, TalkerConfig
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.audio_blocks import CausalConv1d, summed_lookup
-from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.layers.audio_blocks import CausalConv1d, summed_lookup
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 SPEAKER_DIM = 16
 """Length of the tiny family's speaker embedding (loudness contour of the reference clip)."""

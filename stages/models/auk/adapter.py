@@ -15,12 +15,12 @@ import json
 import math
 from dataclasses import dataclass
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.model import Capabilities
 from vocalis.stages.models.auk.config import MAX_SECONDS, AuKConfig
 from vocalis.stages.models.auk.schedule import Schedule, resolve, valid_t_grid
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 MAX_INSTRUCTION_CHARS = 4096
 VAE_SAMPLE_SEED_OFFSET = 0x5EED0A0C

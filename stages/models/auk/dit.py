@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.layers.flow_dit import RotaryEmbedding, TimestepEmbedding, interleaved_rotary
+from vocalis.stages.components.flow_dit import RotaryEmbedding, TimestepEmbedding, interleaved_rotary
 from vocalis.stages.models.auk.config import DiTConfig
 
 

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.components.whisper import WhisperEncoderLayer
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.layers.transformer import PreNormDecoderLayer
-from vocalis.stages.layers.whisper import WhisperEncoderLayer
 from vocalis.stages.models.auk.config import AudioConfig, TextConfig
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 
 MODEL_TYPE = "auk"
 UPSTREAM_WEIGHTS = ("auk_base.safetensors", "auk_flash.safetensors", "auk.safetensors")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.auk.adapter import AuKAdapter
 from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
 from vocalis.stages.models.auk.dit import AuKDiT
@@ -22,8 +22,8 @@ from vocalis.stages.models.auk.encoder import ConditionEncoder
 from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.runtime import ConditionStage, DecodeStage, FlowStage
 from vocalis.stages.models.auk.vae import AuKVAE
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.pipeline import Pipeline
 
 DIT_FILES = ("auk.safetensors", "auk_base.safetensors", "auk_flash.safetensors")
 QWEN_UNUSED = (

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from vocalis.stages.api.reference import resample
 from vocalis.stages.models.auk.adapter import VAE_SAMPLE_SEED_OFFSET, AuKInput
 from vocalis.stages.models.auk.config import THINKER_SAMPLE_RATE, AuKConfig
 from vocalis.stages.models.auk.dit import AuKDiT, DiTBatch
@@ -20,10 +21,9 @@ from vocalis.stages.models.auk.encoder import ConditionEncoder, audio_token_coun
 from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.vae import AuKVAE, padded_samples
-from vocalis.stages.reference import resample
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.request_table import RequestTable
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.request_table import RequestTable
+from vocalis.stages.runtime.stage import StageItem
 
 
 @dataclass

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.alias_free import Activation1d
-from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, SnakeBeta
+from vocalis.stages.layers.alias_free import Activation1d
+from vocalis.stages.layers.audio_blocks import CausalConv1d, CausalConvTranspose1d, SnakeBeta
 from vocalis.stages.models.auk.config import VAEConfig
 
 

@@ -11,17 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.cosyvoice3.stages import CosyVoice3Input
-from vocalis.stages.ras_sampling import RASParams
-from vocalis.stages.reference_policy import ReferencePolicy
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.sampling import SamplingParams
 
 VOICE = "default"
 STANDARD = {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21}

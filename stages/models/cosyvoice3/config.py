@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.config_json import from_json
-from vocalis.stages.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
+from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
 
 MODEL_TYPE = "cosyvoice3"
 YAML = "cosyvoice3.yaml"

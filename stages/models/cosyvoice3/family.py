@@ -7,7 +7,7 @@ Kept free of torch imports, so that a server that loads another family never imp
 
 from __future__ import annotations
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.cosyvoice3.config import FILE_SET, MODEL_TYPE
 
 FAMILY = checkpoint_family("cosyvoice3", (MODEL_TYPE,), __package__, file_set=FILE_SET)

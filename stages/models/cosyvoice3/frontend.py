@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vocalis.stages.campplus import CampPlus, onnx_session
+from vocalis.stages.api.reference import ReferenceCache, content_key, resample
+from vocalis.stages.components.campplus import CampPlus, onnx_session
+from vocalis.stages.components.speech_features import matcha_log_mel, whisper_log_mel
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
-from vocalis.stages.reference import ReferenceCache, content_key, resample
-from vocalis.stages.speech_features import matcha_log_mel, whisper_log_mel
 
 TOKENIZER_RATE = 16000
 MAX_REFERENCE_SECONDS = 30.0

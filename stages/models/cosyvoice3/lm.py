@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rope_stack import run_cached, run_dense
 from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.cosyvoice3.config import LMConfig, Qwen2Config
+from vocalis.stages.models.cosyvoice_common.rope_stack import run_cached, run_dense
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 UNUSED_KEYS = (r"llm\.model\.lm_head\.weight",)
 """The Qwen2 text head: the speech LM decodes through `llm_decoder` only (declared unused)."""

@@ -8,21 +8,21 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 log = logging.getLogger(__name__)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.flow_vocoder import FlowVocoderDecoder
     from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
     from vocalis.stages.models.cosyvoice3.frontend import Frontend
     from vocalis.stages.models.cosyvoice3.stages import SpeechLM, VoicePreparer, conditioning
     from vocalis.stages.models.cosyvoice3.weights import load_modules
-    from vocalis.stages.pipeline import Pipeline
-    from vocalis.stages.prepare import PrepareStage
+    from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
+    from vocalis.stages.runtime.prepare import PrepareStage
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.flow_vocoder import FlowConditioning
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.cosyvoice3.frontend import Frontend, VoicePrompt
 from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
 from vocalis.stages.models.cosyvoice3.weights import CosyVoice3Modules
-from vocalis.stages.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams
+from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
+from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 
 
 @dataclass(frozen=True, eq=False)

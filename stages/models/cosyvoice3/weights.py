@@ -9,14 +9,14 @@ from typing import Any
 
 import torch
 
-from vocalis.stages.hyperpyyaml import CLASS_KEY
-from vocalis.stages.layers.flow_dit import DiT
-from vocalis.stages.layers.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer
-from vocalis.stages.layers.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator
+from vocalis.stages.api.hyperpyyaml import CLASS_KEY
+from vocalis.stages.components.flow_dit import DiT
+from vocalis.stages.components.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer
+from vocalis.stages.components.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator
+from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_state_dict
 from vocalis.stages.models.cosyvoice3.config import QWEN_DIR, CosyVoice3Config, load_config
 from vocalis.stages.models.cosyvoice3.lm import UNUSED_KEYS, CosyVoice3LM
 from vocalis.stages.models.cosyvoice3.tokenizer import QwenTokenizer
-from vocalis.stages.weights import fold_weight_norm, load_strict, read_state_dict
 
 
 @dataclass

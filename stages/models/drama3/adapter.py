@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
 from vocalis.stages.models.drama3.tag_carry import TagCarry
 from vocalis.stages.models.drama3.talker import Drama3Input, ReferenceClip
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.sampling import SamplingParams
 
 VOICE = "default"
 DEFAULTS = {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "max_new_tokens": 2048}

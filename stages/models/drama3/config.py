@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vocalis.stages.layers.hybrid import FULL, HybridConfig
+from vocalis.stages.components.hybrid import FULL, HybridConfig
 
 MODEL_TYPE = "fish_omni"
 TEXT_MODEL_TYPES = ("fish_omni_text", "qwen3_5_moe_text")

@@ -5,7 +5,7 @@ Kept free of torch imports, so that a server that loads another family never imp
 
 from __future__ import annotations
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 
 MODEL_TYPE = "fish_omni"
 """The same string as config.MODEL_TYPE (that module imports torch-backed layers, so it is not imported here)."""

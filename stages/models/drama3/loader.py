@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def codec_directory(path: Path, weights_dir: str) -> Path:
-    from vocalis.stages.codecs.fish_dac import CODEC_FILE
+    from vocalis.stages.models.fish_common.fish_dac import CODEC_FILE
     from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_repo
 
     if (path / CODEC_FILE).exists():
@@ -31,15 +31,15 @@ def codec_directory(path: Path, weights_dir: str) -> Path:
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from tokenizers import Tokenizer
 
-    from vocalis.stages.codecs.fish_dac import load_fish_dac
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.drama3.adapter import Drama3Adapter
     from vocalis.stages.models.drama3.config import parse_config
     from vocalis.stages.models.drama3.talker import Drama3Talker, ReferenceFrames
     from vocalis.stages.models.drama3.weights import load_drama3
-    from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, ReferenceEncoder
-    from vocalis.stages.pipeline import Pipeline
-    from vocalis.stages.prepare import PrepareStage
+    from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
+    from vocalis.stages.models.fish_common.fish_dac import load_fish_dac
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
+    from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("dac_decoder")
     config = parse_config(json.loads((path / "config.json").read_text()))

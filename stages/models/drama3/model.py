@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.layers.hybrid import HybridDecoder
+from vocalis.stages.components.hybrid import HybridDecoder
 from vocalis.stages.models.drama3.config import Drama3Config
 from vocalis.stages.models.drama3.tower import CodebookTower
 

@@ -9,9 +9,9 @@ there and carried on. The context is the speaker tag (or "") and `<whisper>` whe
 
 from __future__ import annotations
 
-from vocalis.stages.errors import InvalidField
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.drama3.prompt import SPEAKER_TAG, WHISPER, WHITE_SPACE
-from vocalis.stages.text_carry import CarriedUnit
+from vocalis.stages.text.text_carry import CarriedUnit
 
 OPEN = "<whisper>"
 CLOSE = "</whisper>"
@@ -23,7 +23,7 @@ def _split_context(context: str) -> tuple[str, bool]:
 
 
 class TagCarry:
-    """The `text_carry` of the Drama 3 adapter (stages/text_carry.py)."""
+    """The `text_carry` of the Drama 3 adapter (stages/text/text_carry.py)."""
 
     def unit(self, context: str, text: str) -> CarriedUnit:
         speaker, whispering = _split_context(context)

@@ -22,15 +22,15 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import SequenceStart
-from vocalis.stages.errors import InvalidField
-from vocalis.stages.kv_cache import PagedKVCache
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.drama3.model import Drama3
 from vocalis.stages.models.drama3.prompt import PromptTextError, Reference, build_prompt
 from vocalis.stages.models.drama3.tower import RowGroup, TowerKV
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, redraw_repeats, sample_states
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import SequenceStart
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, redraw_repeats, sample_states
 
 EOS_CODE = -1
 """Code 0 of the frame that ends a sequence (end of speech drawn); never emitted."""

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, normalize_text
 from vocalis.stages.models.fish_speech.stages import FishSpeechInput
-from vocalis.stages.reference_policy import ReferencePolicy
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.sampling import SamplingParams
 
 VOICE = "default"
 DEFAULTS = {"temperature": 0.8, "top_k": 30, "top_p": 0.9, "repetition_penalty": 1.0, "max_new_tokens": 2048}

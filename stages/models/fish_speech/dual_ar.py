@@ -2,7 +2,7 @@
 decoder over text and semantic tokens, embeddings tied to its output) and the fast AR (`audio_decoder.*`, which
 fills in the 10 codes of each frame from the slow AR's hidden state).
 
-Both use gpt-fast's layer spelling and interleaved RoPE (`stages/layers/gptfast.py`); the fast AR's per-frame loop
+Both use gpt-fast's layer spelling and interleaved RoPE (`stages/models/fish_common/gptfast.py`); the fast AR's per-frame loop
 is the floor's `generate_frame_codes`, as Qwen3-TTS's code predictor's is.
 """
 
@@ -14,14 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.components.frame_codes import generate_frame_codes
 from vocalis.stages.layers.attention import causal_mask
-from vocalis.stages.layers.frame_codes import generate_frame_codes
-from vocalis.stages.layers.gptfast import gptfast_block
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import interleaved_rope
+from vocalis.stages.models.fish_common.gptfast import gptfast_block
 from vocalis.stages.models.fish_speech.config import FastARConfig, FishSpeechConfig, SlowARConfig
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 ROPE_TABLE_DTYPE = torch.bfloat16
 """fish-speech stores its RoPE table in bfloat16; the rotation itself runs in float32."""

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
     from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
     from vocalis.stages.models.fish_speech.prompt import FishTokenizer
-    from vocalis.stages.models.fish_speech.stages import CodecDecoderModel, ReferenceEncoder, SlowARStageModel
+    from vocalis.stages.models.fish_speech.stages import SlowARStageModel
     from vocalis.stages.models.fish_speech.weights import load_modules
-    from vocalis.stages.pipeline import Pipeline
-    from vocalis.stages.prepare import PrepareStage
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
+    from vocalis.stages.runtime.prepare import PrepareStage
 
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
     modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)

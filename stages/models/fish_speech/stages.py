@@ -9,18 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
-from vocalis.stages.codecs.fish_dac import FishDAC
-from vocalis.stages.errors import InvalidField
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.models.fish_common.codec import ReferenceEncoder
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTokenizer, Prompt, clone_prompt, text_only_prompt
 from vocalis.stages.models.fish_speech.weights import FishSpeechModules
-from vocalis.stages.reference import ReferenceCache, content_key, resample
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
-from vocalis.stages.stateful_decode import decode_windows
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
 
 EOS_CODE = -1
 """Codebook 0 of the frame that ends a sequence (the slow AR chose <|im_end|>); never emitted."""
@@ -43,36 +40,6 @@ class SequenceState:
     fast: SamplerState
     seen: SeenTokens | None = None
     """The semantic token ids generated so far, on the device, for the repetition penalty (None without one)."""
-
-
-class ReferenceEncoder:
-    """The Preparer of the pipeline's first stage: a request's reference clip to its frames [F, K] with the codec's
-    encoder (resampled to its rate), cached by content, on a thread of its own while the slow AR keeps stepping."""
-
-    def __init__(self, codec: FishDAC) -> None:
-        self.codec = codec
-        self.cache: ReferenceCache[torch.Tensor] = ReferenceCache()
-
-    def prepare(self, request: SynthesisRequest[FishSpeechInput]) -> torch.Tensor | None:
-        inputs = request.stage_input
-        return None if inputs.ref_samples is None else self.encode(inputs.ref_samples, inputs.ref_rate)
-
-    def costly(self, request: SynthesisRequest[FishSpeechInput]) -> bool:
-        inputs = request.stage_input
-        return inputs.ref_samples is not None and not self.cached(inputs.ref_samples, inputs.ref_rate)
-
-    def cached(self, samples: np.ndarray, rate: int) -> bool:
-        """Whether the clip's frames are cached (encode() returns at once)."""
-        return self.cache.has(content_key(samples, rate))
-
-    def encode(self, samples: np.ndarray, rate: int) -> torch.Tensor:
-        def run() -> torch.Tensor:
-            audio = resample(np.asarray(samples, dtype=np.float32), rate, self.codec.sample_rate)
-            device = next(self.codec.parameters()).device
-            with torch.inference_mode():
-                return self.codec.encode(torch.from_numpy(np.ascontiguousarray(audio))[None].to(device))[0].T.cpu()
-
-        return self.cache.get_or_make(content_key(samples, rate), run)
 
 
 class SlowARStageModel(AutoregressiveModel):
@@ -155,28 +122,3 @@ class SlowARStageModel(AutoregressiveModel):
     def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
         frames = frames.to(self.device)
         return self.model.embed(frames[:, 0] + self.config.semantic_start_token_id, frames)
-
-
-class CodecDecoderModel(ChunkDecoder):
-    """Frames [B, T, K] to samples [B, T * 2048] at 44.1 kHz with the shared DAC.
-
-    Each request's chunks are decoded from its carried codec state (`FishDAC.stream`): a streamed request equals the
-    decode of all its frames at once, and a chunk costs its own frames (the window's left context is not read)."""
-
-    causal = True
-
-    def __init__(self, codec: FishDAC) -> None:
-        self.codec = codec
-        self.samples_per_frame = codec.samples_per_frame
-
-    def start(self, request: SynthesisRequest) -> DecodeStream:
-        return DecodeStream()
-
-    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        device = next(self.codec.parameters()).device
-
-        def codes(f: torch.Tensor) -> torch.Tensor:
-            return f.to(device).transpose(1, 2).clamp(min=0)
-
-        return decode_windows(frames, streams, self.samples_per_frame,
-                              lambda f, states, counts: self.codec.stream(codes(f), states, counts), lambda f: self.codec.decode(codes(f)))

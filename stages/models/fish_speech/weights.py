@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.codecs.fish_dac import FishDAC, load_fish_dac
+from vocalis.stages.layers.weights import load_strict, read_safetensors
+from vocalis.stages.models.fish_common.fish_dac import FishDAC, load_fish_dac
 from vocalis.stages.models.fish_speech.config import FishSpeechConfig, parse_config
 from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
-from vocalis.stages.weights import load_strict, read_safetensors
 
 
 @dataclass

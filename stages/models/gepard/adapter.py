@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vocalis.stages.errors import InvalidField
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.sampling import SamplingParams
 
 VOICE = "default"
 DEFAULT_MAX_NEW_TOKENS = 1000

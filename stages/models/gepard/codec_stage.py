@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.components.stateful_decode import decode_windows
 from vocalis.stages.models.gepard.nanocodec import NanoCodec
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stateful_decode import decode_windows
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.runtime.request import SynthesisRequest
 
 
 class NanoCodecDecoder(ChunkDecoder):

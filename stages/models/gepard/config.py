@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.layers.hybrid import HybridConfig
+from vocalis.stages.components.hybrid import HybridConfig
 
 SIDECAR = "gepard_config.json"
 BACKBONE_MODEL_TYPE = "qwen3_5_text"

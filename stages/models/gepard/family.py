@@ -6,6 +6,6 @@ it is not loaded as Gepard (nor as anything else: the registry says which file i
 
 from __future__ import annotations
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 
 FAMILY = checkpoint_family("gepard", ("qwen3_5_text",), __package__, sidecar="gepard_config.json")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 
 def codec_archive(path: Path, codec_id: str) -> Path:
@@ -25,13 +25,13 @@ def codec_archive(path: Path, codec_id: str) -> Path:
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.gepard.adapter import GepardAdapter
     from vocalis.stages.models.gepard.codec_stage import NanoCodecDecoder
     from vocalis.stages.models.gepard.nanocodec import load_nanocodec
     from vocalis.stages.models.gepard.talker import GepardModel
     from vocalis.stages.models.gepard.weights import load_talker, load_tokenizer
-    from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
 
     talker_deploy, codec_deploy = deploy.stage("gepard"), deploy.stage("nanocodec")
     talker = load_talker(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device)

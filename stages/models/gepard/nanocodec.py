@@ -31,9 +31,9 @@ import torch
 import yaml
 from torch import nn
 
-from vocalis.stages.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, Nested, ResidualUnit, Snake
-from vocalis.stages.causal_stream import CausalStream, StreamState
-from vocalis.stages.weights import fold_weight_norm, load_strict
+from vocalis.stages.components.causal_stream import CausalStream, StreamState
+from vocalis.stages.layers.audio_blocks import CausalConv1d, CausalConvTranspose1d, HalfSnake, Nested, ResidualUnit, Snake
+from vocalis.stages.layers.weights import fold_weight_norm, load_strict
 
 TRAINING_LOSSES = ("mel_loss_fn", "stft_loss_fn", "mmd_loss_fn", "mmd_time_loss_fn", "slm_predictor", "speaker_encoder_resampler")
 """AudioCodecModel's loss modules: NeMo's save_to keeps their buffers (mel filterbanks, STFT windows) in the state dict."""

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import SequenceStart
-from vocalis.stages.kv_cache import PagedKVCache
-from vocalis.stages.layers.hybrid import HybridDecoder
+from vocalis.stages.components.hybrid import HybridDecoder
 from vocalis.stages.models.gepard.config import GepardConfig
 from vocalis.stages.models.gepard.prompt import prompt_ids
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import SequenceStart
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 
 UNUSED = (r"ref_compressor\..*", r"aligner\..*", r"supcon_head\..*", r"mtp\..*")
 """Published tensors the server has no use for, by design (see the module docstring)."""

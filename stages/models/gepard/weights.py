@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from vocalis.stages.layers.weights import load_strict, read_safetensors
 from vocalis.stages.models.gepard.config import GepardConfig, is_gepard
 from vocalis.stages.models.gepard.talker import UNUSED, GepardTalker
-from vocalis.stages.weights import load_strict, read_safetensors
 
 
 def load_talker(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> GepardTalker:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.config_json import from_json
-from vocalis.stages.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
+from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
 
 LLM_DIR = "llm"
 TOKENIZER_DIR = "vq32k-phoneme-tokenizer"

@@ -7,7 +7,7 @@ Kept free of torch imports, so that a server that loads another family never imp
 
 from __future__ import annotations
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.glm_tts.config import FILE_SET
 
 FAMILY = checkpoint_family("glm_tts", (), __package__, file_set=FILE_SET)

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vocalis.stages.campplus import CampPlus
+from vocalis.stages.api.reference import ReferenceCache, content_key, resample
+from vocalis.stages.components.campplus import CampPlus
+from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.glm_tts.config import SPEECH_TOKENIZER_DIR, GLMTTSConfig
 from vocalis.stages.models.glm_tts.speech_tokenizer import RATE, SpeechTokenizer
-from vocalis.stages.reference import ReferenceCache, content_key, resample
-from vocalis.stages.speech_features import matcha_log_mel
 
 MAX_REFERENCE_SECONDS = 30.0
 """The speech tokenizer's window (1500 encoder frames)."""

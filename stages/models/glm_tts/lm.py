@@ -7,12 +7,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rope_stack import run_cached, run_dense
 from vocalis.stages.layers.transformer import gated_decoder_layer
+from vocalis.stages.models.cosyvoice_common.rope_stack import run_cached, run_dense
 from vocalis.stages.models.glm_tts.config import LlamaConfig
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 TIED_HEAD_KEYS = (r"lm_head\.weight",)
 """A tied head saved anyway: the embeddings are used, the copy is declared unused."""

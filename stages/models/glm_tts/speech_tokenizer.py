@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.config_json import from_json
-from vocalis.stages.layers.whisper import WhisperEncoderLayer
-from vocalis.stages.speech_features import whisper_log_mel
-from vocalis.stages.weights import load_strict, read_safetensors
+from vocalis.stages.api.config_json import from_json
+from vocalis.stages.components.speech_features import whisper_log_mel
+from vocalis.stages.components.whisper import WhisperEncoderLayer
+from vocalis.stages.layers.weights import load_strict, read_safetensors
 
 HOP = 160
 RATE = 16000

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.flow_vocoder import FlowConditioning
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
+from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
-from vocalis.stages.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 
 STOP = -1
 """The frame a stop token becomes (speech frames are 0 .. speech_tokens - 1)."""

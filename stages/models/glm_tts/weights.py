@@ -9,12 +9,12 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.layers.glm_dit import GLMDiT, GLMFlow
-from vocalis.stages.layers.hift import ConvRNNF0Predictor, HiFTGenerator
+from vocalis.stages.components.hift import ConvRNNF0Predictor, HiFTGenerator
+from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.models.cosyvoice_common.glm_dit import GLMDiT, GLMFlow
 from vocalis.stages.models.glm_tts.config import HIFT_FILE, LLM_DIR, TOKENIZER_DIR, VOCOS_FILE, GLMTTSConfig, load_config
 from vocalis.stages.models.glm_tts.lm import TIED_HEAD_KEYS, GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
-from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 
 ROTARY_KEY = "estimator.rotary_embed.inv_freq"
 

@@ -12,14 +12,14 @@
 
 from __future__ import annotations
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import MAX_INT32, checked_max_new_tokens
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import MAX_INT32, checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsInput
-from vocalis.stages.reference_policy import ReferencePolicy
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.sampling import SamplingParams
 
 VOICE = "default"
 MAX_FRAMES = 1024

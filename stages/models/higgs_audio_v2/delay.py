@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from vocalis.stages.models.higgs_audio_v2.prompt import AudioPositions
-from vocalis.stages.sampling import SamplerState, SamplingParams, redraw
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, redraw
 
 PLAIN = SamplingParams()
 """How RAS draws again: the plain softmax (temperature 1, no top-k or top-p)."""

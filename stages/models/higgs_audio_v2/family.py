@@ -6,7 +6,7 @@ Kept free of torch imports, so that a server that loads another family never imp
 
 from __future__ import annotations
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 
 NATIVE_MODEL_TYPE = "higgs_audio_v2"
 BOSON_MODEL_TYPE = "higgs_audio"

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.autoregressive import AutoregressiveStage
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
+from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
 from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
@@ -22,7 +19,10 @@ from vocalis.stages.models.higgs_audio_v2.stages import HiggsCodecDecoder, Higgs
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.models.higgs_audio_v2.weights import load_talker
-from vocalis.stages.pipeline import Pipeline
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.pipeline import Pipeline
 
 
 def load_modules(path: Path) -> tuple[HiggsAudioV2Talker, AudioTokenizer, TextTokenizer]:

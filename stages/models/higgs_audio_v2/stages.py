@@ -20,20 +20,20 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
-from vocalis.stages.errors import InvalidField
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.api.reference import ReferenceCache, content_key
+from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.components.higgs_audio_v2_tokenizer.resample import resample
 from vocalis.stages.models.higgs_audio_v2.delay import DelayState, DelayStep
 from vocalis.stages.models.higgs_audio_v2.prompt import SPEAKER_TAG, AudioPositions, Prompt, build_prompt, undo_delay
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker, route_of, route_of_flags
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
-from vocalis.stages.reference import ReferenceCache, content_key
-from vocalis.stages.request import ReferenceAudio, SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, sample_states
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, sample_states
 
 REFERENCE_CACHE = 64
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.attention import QKVAttention
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import inverse_frequencies, llama3_inverse_frequencies, rope
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 Route = tuple[str, torch.Tensor | None, torch.Tensor | None]
 """("audio" | "text" | "mixed", audio row indices, text row indices): where each expert runs in a step."""

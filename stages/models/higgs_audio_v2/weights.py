@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
+from vocalis.stages.layers.weights import Weights, load_strict, read_safetensors
 from vocalis.stages.models.higgs_audio_v2.family import BOSON_MODEL_TYPE
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
-from vocalis.stages.weights import Weights, load_strict, read_safetensors
 
 NATIVE_UNUSED = (r"text_lm_head\.weight", r"audio_decoder_proj\.(audio|text)_lm_head\.weight")
 """The text head, and the copies of both heads under their Boson names that transformers' conversion may keep."""

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.stage import OmniVoiceInput
 from vocalis.stages.models.omnivoice.text import InvalidInstruction, language_code, language_table, normalize_instruction
-from vocalis.stages.reference_policy import ReferencePolicy
-from vocalis.stages.request import RequestParams
+from vocalis.stages.runtime.request import RequestParams
 
 VOICE = "default"
 """The one preset: the auto voice."""

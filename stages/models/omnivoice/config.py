@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig, HubertConfig
+from vocalis.stages.components.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig, HubertConfig
 
 __all__ = ["AudioTokenizerConfig", "BackboneConfig", "DacConfig", "GenerationConfig", "HubertConfig", "OmniVoiceConfig"]
 

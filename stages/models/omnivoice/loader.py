@@ -13,18 +13,18 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.iterative import IterativeStage
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
+from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
 from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import TextTokenizer
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.weights import fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.iterative import IterativeStage
+from vocalis.stages.runtime.pipeline import Pipeline
 
 
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:

@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.resample import resample
+from vocalis.stages.api.reference import ReferenceCache, content_key
+from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.components.higgs_audio_v2_tokenizer.resample import resample
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
 from vocalis.stages.models.omnivoice.duration import estimate_frames
 from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
-from vocalis.stages.reference import ReferenceCache, content_key
-from vocalis.stages.request import ReferenceAudio, SynthesisRequest
-from vocalis.stages.request_table import RequestTable
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.request_table import RequestTable
+from vocalis.stages.runtime.stage import StageItem
 
 REFERENCE_CACHE = 64
 """Encoded reference clips kept (a session's units, and voices used again, share one encoding)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.sentence_splitter import Granularity, SentenceSplitter
+from vocalis.stages.text.sentence_splitter import Granularity, SentenceSplitter
 
 LANGUAGES_FILE = Path(__file__).with_name("languages.json")
 NO_LANGUAGE = ("", "auto", "none")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.model import Capabilities
 from vocalis.stages.models.piper.stage import PiperInput
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
-from vocalis.stages.request import RequestParams
+from vocalis.stages.runtime.request import RequestParams
 
 EXTRA_PARAMS = ExtraParams("Piper", [
     ExtraParam("noise_scale", float, "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.family import ModelFamily
+from vocalis.stages.api.family import ModelFamily
+from vocalis.stages.runtime.deploy import DeployConfig
 
 if TYPE_CHECKING:
-    from vocalis.stages.model import LoadedModel
+    from vocalis.stages.api.model import LoadedModel
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 

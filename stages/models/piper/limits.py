@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from vocalis.stages.sentence_splitter import Granularity, SentenceSplitter
+from vocalis.stages.text.sentence_splitter import Granularity, SentenceSplitter
 
 MAX_PIECE_CHARS = 500
 """Longest text phonemized at once (the caller's max_unit_chars may be far larger)."""

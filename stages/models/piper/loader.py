@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig, load_deploy
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
 from vocalis.stages.models.piper.stage import PiperSynthesizer
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.utterance import UtteranceStage
+from vocalis.stages.runtime.deploy import DeployConfig, load_deploy
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.utterance import UtteranceStage
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.api.errors import SynthesisFailed
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vocalis.stages.errors import SynthesisFailed
+from vocalis.stages.api.errors import SynthesisFailed
 from vocalis.stages.models.piper.limits import (
     MAX_IDS_PER_RUN,
     MAX_PIECE_CHARS,
@@ -23,9 +23,9 @@ from vocalis.stages.models.piper.limits import (
 )
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.models.piper.word_alignment import PieceWords, phoneme_sample_spans
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.utterance import solo
-from vocalis.stages.word_times import text_words
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.utterance import solo
+from vocalis.stages.text.word_times import text_words
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from piper.const import BOS, EOS, PAD
 
-from vocalis.stages.word_times import TextWord, WordTime, text_words
+from vocalis.stages.text.word_times import TextWord, WordTime, text_words
 
 _NOT_MATCHED = frozenset(" ,;:.!?¡¿—…-'\"()ˈˌ")
 """Phonemes left out of the matching: word gaps, punctuation (pauses) and stress marks."""

@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import ARTIFACT_CODES, ARTIFACT_XVECTOR, CloneSpec
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
-from vocalis.stages.request import RequestParams
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.sampling import SamplingParams
 
 TASK_NAMES = {"custom_voice": "CustomVoice", "voice_design": "VoiceDesign", "base": "Base"}
 MAX_INSTRUCTIONS = 500

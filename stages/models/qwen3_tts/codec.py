@@ -17,7 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.audio_blocks import (
+from vocalis.stages.components.causal_stream import CausalStream, StreamState
+from vocalis.stages.layers.attention import QKVAttention, causal_mask
+from vocalis.stages.layers.audio_blocks import (
     CausalConvNeXtBlock,
     CausalConvTranspose1d,
     Nested,
@@ -29,8 +31,6 @@ from vocalis.stages.audio_blocks import (
     snake_residual_units,
     summed_lookup,
 )
-from vocalis.stages.causal_stream import CausalStream, StreamState
-from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer

@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.config_json import from_json
+from vocalis.stages.api.config_json import from_json
 
 MODEL_TYPE = "qwen3_tts"
 TASKS = ("custom_voice", "voice_design", "base")

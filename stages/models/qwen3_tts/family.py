@@ -5,7 +5,7 @@ Kept free of torch imports, so that a server that loads another family never imp
 
 from __future__ import annotations
 
-from vocalis.stages.family import checkpoint_family
+from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.qwen3_tts.config import MODEL_TYPE
 
 FAMILY = checkpoint_family("qwen3_tts", (MODEL_TYPE,), __package__)

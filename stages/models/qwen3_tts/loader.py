@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
     from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, TalkerStageModel
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
     from vocalis.stages.models.qwen3_tts.weights import load_modules
-    from vocalis.stages.pipeline import Pipeline
-    from vocalis.stages.prepare import PrepareStage
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
+    from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,

@@ -9,17 +9,17 @@ from dataclasses import dataclass
 
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.components.stateful_decode import decode_windows
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, build_prompt
 from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
-from vocalis.stages.stateful_decode import decode_windows
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
 
 MIN_NEW_FRAMES = 2
 """EOS is not allowed before this many frames (the reference's min_new_tokens), so no request is silent."""

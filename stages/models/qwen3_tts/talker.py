@@ -7,15 +7,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
+from vocalis.stages.components.frame_codes import generate_frame_codes
 from vocalis.stages.layers.attention import causal_mask
-from vocalis.stages.layers.frame_code_graphs import FrameCodeGraphs
-from vocalis.stages.layers.frame_codes import generate_frame_codes
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import mrope, rope
 from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
+from vocalis.stages.models.qwen3_tts.frame_code_graphs import FrameCodeGraphs
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 
 class TalkerModel(nn.Module):

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from vocalis.stages.api.reference import ReferenceCache, content_key, resample
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.speaker import log_mel
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
-from vocalis.stages.reference import ReferenceCache, content_key, resample
-from vocalis.stages.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
 
 if TYPE_CHECKING:
     from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput

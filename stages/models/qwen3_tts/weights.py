@@ -1,6 +1,6 @@
 """A Qwen3-TTS checkpoint directory, unchanged from its publisher, into ready torch modules.
 
-Loading is strict (vocalis.stages.weights): every tensor of the file must land in a module and every module
+Loading is strict (vocalis.stages.layers.weights): every tensor of the file must land in a module and every module
 tensor must come from the file, so a renamed or forgotten key fails at start-up, not as silently wrong audio.
 Weight-normalised convolutions are folded into a plain `weight`.
 """
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
+from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors, take
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder, SpeechEncoder
 from vocalis.stages.models.qwen3_tts.config import Qwen3TTSConfig
 from vocalis.stages.models.qwen3_tts.speaker import SpeakerEncoder
 from vocalis.stages.models.qwen3_tts.talker import Talker
 from vocalis.stages.models.qwen3_tts.tokenizer import TextTokenizer
-from vocalis.stages.weights import fold_weight_norm, load_strict, read_safetensors, take
 
 
 @dataclass

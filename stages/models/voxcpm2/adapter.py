@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.voices import VoiceClip
-from vocalis.stages.reference_policy import ReferencePolicy
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 VOICE = "default"
 CLONE_MODES = ("reference", "continuation", "ref_continuation")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.config_json import from_json
+from vocalis.stages.api.config_json import from_json
 
 ARCHITECTURE = "voxcpm2"
 

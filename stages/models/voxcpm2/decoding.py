@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from vocalis.stages.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.vae import AudioVAE, receptive_field_frames
 from vocalis.stages.models.voxcpm2.voices import PROMPT_DECODE_CONTEXT, VoiceEncoder
-from vocalis.stages.request import SynthesisRequest
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.runtime.request import SynthesisRequest
 
 if TYPE_CHECKING:
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input

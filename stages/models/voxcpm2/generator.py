@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.models.voxcpm2.modules import VoxCPM2
 from vocalis.stages.models.voxcpm2.prompt import PromptLayout, build_prompt
 from vocalis.stages.models.voxcpm2.tokenizer import TextTokenizer
 from vocalis.stages.models.voxcpm2.voices import VoiceEncoder
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 
 if TYPE_CHECKING:
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input

@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Adapter
     from vocalis.stages.models.voxcpm2.decoding import PatchDecoder
     from vocalis.stages.models.voxcpm2.generator import LatentGenerator
     from vocalis.stages.models.voxcpm2.voices import VoiceEncoder
     from vocalis.stages.models.voxcpm2.weights import load_modules
-    from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
 
     generator_deploy, vae_deploy = deploy.stage("latent_generator"), deploy.stage("audio_vae")
     modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, vae_device=vae_deploy.device)

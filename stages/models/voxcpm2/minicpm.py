@@ -12,12 +12,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import LongRoPE
 from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
 from vocalis.stages.models.voxcpm2.config import TransformerConfig
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 
 def long_rope(config: TransformerConfig) -> LongRoPE:

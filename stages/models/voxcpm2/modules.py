@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.minicpm import MiniCPMStack
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 CFG_ZERO_INIT_FRACTION = 0.04
 """Leading fraction of solver steps whose velocity is zero (CFG-Zero*, at least one step), as the reference."""

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.audio_blocks import RESIDUAL_DILATIONS, CausalConv1d, CausalConvTranspose1d, ResidualUnit, Snake
+from vocalis.stages.layers.audio_blocks import RESIDUAL_DILATIONS, CausalConv1d, CausalConvTranspose1d, ResidualUnit, Snake
 from vocalis.stages.models.voxcpm2.config import AudioVAEConfig
 
 RESIDUAL_KERNEL = 7

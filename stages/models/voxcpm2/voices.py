@@ -14,9 +14,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vocalis.stages.api.reference import ReferenceCache, content_key, resample
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.vae import AudioVAE
-from vocalis.stages.reference import ReferenceCache, content_key, resample
 
 PROMPT_DECODE_CONTEXT = 3
 """Patches of a continuation prompt decoded before the generated ones (and cut), as the reference does."""

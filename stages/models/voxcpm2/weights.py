@@ -3,7 +3,7 @@
 The layout: config.json, model.safetensors (`base_lm.*`, `residual_lm.*`, `feat_encoder.*`,
 `feat_decoder.estimator.*`, `fsq_layer.*`, the projections, `stop_*`), audiovae.safetensors
 (`encoder.*`, `decoder.*`, weight-normalised convolutions), tokenizer.json + tokenizer_config.json.
-Loading is strict (vocalis.stages.weights): every tensor of a file must land in a module and every module tensor
+Loading is strict (vocalis.stages.layers.weights): every tensor of a file must land in a module and every module tensor
 must come from the file. Weight norm is folded into a plain `weight`.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
+from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.modules import VoxCPM2
 from vocalis.stages.models.voxcpm2.tokenizer import TextTokenizer
 from vocalis.stages.models.voxcpm2.vae import AudioVAE
-from vocalis.stages.weights import fold_weight_norm, load_strict, read_safetensors
 
 
 @dataclass

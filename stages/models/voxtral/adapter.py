@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
-from vocalis.stages.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.model import Capabilities
-from vocalis.stages.request import RequestParams
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
+from vocalis.stages.api.model import Capabilities
+from vocalis.stages.runtime.request import RequestParams
 
 DEFAULT_CFG_ALPHA = 1.2
 VOICE_REQUIRED = "Either 'voice' (preset speaker) or 'ref_audio' (voice cloning) must be provided"

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.audio_blocks import CausalConvTranspose1d, Nested, nested_causal_conv
-from vocalis.stages.causal_stream import CausalStream, StreamState
+from vocalis.stages.components.causal_stream import CausalStream, StreamState
+from vocalis.stages.layers.audio_blocks import CausalConvTranspose1d, Nested, nested_causal_conv
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, END_AUDIO, CodecArgs
 

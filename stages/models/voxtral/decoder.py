@@ -13,12 +13,12 @@ import math
 import torch
 from torch import nn
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.kv_cache import SlotKVCache
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, EMPTY_AUDIO, AcousticArgs, DecoderArgs, VoxtralConfig
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 
 class MistralDecoder(nn.Module):

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from vocalis.stages.attention import AttentionBatch
-from vocalis.stages.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.api.reference import resample
 from vocalis.stages.models.voxtral.codec import AudioTokenizerEncoder, Quantizer
 from vocalis.stages.models.voxtral.config import END_AUDIO
 from vocalis.stages.models.voxtral.decoder import VoxtralLM
 from vocalis.stages.models.voxtral.tekken import Tekken
-from vocalis.stages.reference import resample
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
+from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 
 if TYPE_CHECKING:
     from vocalis.stages.models.voxtral.adapter import VoxtralInput

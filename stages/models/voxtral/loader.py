@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vocalis.stages.deploy import DeployConfig
-from vocalis.stages.model import LoadedModel
+from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.runtime.deploy import DeployConfig
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
     from vocalis.stages.models.voxtral.decoding import CodecDecoder
     from vocalis.stages.models.voxtral.generator import FrameGenerator
     from vocalis.stages.models.voxtral.weights import load_modules
-    from vocalis.stages.pipeline import Pipeline
+    from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
+    from vocalis.stages.runtime.pipeline import Pipeline
 
     generator_deploy, codec_deploy = deploy.stage("frame_generator"), deploy.stage("audio_tokenizer")
     modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
+from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors, read_state_dict, take
 from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder, AudioTokenizerEncoder
 from vocalis.stages.models.voxtral.config import TEKKEN_FILE, VOICE_DIR, WEIGHTS_FILE, VoxtralConfig
 from vocalis.stages.models.voxtral.decoder import VoxtralLM
 from vocalis.stages.models.voxtral.tekken import AUDIO, BEGIN_AUDIO, BOS, Tekken
-from vocalis.stages.weights import Weights, fold_weight_norm, load_strict, read_safetensors, read_state_dict, take
 
 log = logging.getLogger(__name__)
 

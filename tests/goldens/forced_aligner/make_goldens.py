@@ -1,10 +1,10 @@
-"""Record transformers' Wav2Vec2ForCTC on the tiny aligner checkpoints (tests/stages/aligner/tiny_ctc.py).
+"""Record transformers' Wav2Vec2ForCTC on the tiny aligner checkpoints (tests/stages/text/aligner/tiny_ctc.py).
 
 Run by hand in a venv that has torch and transformers (never the project's venv, never in CI):
 
     /work/refvenv/tf/bin/python tests/goldens/forced_aligner/make_goldens.py
 
-The checkpoints are built by the project's own venv (.venv/bin/python tests/stages/aligner/tiny_ctc.py),
+The checkpoints are built by the project's own venv (.venv/bin/python tests/stages/text/aligner/tiny_ctc.py),
 loaded here with `Wav2Vec2ForCTC.from_pretrained` (which must find every tensor and nothing more),
 and run on tiny_ctc.golden_input() through `Wav2Vec2FeatureExtractor` as a user would. Writes
 goldens.npz beside itself: per variant, the logits [frames, vocab].
@@ -29,7 +29,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for variant in ("base", "large"):
             path = Path(tmp) / variant
-            subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "tests/stages/aligner/tiny_ctc.py", str(path), variant],
+            subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "tests/stages/text/aligner/tiny_ctc.py", str(path), variant],
                            check=True, cwd=ROOT)
             model, info = Wav2Vec2ForCTC.from_pretrained(str(path), output_loading_info=True)
             assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info

@@ -94,7 +94,7 @@ def randomize(module: torch.nn.Module, generator: torch.Generator) -> dict[str, 
 
 
 def write_llm(folder: Path, vocab: int, generator: torch.Generator, audio_start: int) -> None:
-    from vocalis.stages.config_json import from_json
+    from vocalis.stages.api.config_json import from_json
     from vocalis.stages.models.glm_tts.config import LlamaConfig
     from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 
@@ -154,7 +154,7 @@ def codebook_from_speech(encoder, generator: torch.Generator) -> torch.Tensor:
     speech maps onto many codes rather than the one nearest the frames' common mean."""
     import math
 
-    from vocalis.stages.speech_features import whisper_log_mel
+    from vocalis.stages.components.speech_features import whisper_log_mel
 
     t = torch.arange(int(3.2 * 16000)) / 16000
     clip = 0.3 * torch.sin(2 * math.pi * 180 * t) * torch.sin(2 * math.pi * 2 * t) + 0.05 * torch.randn(len(t), generator=generator)
@@ -168,7 +168,7 @@ def codebook_from_speech(encoder, generator: torch.Generator) -> torch.Tensor:
 
 
 def write_speech_tokenizer(folder: Path, generator: torch.Generator) -> None:
-    from vocalis.stages.config_json import from_json
+    from vocalis.stages.api.config_json import from_json
     from vocalis.stages.models.glm_tts.speech_tokenizer import WhisperVQConfig, WhisperVQEncoder
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,14 +11,14 @@ import soundfile as sf
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
 from vocalis.stages.models.voxcpm2.decoding import PatchDecoder
 from vocalis.stages.models.voxcpm2.generator import LatentGenerator
 from vocalis.stages.models.voxcpm2.voices import VoiceClip, VoiceEncoder
 from vocalis.stages.models.voxcpm2.weights import VoxCPM2Modules, load_modules
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = ("tiny", "long")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.audio_blocks import (
+from vocalis.stages.layers.audio_blocks import (
     CausalConv1d,
     CausalConvTranspose1d,
     ResidualUnit,

@@ -14,12 +14,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.block_manager import CacheShape
-from vocalis.stages.kv_cache import PagedKVCache
+from vocalis.stages.components.hybrid import HybridConfig, HybridDecoder
 from vocalis.stages.layers.gated_deltanet import GatedDeltaNet
-from vocalis.stages.layers.hybrid import HybridConfig, HybridDecoder
-from vocalis.stages.linear_attention import RecurrentStates, gated_delta_chunked, gated_delta_step
-from vocalis.stages.weights import load_strict, take
+from vocalis.stages.layers.weights import load_strict, take
+from vocalis.stages.runtime.block_manager import CacheShape
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.linear_attention import RecurrentStates, gated_delta_chunked, gated_delta_step
 
 GOLDENS = Path(__file__).resolve().parents[2] / "goldens" / "qwen3_5"
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vocalis.stages.kv_cache import CacheShape, PagedKVCache
 from vocalis.stages.layers.attention import QKVAttention
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import LongRoPE, apply_rotary, inverse_frequencies, llama3_inverse_frequencies, mrope, rope
 from vocalis.stages.layers.transformer import PreNormDecoderLayer
+from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache
 
 
 def test_rmsnorm_normalises_and_scales():

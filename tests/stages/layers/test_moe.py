@@ -18,12 +18,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.block_manager import CacheShape  # noqa: F401  (the cache shape type the decoder reports)
-from vocalis.stages.kv_cache import PagedKVCache
-from vocalis.stages.layers.hybrid import HybridConfig, HybridDecoder
+from vocalis.stages.components.hybrid import HybridConfig, HybridDecoder
 from vocalis.stages.layers.moe import SparseMoE, fuse_expert_weights
-from vocalis.stages.linear_attention import RecurrentStates
-from vocalis.stages.weights import load_strict, take
+from vocalis.stages.layers.weights import load_strict, take
+from vocalis.stages.runtime.block_manager import CacheShape  # noqa: F401  (the cache shape type the decoder reports)
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.linear_attention import RecurrentStates
 
 GOLDENS = Path(__file__).resolve().parents[2] / "goldens" / "qwen3_5_moe"
 

@@ -1,4 +1,4 @@
-"""stages/weights.py: both weight-norm spellings fold like torch's own weight norm; loading is strict and names keys."""
+"""stages/layers/weights.py: both weight-norm spellings fold like torch's own weight norm; loading is strict and names keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.nn.utils import parametrizations, weight_norm
 
-from vocalis.stages.weights import fold_weight_norm, load_strict, read_weights, take
+from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_weights, take
 
 
 def test_both_weight_norm_spellings_fold_to_the_effective_weight():

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from vocalis.stages.errors import InvalidField
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.auk.adapter import AuKAdapter
 from vocalis.stages.models.auk.config import FLASH_T_GRID
 from vocalis.stages.models.auk.dit import DiTBatch
 from vocalis.stages.models.auk.loader import load_modules
 from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.schedule import time_grid
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 CONTEXT = 16
 """Left context past the tiny decoder's receptive field (one resblock kernel; the published three reach 49 frames,
@@ -141,8 +141,8 @@ def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
     """Three requests of different lengths, steps and guidance: one prefill, one flow step per step for all of them
     (4 steps for the longest schedule, not 2 + 3 + 4), and each latent as if it had run alone."""
     from vocalis.stages.models.auk.runtime import ConditionStage, FlowStage
-    from vocalis.stages.request import SynthesisRequest
-    from vocalis.stages.stage import StageItem
+    from vocalis.stages.runtime.request import SynthesisRequest
+    from vocalis.stages.runtime.stage import StageItem
 
     config, encoder, dit, vae, prompts = tiny
     adapter = AuKAdapter(config)

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from vocalis.stages import family as families
+from vocalis.stages.api import family as families
 from vocalis.stages.models.auk.loader import load_modules
 from vocalis.stages.models.registry import load_model
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vocalis.stages.errors import InvalidField
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
 from vocalis.stages.models.cosyvoice3.stages import SpeechLM
 from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 CLIP = ReferenceAudio(np.zeros(16000 * 3, dtype=np.float32), 16000, text="a short prompt.")
 

@@ -1,4 +1,4 @@
-"""The shared flow-matching decoder and HiFT vocoder (stages/layers/flow_*.py, hift.py, stages/flow_vocoder.py) on
+"""The shared flow-matching decoder and HiFT vocoder (stages/layers/flow_*.py, hift.py, stages/models/cosyvoice_common/flow_vocoder.py) on
 the tiny CosyVoice3 weights.
 
 No upstream package installs, so the DiT and the Euler/CFG solver are checked against a plain-torch reading of the
@@ -21,11 +21,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.chunking import ChunkPolicy
-from vocalis.stages.flow_vocoder import FlowConditioning, FlowVocoderDecoder
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 
 def reference_dit(state: dict[str, torch.Tensor], heads: int, dim_head: int, chunk: int, x, mu, t, spks, cond) -> torch.Tensor:

@@ -11,12 +11,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.autoregressive import AutoregressiveStage, SequenceStart
 from vocalis.stages.models.cosyvoice3.stages import SequenceState, SpeechLM
-from vocalis.stages.ras_sampling import SamplingHistory
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
-from vocalis.stages.stage import StageItem
+from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import StageItem
 
 GOLDENS = Path(__file__).parents[3] / "goldens" / "cosyvoice3"
 META = json.loads((GOLDENS / "lm_goldens.json").read_text())

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.stages.models.cosyvoice3.conftest import reference_clip
-from vocalis.stages import family as families
+from vocalis.stages.api import family as families
 from vocalis.stages.models.cosyvoice3.config import load_config
 from vocalis.stages.models.cosyvoice3.frontend import Frontend
 from vocalis.stages.models.cosyvoice3.lm import CosyVoice3LM
@@ -138,7 +138,7 @@ def test_prompt_tokens_match_s3tokenizer(tiny_checkpoint, modules, tmp_path):
     tiny random S3TokenizerV3 exported from s3tokenizer 0.3.0 (make_tokenizer_goldens.py): the same tokens."""
     from safetensors.torch import load_file
 
-    from vocalis.stages.speech_features import whisper_log_mel
+    from vocalis.stages.components.speech_features import whisper_log_mel
 
     golden = load_file(str(GOLDENS / "tokenizer_goldens.safetensors"))
     clip = reference_clip(3.2)
@@ -152,7 +152,7 @@ def test_prompt_tokens_match_s3tokenizer(tiny_checkpoint, modules, tmp_path):
 def test_speaker_features_match_torchaudio_kaldi_fbank():
     from safetensors.torch import load_file
 
-    from vocalis.stages.speech_features import kaldi_fbank
+    from vocalis.stages.components.speech_features import kaldi_fbank
 
     golden = load_file(str(GOLDENS / "fbank_goldens.safetensors"))["fbank"]
     ours = kaldi_fbank(torch.from_numpy(reference_clip(3.2)))

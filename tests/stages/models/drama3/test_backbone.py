@@ -16,11 +16,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.block_fp8 import dequantised_growth, dequantize_block_fp8, dequantize_checkpoint, quantize_block_fp8
-from vocalis.stages.kv_cache import PagedKVCache
-from vocalis.stages.linear_attention import RecurrentStates
+from vocalis.stages.models.drama3.block_fp8 import (
+    dequantised_growth,
+    dequantize_block_fp8,
+    dequantize_checkpoint,
+    quantize_block_fp8,
+)
 from vocalis.stages.models.drama3.config import Drama3ConfigError, parse_config
 from vocalis.stages.models.drama3.weights import load_drama3
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.linear_attention import RecurrentStates
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "drama3" / "goldens.safetensors"
 

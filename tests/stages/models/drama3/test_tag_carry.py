@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vocalis.stages.errors import InvalidField
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.drama3.prompt import check_text
 from vocalis.stages.models.drama3.tag_carry import TagCarry
 

@@ -13,13 +13,13 @@ import torch
 from tokenizers import Tokenizer
 
 from tests.host_reads import HostReads
-from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.drama3.config import parse_config
 from vocalis.stages.models.drama3.talker import Drama3Input, Drama3Talker
 from vocalis.stages.models.drama3.weights import load_drama3
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import StageItem
 
 TEXTS = ["<|speaker:3|> Hello world, this is a tiny voice.", "[sighs] <whisper>good morning</whisper>"]
 

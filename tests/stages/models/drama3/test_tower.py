@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from tests.tiny_drama3.build import DECODER, SEMANTIC_START, decoder_tensors
+from vocalis.stages.layers.weights import load_strict, take
 from vocalis.stages.models.drama3.config import parse_decoder_config
 from vocalis.stages.models.drama3.tower import CodebookTower, RowGroup
 from vocalis.stages.models.drama3.weights import tower_weights
-from vocalis.stages.weights import load_strict, take
 
 K, V, D = DECODER["num_codebooks"], DECODER["vocab_size"], DECODER["dim"]
 EOS = 5

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.codecs.fish_dac import DERIVED_KEYS, FishDAC
-from vocalis.stages.codecs.fish_dac_config import FishDACConfig
+from vocalis.stages.layers.weights import WEIGHT_NORM_SPELLINGS
+from vocalis.stages.models.fish_common.fish_dac import DERIVED_KEYS, FishDAC
+from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
 from vocalis.stages.models.fish_speech.config import parse_config
 from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
-from vocalis.stages.weights import WEIGHT_NORM_SPELLINGS
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "fish_speech"
 S2_PRO_CONFIG = {"model_type": "fish_qwen3_omni", "text_config": {}, "audio_decoder_config": {},

@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from vocalis.stages.layers.weights import fold_weight_norm
 from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig, load_nanocodec, read_nemo
-from vocalis.stages.weights import fold_weight_norm
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "gepard"
 ARCHIVE = GOLDENS / "tiny" / "nemo-nano-codec-tiny.nemo"

@@ -10,9 +10,9 @@ import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
 from tests.tiny_gepard.build import build_nemo
-from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.gepard.codec_stage import NanoCodecDecoder
 from vocalis.stages.models.gepard.nanocodec import NanoCodec, load_nanocodec
+from vocalis.stages.runtime.chunking import ChunkPolicy
 
 EXACT = 1e-5
 FRAMES = 30

@@ -17,14 +17,14 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.gepard.config import GepardConfig, is_gepard
 from vocalis.stages.models.gepard.prompt import prompt_ids
 from vocalis.stages.models.gepard.talker import GepardModel
 from vocalis.stages.models.gepard.weights import load_talker, load_tokenizer
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import StageItem
 
 
 class Input:
@@ -196,8 +196,7 @@ def test_every_loaded_tensor_changes_the_heads_or_the_stop(talker, gepard_dir):
 
 
 def test_the_registry_serves_qwen3_5_text_as_gepard_only_with_the_sidecar(gepard_dir, tmp_path):
-    from vocalis.stages import family as families
-
+    from vocalis.stages.api import family as families
     families.discover()
     assert families.family_for_checkpoint(gepard_dir).name == "gepard"
     plain = tmp_path / "plain"

@@ -1,5 +1,5 @@
-"""GLM-TTS's flow decoder (stages/layers/glm_dit.py) and CosyVoice2's HiFT (stages/layers/hift.py) on the tiny
-weights, streamed through the shared chunk decoder (stages/flow_vocoder.py).
+"""GLM-TTS's flow decoder (stages/models/cosyvoice_common/glm_dit.py) and CosyVoice2's HiFT (stages/components/hift.py) on the tiny
+weights, streamed through the shared chunk decoder (stages/models/cosyvoice_common/flow_vocoder.py).
 
 No upstream package installs, so the DiT is checked against a plain-torch reading of the published architecture
 written here independently (explicit softmax attention, complex rotary on the first head's channels, GRN and the
@@ -17,12 +17,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.chunking import ChunkPolicy
-from vocalis.stages.flow_vocoder import FlowConditioning, FlowVocoderDecoder
-from vocalis.stages.layers.glm_dit import block_attention_mask, token_blocks_to_mel
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder
+from vocalis.stages.models.cosyvoice_common.glm_dit import block_attention_mask, token_blocks_to_mel
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.models.glm_tts.config import load_config
 from vocalis.stages.models.glm_tts.frontend import Frontend
 from vocalis.stages.models.glm_tts.speech_tokenizer import SpeechTokenizer
-from vocalis.stages.speech_features import whisper_log_mel
 
 GOLDENS = Path(__file__).parents[3] / "goldens" / "glm_tts"
 

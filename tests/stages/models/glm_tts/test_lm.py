@@ -13,17 +13,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.autoregressive import AutoregressiveStage, SequenceStart
-from vocalis.stages.config_json import from_json
+from vocalis.stages.api.config_json import from_json
+from vocalis.stages.layers.weights import load_strict, read_safetensors
+from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory
 from vocalis.stages.models.glm_tts.config import LlamaConfig
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.stages import GLMTTSLM, STOP, SequenceState, TokenBudget
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
-from vocalis.stages.ras_sampling import SamplingHistory
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
-from vocalis.stages.stage import StageItem
-from vocalis.stages.weights import load_strict, read_safetensors
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import StageItem
 
 GOLDENS = Path(__file__).parents[3] / "goldens" / "glm_tts"
 META = json.loads((GOLDENS / "lm_goldens.json").read_text())

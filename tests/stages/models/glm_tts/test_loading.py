@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vocalis.stages.config_json import from_json
-from vocalis.stages.family import discover, family_for_checkpoint
+from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.family import discover, family_for_checkpoint
 from vocalis.stages.models.glm_tts.config import HIFT, GLMTTSConfig, load_config
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.speech_tokenizer import WhisperVQConfig, WhisperVQEncoder

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from vocalis.stages.kv_cache import PagedKVCache
 from vocalis.stages.models.higgs_audio_v2.loader import load_modules
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsInput, HiggsTalkerModel
-from vocalis.stages.request import ReferenceAudio
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.request import ReferenceAudio
+from vocalis.stages.runtime.sampling import SamplingParams
 
 
 def probe(model: HiggsTalkerModel, rows: torch.Tensor, cache: PagedKVCache) -> torch.Tensor:

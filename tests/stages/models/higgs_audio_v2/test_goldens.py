@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 import torch
 
-from vocalis.stages.autoregressive import AutoregressiveStage
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.deploy import load_deploy
 from vocalis.stages.models.higgs_audio_v2.delay import DelayStep
 from vocalis.stages.models.higgs_audio_v2.family import FAMILY
 from vocalis.stages.models.higgs_audio_v2.loader import load_modules
 from vocalis.stages.models.higgs_audio_v2.stages import HiggsCodecDecoder, HiggsInput, HiggsTalkerModel
-from vocalis.stages.output import AudioOutput
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.request import ReferenceAudio, SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.deploy import load_deploy
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
 
 CASES = ("plain", "clone")
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from tests.goldens.higgs_audio_v2 import checkpoint
+from vocalis.stages.layers.weights import load_strict
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 from vocalis.stages.models.higgs_audio_v2.weights import BOSON_UNUSED, NATIVE_UNUSED, boson_to_native, join_partially_frozen
-from vocalis.stages.weights import load_strict
 
 REAL_KEYS = json.loads((checkpoint.HERE / "real_keys.json").read_text())
 PUBLISHED = {"model_type": "higgs_audio_v2", "codebook_size": 1026, "num_key_value_heads": 8, "head_dim": 128}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.text import language_code, language_table
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 ADAPTER = OmniVoiceAdapter(24000)
 CLIP = ReferenceAudio(np.zeros(2400, dtype=np.float32), 24000, "A transcript.")

@@ -21,15 +21,15 @@ import numpy as np
 import pytest
 import torch
 
-from vocalis.stages.iterative import IterativeStage
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.decoding import commit, predict, unmask_schedule
 from vocalis.stages.models.omnivoice.loader import load_modules
 from vocalis.stages.models.omnivoice.postprocess import fade, level
 from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, OmniVoiceInput, PreparedReference, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import language_code, normalize_instruction
-from vocalis.stages.request import ReferenceAudio, SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.iterative import IterativeStage
+from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 GOLDENS = Path(__file__).parents[3] / "goldens" / "omnivoice"
 META = json.loads((GOLDENS / "goldens.json").read_text())

@@ -13,16 +13,16 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from vocalis.stages.codecs.higgs_audio_v2_tokenizer.loading import CODEC_UNUSED
-from vocalis.stages.iterative import IterativeStage
+from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import CODEC_UNUSED
+from vocalis.stages.layers.weights import fold_weight_norm
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, GenerationConfig, OmniVoiceConfig
 from vocalis.stages.models.omnivoice.loader import load_modules
 from vocalis.stages.models.omnivoice.postprocess import remove_silence
 from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, OmniVoiceInput, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import split_units
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
-from vocalis.stages.weights import fold_weight_norm
+from vocalis.stages.runtime.iterative import IterativeStage
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 TINY = Path(__file__).parents[3] / "goldens" / "omnivoice" / "tiny"
 GOLDENS = TINY.parent / "goldens.npz"

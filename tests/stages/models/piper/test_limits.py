@@ -12,8 +12,8 @@ from vocalis.stages.models.piper.adapter import PiperAdapter
 from vocalis.stages.models.piper.limits import phoneme_runs, text_pieces
 from vocalis.stages.models.piper.loader import default_voice_path
 from vocalis.stages.models.piper.stage import PiperSynthesizer
-from vocalis.stages.output import AudioOutput
-from vocalis.stages.request import RequestParams, SynthesisRequest
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.request import RequestParams, SynthesisRequest
 
 LONG = (
     "When the river rose in the spring, the villagers moved their boats, their nets and their goats up the hill, "

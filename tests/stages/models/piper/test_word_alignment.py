@@ -11,9 +11,9 @@ from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.loader import default_voice_path
 from vocalis.stages.models.piper.stage import PiperInput, PiperSynthesizer
 from vocalis.stages.models.piper.word_alignment import PieceWords, owners, phoneme_sample_spans
-from vocalis.stages.output import AudioOutput, WordTimes
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.word_times import WordTime, text_words
+from vocalis.stages.runtime.output import AudioOutput, WordTimes
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.text.word_times import WordTime, text_words
 
 ID_MAP = {"^": [1], "_": [0], "$": [2], " ": [3], "a": [10], "b": [11], "c": [12], ",": [8]}
 

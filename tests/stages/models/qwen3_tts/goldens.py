@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.kv_cache import CacheShape, PagedKVCache
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, build_prompt
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules, load_modules
+from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache
 
 ROOT = Path(__file__).resolve().parents[4] / "tests" / "goldens" / "qwen3_tts"
 META = json.loads((ROOT / "goldens.json").read_text())["goldens"]

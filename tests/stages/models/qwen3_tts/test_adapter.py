@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import golden, modules
-from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.tokenizer import MISTRAL_PATTERN, QWEN2_PATTERN, split_pattern
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner, voice_artifacts
-from vocalis.stages.output import AudioOutput
-from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 
 
 def adapter(variant: str) -> Qwen3TTSAdapter:

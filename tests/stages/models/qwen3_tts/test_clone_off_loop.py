@@ -14,11 +14,11 @@ import time
 import numpy as np
 
 from tests.stages.models.qwen3_tts.goldens import ROOT
-from vocalis.stages.deploy import load_deploy
 from vocalis.stages.models.qwen3_tts import voices
 from vocalis.stages.models.qwen3_tts.loader import DEPLOY_DEFAULTS, load
-from vocalis.stages.output import AudioOutput
-from vocalis.stages.request import ReferenceAudio, RequestParams, SynthesisRequest
+from vocalis.stages.runtime.deploy import load_deploy
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 
 ENCODING_SECONDS = 6.0
 SMALL_CHUNKS = '{"code2wav": {"chunk_frames": 4, "max_chunk_frames": 4}}'

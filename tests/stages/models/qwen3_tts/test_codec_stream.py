@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import NullOutput, carried_sizes, feed
-from vocalis.stages.chunk_stage import DecodeStream
-from vocalis.stages.chunking import ChunkPolicy, Window
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.chunk_stage import DecodeStream
+from vocalis.stages.runtime.chunking import ChunkPolicy, Window
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
 
 from .goldens import modules
 

@@ -15,17 +15,17 @@ import pytest
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, NAMES, ROOT, conditioning, golden, modules, teacher_forced
-from vocalis.stages.autoregressive import AutoregressiveStage
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.qwen3_tts.prompt import build_prompt
 from vocalis.stages.models.qwen3_tts.speaker import log_mel
 from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, Qwen3TTSInput, TalkerStageModel
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
-from vocalis.stages.output import AudioOutput
-from vocalis.stages.pipeline import Pipeline
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
 
 LOGITS_ATOL = 1e-4
 WAVE_ATOL = 1e-3

@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, conditioning, golden, modules
-from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput, TalkerStageModel
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.sampling import SamplingParams
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import StageItem
 
 
 def _inputs(rows: int):

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from tests.goldens.voxcpm2.cases import HERE
-from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Adapter
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from tests.goldens.voxcpm2.cases import NullOutput, case_input, case_request, generate, generator_stage, load_family, tensor
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
 from vocalis.stages.models.voxcpm2.generator import MAX_PATCHES_PER_TOKEN, MIN_DEFAULT_PATCHES
 from vocalis.stages.models.voxcpm2.vae import receptive_field_frames
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 
 @pytest.fixture(scope="module")

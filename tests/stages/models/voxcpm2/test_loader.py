@@ -11,14 +11,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tests.goldens.voxcpm2.cases import HERE
-from vocalis.stages import family as families
-from vocalis.stages.deploy import load_deploy
+from vocalis.stages.api import family as families
 from vocalis.stages.models.registry import load_model
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.loader import DEPLOY_DEFAULTS
 from vocalis.stages.models.voxcpm2.modules import VoxCPM2
 from vocalis.stages.models.voxcpm2.vae import AudioVAE, receptive_field_frames
 from vocalis.stages.models.voxcpm2.weights import fold_weight_norm, load_modules
+from vocalis.stages.runtime.deploy import load_deploy
 
 
 def real_config() -> VoxCPM2Config:

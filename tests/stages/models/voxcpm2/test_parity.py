@@ -29,11 +29,11 @@ from tests.goldens.voxcpm2.cases import (
     summary,
     tensor,
 )
-from vocalis.stages.chunk_stage import ChunkStage, DecodeStream
-from vocalis.stages.chunking import ChunkPolicy
-from vocalis.stages.kv_cache import PagedKVCache
 from vocalis.stages.models.voxcpm2.generator import LatentGenerator
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.chunk_stage import ChunkStage, DecodeStream
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.stage import StageItem
 
 PATCH_ATOL = 1e-4
 STOP_ATOL = 1e-4

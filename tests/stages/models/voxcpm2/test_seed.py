@@ -28,7 +28,7 @@ def tiny():
 def test_stream_zero_is_the_plain_seed(tiny):
     noise = tensor("tiny", "zero_shot", "noise")  # [steps, feat_dim, patch_size]
     drawn = torch.Generator().manual_seed(reference_seed("tiny", "zero_shot"))
-    from vocalis.stages.sampling import SamplerState, SamplingParams
+    from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 
     state = SamplerState(SamplingParams(seed=reference_seed("tiny", "zero_shot")))
     for step in noise:

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from tests.goldens.voxtral.build_tiny import build
-from vocalis.stages.autoregressive import AutoregressiveStage
 from vocalis.stages.models.voxtral.adapter import VoxtralInput
 from vocalis.stages.models.voxtral.generator import FrameGenerator
 from vocalis.stages.models.voxtral.weights import VoxtralModules, load_modules
-from vocalis.stages.request import SynthesisRequest
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
 
 
 class NullOutput:

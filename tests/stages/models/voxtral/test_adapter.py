@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from vocalis.stages.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.voxtral.adapter import DEFAULT_CFG_ALPHA, VOICE_REQUIRED, VoxtralAdapter
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 VOICES = ("casual_male", "neutral_female")
 

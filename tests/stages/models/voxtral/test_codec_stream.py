@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, record_streams
-from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.voxtral.decoding import CodecDecoder
+from vocalis.stages.runtime.chunking import ChunkPolicy
 
 from .test_generation import random_frames
 

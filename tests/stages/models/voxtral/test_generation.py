@@ -10,13 +10,13 @@ import torch
 
 from tests.goldens.voxtral.build_tiny import build
 from tests.stages.models.voxtral.conftest import generate, request
-from vocalis.stages.chunk_stage import ChunkStage
-from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.models.voxtral.config import END_AUDIO
 from vocalis.stages.models.voxtral.decoding import CodecDecoder
 from vocalis.stages.models.voxtral.generator import FrameGenerator
 from vocalis.stages.models.voxtral.weights import load_modules
-from vocalis.stages.stage import StageItem
+from vocalis.stages.runtime.chunk_stage import ChunkStage
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.stage import StageItem
 
 TEXT = "Hello world, this is a tiny voice."
 

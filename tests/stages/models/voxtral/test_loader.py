@@ -12,12 +12,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tests.goldens.voxtral.build_tiny import build
-from vocalis.stages import family as families
-from vocalis.stages.errors import InvalidField
+from vocalis.stages.api import family as families
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
 from vocalis.stages.models.voxtral.config import VoxtralConfig
 from vocalis.stages.models.voxtral.weights import checkpoint_shapes, load_modules
-from vocalis.stages.request import ReferenceAudio, RequestParams
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 REAL_PARAMS = json.loads((Path(__file__).parents[3] / "goldens/voxtral/real_params.json").read_text())
 PUBLISHED_TENSORS = 386

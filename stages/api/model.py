@@ -1,0 +1,96 @@
+"""What a loaded model is to the rest of the system: capabilities, adapter, pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from vocalis.stages.api.extra_params import ExtraParam
+from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.request import RequestParams
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a model can do, as the server checks requests against and Models.GetModel reports."""
+
+    sample_rate: int
+    """Native rate of the audio the model produces, in Hz."""
+    voices: tuple[str, ...]
+    """Preset voice names."""
+    default_voice: str
+    accepted_fields: frozenset[str]
+    """Request fields it honours beyond those every model honours (model, voice, encoding, ...)."""
+    required_fields: frozenset[str] = frozenset()
+    extra_params: tuple[ExtraParam, ...] = ()
+    """Keys it honours in extra_params: type, range and description of each."""
+    streaming: bool = True
+    """Whether audio leaves before the whole utterance is synthesized."""
+    voice_cloning: bool = False
+    fixed_voices: bool = False
+    """The model speaks its `voices` and nothing else (it clones none, nor uses stored voices): another name is a bad
+    argument that its adapter's `resolve_voice` refuses naming them (400 / INVALID_ARGUMENT, the peer's Gepard), not a
+    stored voice to look up (404 / NOT_FOUND when missing)."""
+    preset_over_reference: bool = False
+    """A preset `voice` given beside `ref_audio` is the voice and ref_audio is ignored (vLLM-Omni's Voxtral rule); by
+    default ref_audio gives the voice and the preset is ignored."""
+    languages: tuple[str, ...] = ()
+    whole_input: bool = False
+    """The model takes a session's whole text as one unit (an instruction, not sentences): the server does not
+    split it unless the caller asks for a granularity."""
+    min_speed: float = 0.25
+    max_speed: float = 4.0
+    warmup_fields: tuple[tuple[str, Any], ...] = ()
+    """(field, value) pairs the server's warm-up request sets beside its text, for a model whose defaults do not make
+    a request (AuK needs a duration without ref_audio)."""
+
+
+InputT_co = TypeVar("InputT_co", covariant=True)
+
+
+class ModelAdapter(Protocol[InputT_co]):
+    """Turns a validated request into the model's stage-0 input, or raises a RequestError.
+
+    Adapters are pure and cheap: they run on the server's event loop, so they validate and package
+    the request; anything that needs a model forward pass (speaker or codec encoders on a reference
+    clip) runs on a stage thread, in the stage model's `start()`.
+
+    Optional: a `text_carry` attribute (stages/text/text_carry.py) for inline tags whose reach spans sentences; the
+    session rewrites each unit of the text with what the units before it left open.
+    """
+
+    capabilities: Capabilities
+
+    def stage_input(self, params: RequestParams) -> InputT_co: ...
+
+    def resolve_voice(self, voice: str) -> str:
+        """The canonical name of `voice` ("" meaning the default); raises UnknownVoice."""
+        ...
+
+
+InputT = TypeVar("InputT")
+
+
+@dataclass
+class LoadedModel(Generic[InputT]):
+    """A model ready to serve: name, what it can do, how to feed it, and its running pipeline."""
+
+    name: str
+    family: str
+    capabilities: Capabilities
+    adapter: ModelAdapter[InputT]
+    pipeline: Pipeline
+    aliases: tuple[str, ...] = ()
+    """Other names requests may use for it (`--served-model-name` given more than once)."""
+    aligner: Any = None
+    """The forced-aligner worker (stages/text/aligner) that times the words of a model that cannot time its own
+    (`--forced-aligner`); None otherwise."""
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    def close(self) -> None:
+        self.pipeline.close()
+        if self.aligner is not None:
+            self.aligner.close()

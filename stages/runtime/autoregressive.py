@@ -1,0 +1,372 @@
+"""AutoregressiveStage: sequences that persist across steps, continuously batched over a paged KV cache.
+
+The model supplies tensors (prompt embeddings, one forward over the flattened
+tokens of a step, frame sampling, EOS); the Scheduler decides who runs and keeps
+the books (torch-free); the PagedKVCache holds the memory. This file is the loop
+that ties them. Every tensor it makes is on the cache's device; only the EOS
+flags of a step cross to the host (frames leave as device tensors).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence as Sizes
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import torch
+
+from vocalis.stages.api.errors import InvalidField, SynthesisFailed
+from vocalis.stages.api.max_new_tokens import CAPPED
+from vocalis.stages.runtime.attention import AttentionBatch
+from vocalis.stages.runtime.block_manager import SlotManager, StateShape
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.decode_graphs import DecodeGraphs
+from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
+from vocalis.stages.runtime.linear_attention import RecurrentStates
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.scheduler import Scheduler
+from vocalis.stages.runtime.sequence import FinishReason, Sequence
+from vocalis.stages.runtime.stage import StageItem
+
+
+@dataclass
+class SequenceStart:
+    """How a request's sequence starts, made in one call by `AutoregressiveModel.start`."""
+
+    prompt_embeds: torch.Tensor
+    """[P, H] input embeddings of the prompt (its text and stage input)."""
+    sampling: SamplingParams
+    """Sampling of the sequence; its max_new_tokens caps the frames."""
+    state: Any = None
+    """What the sequence carries between steps besides the runtime's own (text still to feed in, a
+    sub-model's sampler, a step count), as the model defines; handed back to `sample_frames` and
+    `frame_embeds` in batch order. None for a model that needs none."""
+
+
+class AutoregressiveModel(Protocol):
+    """The tensor side of an autoregressive stage (e.g. a TTS talker emitting codec frames)."""
+
+    cache_shape: CacheShape
+    state_shape: StateShape | None
+    """The per-sequence recurrent state of linear-attention layers (Gated DeltaNet), or None (a model of attention
+    layers only may leave it out). The stage keeps one slot per seat beside the KV cache, as `cache.states`."""
+    emits_eos_frame: bool
+    """False: the frame `is_eos` flags ends its sequence and is not emitted (an EOS code). True: it is the
+    sequence's last output (a stop head deciding beside a real frame)."""
+
+    def start(self, request: SynthesisRequest) -> SequenceStart:
+        """The prompt, sampling and state of a new request, on the stage's thread: heavy per-request
+        conditioning (encoding a reference clip) belongs here. May raise: that request fails alone."""
+        ...
+
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
+        """Hidden states [T, H] of the flattened step tokens, writing their keys/values into the cache. A model that
+        sets `forward_takes_states = True` also gets `states=`: each chunk's `SequenceStart.state`, in batch order
+        (a sub-model with its own per-sequence cache that must see every prefill position, as Drama 3's tower)."""
+        ...
+
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[Any]) -> torch.Tensor:
+        """Next frames [B, K] from last-token hidden states [B, H]; histories[i] is [n_i, K] generated so far,
+        states[i] the sequence's `SequenceStart.state`."""
+        ...
+
+    def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
+        """[B] bool: frame i ends its sequence (see `emits_eos_frame`)."""
+        ...
+
+    def frame_embeds(self, frames: torch.Tensor, states: list[Any]) -> torch.Tensor:
+        """[B, H] input embeddings of generated frames [B, K] (states in the same order)."""
+        ...
+
+
+@dataclass(eq=False)
+class SequenceTensors:
+    """The tensor side of one sequence, kept beside its torch-free bookkeeping."""
+
+    prompt: torch.Tensor
+    """[P, H] prompt embeddings."""
+    sampler: SamplerState
+    state: Any = None
+    """The model's own per-sequence state (SequenceStart.state)."""
+    max_frames: int = 0
+    frames: torch.Tensor | None = None
+    """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
+    num_frames: int = 0
+    released: int = 0
+    """Frames handed to the next stage so far."""
+    boundary: int = 0
+    """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
+    chunks: int = 0
+    due_at: int = 0
+    """Frames at which the next chunk is due (0 until first asked)."""
+    frame_embeds: list[tuple[torch.Tensor, int]] = field(default_factory=list)
+    """Input embedding of generated frame j, the input at position P + j, as (a step's [B, H] embeddings, row): kept
+    for recompute after preemption and sliced only then, so a step stores them without a torch call per sequence."""
+
+    def inputs(self, start: int, count: int) -> torch.Tensor:
+        """Input embeddings [count, H] of positions start..start+count-1."""
+        prompt_len = self.prompt.shape[0]
+        parts = []
+        if start < prompt_len:
+            parts.append(self.prompt[start : min(start + count, prompt_len)])
+        first = max(start, prompt_len) - prompt_len
+        last = start + count - prompt_len
+        if last > first:
+            parts.extend(embeds[row : row + 1] for embeds, row in self.frame_embeds[first:last])
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def append_frame(self, frame: torch.Tensor) -> None:
+        """Record emitted frame [K] (written in place: no copy of the history per step)."""
+        if self.frames is None:
+            self.frames = frame.new_empty((self.max_frames, *frame.shape))
+        self.frames[self.num_frames] = frame
+        self.num_frames += 1
+
+    def history(self) -> torch.Tensor:
+        """[n, K] frames emitted so far (a view)."""
+        if self.frames is None:
+            return torch.empty(0, 0, dtype=torch.long, device=self.prompt.device)
+        return self.frames[: self.num_frames]
+
+
+PROMPT_TOO_LONG = "PROMPT_TOO_LONG"
+"""The reason a request is refused when its prompt alone fills the stage's cache (max_len)."""
+
+
+class CacheFull(SynthesisFailed):
+    """A sequence outgrew the KV-cache budget with the whole cache to itself."""
+
+
+class AutoregressiveStage:
+    """Runs an AutoregressiveModel. A model whose stop decision comes beside a real frame (a stop head,
+    rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output.
+
+    KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
+    room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
+    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it.
+
+    A model with linear-attention layers (`state_shape`) gets `max_num_seqs` recurrent-state slots beside the KV
+    cache: a sequence takes one when admitted, it is zeroed when the sequence computes position 0 (first chunk, or
+    the recompute after a preemption), every step updates the slots of its sequences in place (so chunked prefill
+    carries the state over), and it is given back with the blocks on finish, cancel or preemption."""
+
+    def __init__(
+        self,
+        name: str,
+        model: AutoregressiveModel,
+        max_num_seqs: int = 16,
+        max_num_batched_tokens: int = 2048,
+        dtype: torch.dtype = torch.float32,
+        device: str = "cpu",
+        kv_cache_bytes: int = 0,
+        kv_cache_fraction: float = 0.0,
+        block_size: int = 16,
+        handover: ChunkPolicy | None = None,
+        cuda_graph_batch_sizes: Sizes[int] = (),
+        graph_capture: bool | None = None,
+    ) -> None:
+        self.name = name
+        self.model = model
+        shape = model.cache_shape
+        budget = kv_cache_budget(shape, dtype, device, max_num_seqs, kv_cache_bytes, kv_cache_fraction)
+        self.cache = PagedKVCache.from_budget(shape, budget, block_size, dtype=dtype, device=device)
+        self.device = self.cache.device
+        state_shape = getattr(model, "state_shape", None)
+        slots = None
+        if state_shape is not None:
+            self.cache.states = RecurrentStates(state_shape, max_num_seqs, dtype=dtype, device=device)
+            slots = SlotManager(max_num_seqs)
+        self.handover = handover
+        """The next stage's chunking: frames are handed over when its next chunk can be decoded (or the sequence
+        ends), not every step, so the next stage wakes once per chunk. None: every frame at once."""
+        self.graphs: DecodeGraphs | None = None
+        """Decode-only steps on static buffers padded to `cuda_graph_batch_sizes` (captured as CUDA graphs on a GPU;
+        `graph_capture=False` runs the same buffers eagerly). Not for models with recurrent state."""
+        if cuda_graph_batch_sizes and state_shape is None:
+            self.graphs = DecodeGraphs(model.forward, self.cache, cuda_graph_batch_sizes, shape.max_len, graph_capture)
+        self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, shape.max_len, slots)
+        self._sequences: dict[int, Sequence[SequenceTensors]] = {}  # by id(request)
+        self._ids = itertools.count()
+        self._batch: list[SynthesisRequest] = []
+        self.steps = 0
+        self._emits_eos_frame = model.emits_eos_frame
+        self._next: tuple[torch.Tensor, list[Sequence[SequenceTensors]]] | None = None
+        """The last step's frame embeddings [B, H] and the sequences of its rows (see `_step_inputs`)."""
+        self._kept = False
+        """The last step was an eager decode-only step whose every sequence goes on: if this one decodes the same
+        rows, the cache's kept decode context continues (see PagedKVCache.batch)."""
+
+    # -- the Stage protocol -------------------------------------------------------------
+
+    def add(self, item: StageItem) -> None:
+        request = item.request
+        start = self.model.start(request)
+        prompt, params, state = start.prompt_embeds, start.sampling, start.state
+        max_len = self.scheduler.max_len
+        room = max_len - prompt.shape[0]
+        if room < 1:
+            raise InvalidField(
+                "text", PROMPT_TOO_LONG,
+                f"the prompt is {prompt.shape[0]} positions (input text plus any reference text and speaker prompt) but "
+                f"{self.name}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
+                f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{self.name}\": {{\"max_len\": N}}}}')",
+            )
+        if room < params.max_new_tokens:  # a full cache ends the sequence, as vLLM's engine stops at max_model_len
+            request.warn("max_new_tokens", CAPPED, f"max_new_tokens {params.max_new_tokens} is capped by {self.name}'s "
+                                                   f"{max_len}-position cache: the prompt takes {prompt.shape[0]}, "
+                                                   f"so generation ends at {room} tokens")
+            params = replace(params, max_new_tokens=room)
+        data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
+        seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
+        self.scheduler.add(seq)
+        self._sequences[id(request)] = seq
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def batch_requests(self) -> list[SynthesisRequest]:
+        return list(self._batch)
+
+    def active_requests(self) -> list[SynthesisRequest]:
+        return [seq.request for seq in self._sequences.values()]
+
+    def drop(self, request: SynthesisRequest) -> None:
+        seq = self._sequences.pop(id(request), None)
+        if seq is not None:
+            self.scheduler.finish(seq)
+
+    def drop_closed(self) -> None:
+        for seq in list(self._sequences.values()):
+            if seq.request.closed:
+                self.drop(seq.request)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    def step(self) -> list[StageItem]:
+        self.drop_closed()
+        chunks = self.scheduler.schedule()
+        self._fail_out_of_memory()
+        self._batch = [chunk.seq.request for chunk in chunks]
+        if not chunks:
+            self._next = None
+            return []
+        seqs_in = [chunk.seq for chunk in chunks]
+        decode_only = all(chunk.num_tokens == 1 and chunk.seq.num_computed >= chunk.seq.prompt_len for chunk in chunks)
+        same_rows = decode_only and self._continues(seqs_in)
+        embeds = self._next[0] if same_rows else self._step_inputs(chunks)
+        context_kept, self._kept = self._kept, False
+        slots = None
+        if self.cache.states is not None:
+            slots = [seq.state_slot for seq in seqs_in]
+            fresh = [seq.state_slot for seq in seqs_in if seq.num_computed == 0]
+            if fresh:
+                self.cache.states.reset(torch.tensor(fresh, device=self.device))
+        tables, starts = [seq.block_table for seq in seqs_in], [seq.num_computed for seq in seqs_in]
+        takes_states = getattr(self.model, "forward_takes_states", False)
+        use_graphs = self.graphs is not None and decode_only and not takes_states
+        hidden = self.graphs.run(embeds, tables, starts) if use_graphs else None
+        if hidden is None:
+            batch = self.cache.batch(tables, starts, [c.num_tokens for c in chunks], slots, continues=context_kept and same_rows)
+            if takes_states:
+                hidden = self.model.forward(embeds, batch, self.cache, states=[seq.data.state for seq in seqs_in])
+            else:
+                hidden = self.model.forward(embeds, batch, self.cache)
+        seqs = self.scheduler.advance(chunks)
+        self.steps += 1
+        if not seqs:
+            self._next = None
+            return []
+        if decode_only or all(chunk.num_tokens == 1 for chunk in chunks) and len(seqs) == len(chunks):
+            last_hidden = hidden  # one token per sequence, every one sampled: rows already in order
+        else:
+            ends = list(itertools.accumulate(c.num_tokens for c in chunks))
+            last_token = {id(chunk.seq): end - 1 for chunk, end in zip(chunks, ends, strict=True)}
+            last_hidden = hidden[torch.tensor([last_token[id(seq)] for seq in seqs], device=hidden.device)]
+        data = [seq.data for seq in seqs]
+        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], [d.history() for d in data], [d.state for d in data])
+        eos = self.model.is_eos(frames).tolist()
+        reasons = self.scheduler.postprocess(seqs, eos)
+        rows = frames.unbind(0)  # one call for every sequence's [K] view
+        outputs = []
+        continuing: list[Sequence[SequenceTensors]] = []
+        for frame, seq, reason in zip(rows, seqs, reasons, strict=True):
+            request = seq.request
+            emitted = reason is not FinishReason.EOS or self._emits_eos_frame
+            if emitted:
+                seq.data.append_frame(frame)
+                request.output_tokens += 1
+            finished = reason is not None
+            if self.handover is None:
+                outputs.append(StageItem(request, frame[None] if emitted else frames[:0], finished=finished))
+            elif finished or self._chunk_due(seq.data, request):
+                outputs.append(StageItem(request, self._release(seq.data, frame[None]), finished=finished))
+            if finished:
+                self._sequences.pop(id(request), None)
+            else:
+                continuing.append(seq)
+        self._next = None
+        if continuing:
+            kept = frames if len(continuing) == len(seqs) else frames[
+                torch.tensor([i for i, r in enumerate(reasons) if r is None], device=frames.device)]
+            next_embeds = self.model.frame_embeds(kept, [seq.data.state for seq in continuing])
+            for i, seq in enumerate(continuing):
+                seq.data.frame_embeds.append((next_embeds, i))
+            self._next = (next_embeds, continuing)
+            self._kept = decode_only and not use_graphs and len(continuing) == len(seqs_in)
+        return outputs
+
+    def _continues(self, seqs: list[Sequence[SequenceTensors]]) -> bool:
+        """Whether `seqs` are exactly the sequences that continued from the last step, in the same order (the steady
+        state): a decode-only step of them reuses that step's frame embeddings as they are."""
+        following = self._next
+        return following is not None and len(following[1]) == len(seqs) and all(
+            a is b for a, b in zip(following[1], seqs, strict=True)
+        )
+
+    @staticmethod
+    def _step_inputs(chunks: list) -> torch.Tensor:
+        """The flattened input embeddings of a step, read from each sequence's prompt and frame embeddings."""
+        return torch.cat([chunk.seq.data.inputs(chunk.seq.num_computed, chunk.num_tokens) for chunk in chunks])
+
+    def _chunk_due(self, data: SequenceTensors, request: SynthesisRequest) -> bool:
+        """Whether the next stage can decode a new chunk of this sequence's frames now."""
+        if data.num_frames < data.due_at:
+            return False  # most steps: known without asking the policy
+        policy = self.handover
+        assert policy is not None
+        first = getattr(request.stage_input, "initial_codec_chunk_frames", None)
+        due = False
+        while True:
+            size = policy.chunk_size(data.chunks, first)
+            if data.num_frames - data.boundary < size + policy.lookahead_frames:
+                break
+            data.boundary += size
+            data.chunks += 1
+            due = True
+        data.due_at = data.boundary + size + policy.lookahead_frames
+        return due
+
+    def _release(self, data: SequenceTensors, frame: torch.Tensor) -> torch.Tensor:
+        """The frames not yet handed over, [n, K] (n may be 0)."""
+        if data.frames is None:
+            return frame[:0]
+        pending = data.frames[data.released : data.num_frames].clone()
+        data.released = data.num_frames
+        return pending
+
+    def _fail_out_of_memory(self) -> None:
+        for seq in self.scheduler.out_of_memory:
+            self._sequences.pop(id(seq.request), None)
+            blocks = self.cache.blocks
+            seq.request.fail(
+                CacheFull(
+                    f"{self.name}: the sequence needs more than the KV cache's {blocks.capacity} positions "
+                    f"({blocks.num_blocks} blocks of {blocks.block_size}, {self.cache.bytes} bytes) after "
+                    f"{seq.num_generated} frames; raise kv_cache_bytes or lower max_new_tokens"
+                )
+            )

@@ -1,0 +1,41 @@
+"""The in-process pipeline of one loaded model: its stages, each on its own worker thread, chained."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import Stage, StageItem
+from vocalis.stages.runtime.worker import StageWorker
+
+
+class Pipeline:
+    """Stage 0 takes new requests; each stage's outputs feed the next; the last one emits audio."""
+
+    def __init__(self, stages: list[Stage]) -> None:
+        if not stages:
+            raise ValueError("a pipeline needs at least one stage")
+        self.stages = stages
+        self.workers: list[StageWorker] = []
+        next_worker = None
+        for stage in reversed(stages):
+            next_worker = StageWorker(stage, next_worker)
+            self.workers.insert(0, next_worker)
+        for worker in self.workers:
+            worker.start()
+
+    def observe(self, observer: Callable[[str, int], None]) -> None:
+        """Call `observer(stage_name, batch_size)` after every step of every stage."""
+        for worker in self.workers:
+            worker.observer = observer
+
+    def running(self) -> dict[str, int]:
+        """Requests each stage holds now (running sequences, streams being decoded, utterances)."""
+        return {stage.name: len(stage.active_requests()) for stage in self.stages}
+
+    def submit(self, request: SynthesisRequest) -> None:
+        self.workers[0].put([StageItem(request)])
+
+    def close(self, timeout: float = 5.0) -> None:
+        for worker in self.workers:
+            worker.stop(timeout)

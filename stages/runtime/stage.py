@@ -1,0 +1,64 @@
+"""What every stage is to its worker: items in, a step, items out.
+
+A stage is pure compute over a batch; its worker thread owns it, feeds it what
+arrives in the inbox, calls `step()` while it has work, and routes the outputs.
+Four runtimes implement it: AutoregressiveStage (persistent sequences, KV
+cache, continuous batching), ChunkStage (decodes frames in chunks as they come),
+UtteranceStage (a whole unit of text in, its audio out) and IterativeStage
+(every running request refined by one batched pass per step: masked diffusion);
+a PrepareStage may go first, for a family's heavy per-request conditioning.
+Their add/drop bookkeeping is RequestTable's (request_table.py). How a family
+plugs into them: stages/models/README.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vocalis.stages.runtime.request import SynthesisRequest
+
+
+@dataclass
+class StageItem:
+    """Something for a stage about one request: a new request, or output of the stage before."""
+
+    request: SynthesisRequest
+    payload: Any = None
+    """None for a new request; frames (or another stage's output) otherwise."""
+    finished: bool = False
+    """No more payload will come for this request."""
+
+
+class Stage(Protocol):
+    name: str
+
+    def add(self, item: StageItem) -> None:
+        """Take a new request or more input for one it has; may raise for bad input (fails that request only)."""
+        ...
+
+    def has_work(self) -> bool:
+        """Whether step() can make progress now (without waiting for more input). A stage may also hold work back
+        for a moment to batch it: it then says no and gives `wake_in()`, the seconds after which to ask again
+        (optional; ChunkStage's)."""
+        ...
+
+    def step(self) -> list[StageItem]:
+        """One step over a batch; returns what it produced, per request."""
+        ...
+
+    def batch_requests(self) -> list[SynthesisRequest]:
+        """The requests of the step in progress (those to fail when step() raises)."""
+        ...
+
+    def active_requests(self) -> list[SynthesisRequest]:
+        """Every request the stage holds (for metrics)."""
+        ...
+
+    def drop(self, request: SynthesisRequest) -> None:
+        """Forget `request` and free what it holds (cache slot, buffers)."""
+        ...
+
+    def drop_closed(self) -> None:
+        """Drop every request that was cancelled or failed elsewhere."""
+        ...

@@ -1,0 +1,188 @@
+"""UtteranceStage: a whole unit of text in, its audio out piece by piece (Piper, diffusion models).
+
+Requests are served one piece (e.g. one sentence) per step: a request that has
+produced nothing yet first, then the others round-robin, so a long text does not
+hold up the short ones that arrive behind it.
+
+With `lanes` > 1 the stage advances up to that many requests at once, each on its
+own lane thread, whenever more than one request is active: a model with
+single-threaded compute per lane (Piper: one single-thread ONNX session run from
+each lane) then uses every core without its runs fighting over one thread pool.
+A lone request still runs alone ("solo"), so that the model can give it all the
+cores for the lowest latency; models read which case they are in with solo().
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Protocol
+
+import numpy as np
+
+from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
+
+log = logging.getLogger(__name__)
+
+_lane = threading.local()
+_DONE = object()
+_POLL_S = 0.05
+"""With a lane free, how often a step looks up from its running pieces to let new requests in."""
+
+
+def solo() -> bool:
+    """Whether the piece being computed on this thread is the only one running (it may use every core)."""
+    return getattr(_lane, "solo", True)
+
+
+class UtteranceModel(Protocol):
+    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+        """Mono float32 pieces at the model's rate, each as soon as it exists."""
+        ...
+
+
+class UtteranceStage:
+    def __init__(self, name: str, model: UtteranceModel, max_num_seqs: int = 16, lanes: int = 1) -> None:
+        self.name = name
+        self.model = model
+        self.max_num_seqs = max_num_seqs
+        self.lanes = lanes
+        self._waiting: OrderedDict[int, SynthesisRequest] = OrderedDict()
+        self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray]]] = OrderedDict()
+        self._batch: list[SynthesisRequest] = []
+        self._started: set[int] = set()
+        self._running: dict[Future, tuple[int, bool]] = {}
+        """Pieces being computed on lane threads: future -> (request key, solo)."""
+        self._closing: dict[int, Iterator[np.ndarray]] = {}
+        """Pieces of requests dropped while a piece of theirs was running: closed once it is back."""
+        self._executor = ThreadPoolExecutor(lanes, thread_name_prefix=f"stage-{name}-lane") if lanes > 1 else None
+
+    def add(self, item: StageItem) -> None:
+        self._waiting[id(item.request)] = item.request
+
+    def has_work(self) -> bool:
+        return bool(self._waiting or self._active)
+
+    def batch_requests(self) -> list[SynthesisRequest]:
+        return list(self._batch)
+
+    def active_requests(self) -> list[SynthesisRequest]:
+        return [*self._waiting.values(), *(request for request, _ in self._active.values())]
+
+    def drop(self, request: SynthesisRequest) -> None:
+        key = id(request)
+        self._waiting.pop(key, None)
+        self._started.discard(key)
+        entry = self._active.pop(key, None)
+        if entry is None:
+            return
+        if any(running_key == key for running_key, _ in self._running.values()):
+            self._closing[key] = entry[1]  # its generator is executing on a lane; closed when the piece is back
+        else:
+            entry[1].close()
+
+    def drop_closed(self) -> None:
+        for request in [r for r in self._waiting.values() if r.closed] + [r for r, _ in self._active.values() if r.closed]:
+            self.drop(request)
+
+    def step(self) -> list[StageItem]:
+        self.drop_closed()
+        while self._waiting and len(self._active) < self.max_num_seqs:
+            key, request = self._waiting.popitem(last=False)
+            self._active[key] = (request, self.model.synthesize(request))
+        if self._executor is None:
+            return self._step_inline()
+        return self._step_lanes()
+
+    # -- one piece at a time, on the worker thread --------------------------------------
+
+    def _step_inline(self) -> list[StageItem]:
+        if not self._active:
+            return []
+        key = self._next_keys(1)[0]
+        request, pieces = self._active[key]
+        self._active.move_to_end(key)
+        self._started.add(key)
+        self._batch = [request]
+        try:
+            samples = next(pieces)
+        except StopIteration:
+            self.drop(request)
+            return [StageItem(request, None, finished=True)]
+        except Exception as exc:  # noqa: BLE001 - one request's fault fails that request only
+            self._fail(request, exc)
+            return []
+        return [StageItem(request, samples)]
+
+    # -- up to `lanes` pieces at once ----------------------------------------------------
+
+    def _step_lanes(self) -> list[StageItem]:
+        self._launch()
+        if not self._running:
+            return []
+        lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
+        # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
+        self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
+        done, _ = wait(list(self._running), timeout=None if lanes_full else _POLL_S, return_when=FIRST_COMPLETED)
+        outputs: list[StageItem] = []
+        for future in done:
+            key, _ = self._running.pop(future)
+            if key in self._closing:
+                self._closing.pop(key).close()
+                continue
+            request = self._active[key][0]
+            try:
+                samples = future.result()
+            except Exception as exc:  # noqa: BLE001 - one request's fault fails that request only
+                self._fail(request, exc)
+                continue
+            if samples is _DONE:
+                self.drop(request)
+                outputs.append(StageItem(request, None, finished=True))
+            else:
+                outputs.append(StageItem(request, samples))
+        return outputs
+
+    def _launch(self) -> None:
+        """Start pieces on free lanes: alone for a lone request, else one per lane, never beside a solo piece."""
+        assert self._executor is not None
+        if any(alone for _, alone in self._running.values()):
+            return
+        running = {key for key, _ in self._running.values()}
+        idle = [key for key in self._active if key not in running]
+        alone = len(self._active) == 1 and not running
+        for key in self._next_keys(self.lanes - len(running), among=idle):
+            request, pieces = self._active[key]
+            self._active.move_to_end(key)
+            self._started.add(key)
+            self._running[self._executor.submit(_advance, pieces, alone)] = (key, alone)
+
+    def _fail(self, request: SynthesisRequest, exc: Exception) -> None:
+        """Fail one request; a fault the model reports (SynthesisFailed) is logged without a traceback."""
+        if isinstance(exc, SynthesisFailed):
+            log.warning("stage %s failed request %s: %s: %s", self.name, request.request_id, type(exc).__name__, exc)
+        else:
+            log.exception("stage %s failed request %s", self.name, request.request_id)
+        self.drop(request)
+        if not request.closed:
+            request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
+
+    def _next_keys(self, count: int, among: list[int] | None = None) -> list[int]:
+        """Up to `count` requests to advance: those that have produced nothing yet first, then in turn."""
+        keys = list(self._active) if among is None else among
+        fresh = [k for k in keys if k not in self._started]
+        return (fresh + [k for k in keys if k in self._started])[: max(0, count)]
+
+
+def _advance(pieces: Iterator[np.ndarray], alone: bool) -> object:
+    """The next piece of a request, computed on a lane thread (_DONE when it has no more)."""
+    _lane.solo = alone
+    try:
+        return next(pieces, _DONE)
+    finally:
+        _lane.solo = True

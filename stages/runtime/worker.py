@@ -1,0 +1,117 @@
+"""A thread that owns one stage: inbox in, steps while there is work, outputs routed on.
+
+Outputs go to the next worker's inbox, or, from the last stage, into each
+request's audio stream. The thread blocks on its inbox when the stage has nothing
+to do, so an idle pipeline costs no CPU. An exception in a step fails only the
+requests of that step's batch; the worker goes on with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+
+from vocalis.stages.api.errors import RequestError, SynthesisFailed
+from vocalis.stages.runtime.output import batched_delivery
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import Stage, StageItem
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+def inference_mode_if_torch() -> AbstractContextManager[object]:
+    """torch.inference_mode() when torch is loaded (a neural family imported it), else nothing:
+    the Piper-only install has no torch, and its stages never touch it."""
+    torch = sys.modules.get("torch")
+    return torch.inference_mode() if torch is not None else nullcontext()
+
+
+class StageWorker:
+    def __init__(self, stage: Stage, next_worker: StageWorker | None = None) -> None:
+        self.stage = stage
+        self.next = next_worker
+        self.observer: Callable[[str, int], None] | None = None
+        """Called after every step with the stage name and the step's batch size (metrics)."""
+        self.inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=f"stage-{stage.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, items: Iterable[StageItem]) -> None:
+        self.inbox.put(list(items))
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self.inbox.put(_STOP)
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                if self.stage.has_work():
+                    message = self.inbox.get_nowait()
+                else:  # idle, or a stage holding work back until more comes or a deadline (ChunkStage.wake_in)
+                    wake_in = getattr(self.stage, "wake_in", None)
+                    message = self.inbox.get(timeout=None if wake_in is None else wake_in())
+            except queue.Empty:
+                message = None
+            while message is not None:
+                if message is _STOP:
+                    return
+                self._add(message)  # type: ignore[arg-type]
+                try:
+                    message = self.inbox.get_nowait()
+                except queue.Empty:
+                    message = None
+            self.stage.drop_closed()
+            if self.stage.has_work():
+                self._step()
+
+    def _add(self, items: list[StageItem]) -> None:
+        for item in items:
+            if item.request.closed:
+                continue
+            try:
+                self.stage.add(item)
+            except Exception as exc:  # noqa: BLE001 - bad input fails its own request only
+                log.warning("stage %s refused request %s: %s", self.stage.name, item.request.request_id, exc)
+                self._fail([item.request], exc)
+
+    def _step(self) -> None:
+        try:
+            with inference_mode_if_torch():
+                outputs = self.stage.step()
+        except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
+            log.exception("stage %s failed a step", self.stage.name)
+            self._fail(self.stage.batch_requests(), exc)
+            return
+        if self.observer is not None:
+            self.observer(self.stage.name, len(self.stage.batch_requests()))
+        for item in outputs:
+            item.request.mark_stage_output(self.stage.name)
+        if self.next is not None:
+            if outputs:
+                self.next.put(outputs)
+            return
+        with batched_delivery():
+            for item in outputs:
+                if item.payload is not None:
+                    item.request.emit(item.payload)
+                if item.finished:
+                    item.request.finish()
+
+    def _fail(self, requests: list[SynthesisRequest], exc: Exception) -> None:
+        for request in requests:
+            self.stage.drop(request)
+            if request.closed:
+                continue
+            if isinstance(exc, RequestError):  # the request's own input, refused by the stage: the caller can fix it
+                request.fail(exc)
+            else:
+                request.fail(SynthesisFailed(f"{self.stage.name} failed: {type(exc).__name__}: {exc}"))

@@ -1,0 +1,40 @@
+"""The text of an utterance as a CTC model's tokens, word by word.
+
+Characters the vocabulary lacks (digits, most punctuation, other scripts) are left out; a word left
+with no token at all cannot be placed and gets no time. Letters take the vocabulary's case
+(wav2vec2 English checkpoints spell in capitals, MMS ones in lower case).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from vocalis.stages.text.word_times import TextWord, text_words
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The tokens of a text and, for each word that has some, where they are."""
+
+    tokens: list[int]
+    words: list[tuple[TextWord, int, int]]
+    """(word, index of its first token, one past its last)."""
+
+
+def transcript(text: str, vocab: dict[str, int], word_delimiter: str | None = "|") -> Transcript:
+    lower = sum(1 for c in vocab if c.islower()) >= sum(1 for c in vocab if c.isupper())
+    delimiter = vocab.get(word_delimiter) if word_delimiter else None
+    tokens: list[int] = []
+    words: list[tuple[TextWord, int, int]] = []
+    for word in text_words(text):
+        spelled = unicodedata.normalize("NFC", word.text.lower() if lower else word.text.upper())
+        ids = [vocab[c] for c in spelled if c in vocab]
+        if not ids:
+            continue
+        if tokens and delimiter is not None:
+            tokens.append(delimiter)
+        words.append((word, len(tokens), len(tokens) + len(ids)))
+        tokens += ids
+    return Transcript(tokens, words)
+

@@ -1,0 +1,53 @@
+"""Families register by existing: every stages/models/*/family.py is found, without importing torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from vocalis.stages.api import family as families
+
+BUILTIN = {"piper", "qwen3_tts", "omnivoice", "voxcpm2", "voxtral", "auk", "gepard", "higgs_audio_v2", "cosyvoice3", "fish_speech",
+           "glm_tts", "drama3"}
+
+
+def test_shipped_families_are_discovered_without_torch():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None  # any import of torch (or onnxruntime) now fails
+        sys.modules["onnxruntime"] = None
+        from vocalis.stages.api import family
+        print(sorted(f.name for f in family.discover()))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert set(eval(out.stdout)) == BUILTIN
+
+
+def test_a_new_family_folder_is_the_whole_registration(tmp_path, monkeypatch):
+    package = tmp_path / "fake_models"
+    (package / "newfam").mkdir(parents=True)
+    (package / "notafamily").mkdir()
+    for folder in (package, package / "newfam", package / "notafamily"):
+        (folder / "__init__.py").write_text("")
+    (package / "newfam" / "family.py").write_text(textwrap.dedent("""
+        from pathlib import Path
+        from vocalis.stages.api.family import ModelFamily
+        FAMILY = ModelFamily(name="newfam", model_types=("newfam_tts",), deploy_defaults=Path("deploy.yaml"), load=lambda p, d: None)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(families, "BUILTIN_PACKAGE", "fake_models")
+    assert families.builtin_family_modules() == ["fake_models.newfam.family"]
+    families.discover()
+    config = tmp_path / "ckpt"
+    config.mkdir()
+    (config / "config.json").write_text('{"model_type": "newfam_tts"}')
+    assert families.family_for_checkpoint(config).name == "newfam"
+
+
+def test_a_family_module_must_define_family():
+    with pytest.raises(ValueError, match="defines no FAMILY"):
+        families.import_family_module("vocalis.stages.runtime.chunking")

@@ -1,0 +1,115 @@
+"""UtteranceStage: one piece per step for a lone request (solo), up to `lanes` requests at once when several wait."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.runtime.output import AudioOutput
+from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.utterance import UtteranceStage, solo
+
+PIECE_S = 0.15
+
+
+class Recorder:
+    """A model whose pieces take PIECE_S each, recording when, where and whether solo each ran."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, float, float, bool]] = []
+        self._lock = threading.Lock()
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+        for index in range(int(request.text)):
+            start = time.monotonic()
+            alone = solo()
+            time.sleep(PIECE_S)
+            if request.stage_input == "fail" and index == 1:
+                raise SynthesisFailed("this request's second piece fails")
+            with self._lock:
+                self.runs.append((request.request_id, start, time.monotonic(), alone))
+            yield np.full(10, index, dtype=np.float32)
+
+
+def drive(stage: UtteranceStage, requests: list[SynthesisRequest]) -> dict[str, list]:
+    """Step the stage until it is idle; every request's outputs in order ("done" when it finished)."""
+    for request in requests:
+        stage.add(StageItem(request))
+    produced: dict[str, list] = {r.request_id: [] for r in requests}
+    while stage.has_work():
+        for item in stage.step():
+            produced[item.request.request_id].append("done" if item.finished else int(item.payload[0]))
+    return produced
+
+
+def run(lanes: int, specs: list[tuple[str, object]]) -> tuple[dict[str, list], list[SynthesisRequest], float]:
+    async def go():
+        requests = [SynthesisRequest(text=t, stage_input=s, output=AudioOutput(), request_id=f"r{i}") for i, (t, s) in enumerate(specs)]
+        start = time.monotonic()
+        produced = drive(stage, requests)
+        return produced, requests, time.monotonic() - start
+
+    stage = UtteranceStage("u", model, lanes=lanes)
+    return asyncio.run(go())
+
+
+model = Recorder()
+
+
+def test_a_lone_request_runs_solo_even_with_lanes():
+    model.runs.clear()
+    produced, _, _ = run(2, [("3", None)])
+    assert produced == {"r0": [0, 1, 2, "done"]}
+    assert [alone for *_, alone in model.runs] == [True, True, True]
+
+
+def test_several_requests_advance_at_once_on_lanes():
+    model.runs.clear()
+    produced, _, wall = run(2, [("4", None), ("4", None)])
+    assert produced == {"r0": [0, 1, 2, 3, "done"], "r1": [0, 1, 2, 3, "done"]}
+    assert not any(alone for *_, alone in model.runs)
+    overlapping = [
+        (a, b) for a in model.runs for b in model.runs if a[0] < b[0] and a[1] < b[2] and b[1] < a[2]
+    ]
+    assert len(overlapping) >= 3  # the two requests' pieces ran side by side
+    assert wall < 8 * PIECE_S * 0.8  # well under the serial time
+
+
+def test_one_lane_is_serial_and_solo():
+    model.runs.clear()
+    produced, _, _ = run(1, [("2", None), ("2", None)])
+    assert produced == {"r0": [0, 1, "done"], "r1": [0, 1, "done"]}
+    runs = sorted(model.runs, key=lambda r: r[1])
+    assert all(a[2] <= b[1] for a, b in zip(runs, runs[1:], strict=False)) and all(r[3] for r in runs)
+
+
+def test_a_failing_request_fails_alone_on_either_path():
+    for lanes in (1, 2):
+        produced, requests, _ = run(lanes, [("3", "fail"), ("3", None)])
+        assert produced["r0"] == [0] and isinstance(requests[0].error, SynthesisFailed)
+        assert "second piece fails" in str(requests[0].error)
+        assert produced["r1"] == [0, 1, 2, "done"] and requests[1].error is None
+
+
+def test_a_request_cancelled_mid_piece_is_dropped_when_its_piece_is_back():
+    async def go():
+        stage = UtteranceStage("u", model, lanes=2)
+        a = SynthesisRequest(text="5", stage_input=None, output=AudioOutput(), request_id="a")
+        b = SynthesisRequest(text="3", stage_input=None, output=AudioOutput(), request_id="b")
+        stage.add(StageItem(a))
+        stage.add(StageItem(b))
+        stage.step()  # both pieces start; a returns or is still running
+        a.cancel()
+        produced = []
+        while stage.has_work():
+            produced += [(i.request.request_id, i.finished) for i in stage.step()]
+        return produced
+
+    produced = asyncio.run(go())
+    assert ("b", True) in produced and not any(rid == "a" for rid, _ in produced)

@@ -38,7 +38,7 @@ from vocalis.clients import prompts  # noqa: E402
 from vocalis.stages.models.piper import voice as piper_voice  # noqa: E402
 from vocalis.stages.models.piper.adapter import PiperAdapter  # noqa: E402
 from vocalis.stages.models.piper.loader import default_voice_path  # noqa: E402
-from vocalis.stages.models.piper.stage import PiperSynthesizer  # noqa: E402
+from vocalis.stages.models.piper.runtime import PiperSynthesizer  # noqa: E402
 from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
 from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.stages.runtime.stage import StageItem  # noqa: E402

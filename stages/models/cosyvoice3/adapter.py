@@ -18,7 +18,7 @@ from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
-from vocalis.stages.models.cosyvoice3.stages import CosyVoice3Input
+from vocalis.stages.models.cosyvoice3.runtime import CosyVoice3Input
 from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
 from vocalis.stages.runtime.request import RequestParams
 from vocalis.stages.runtime.sampling import SamplingParams

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
     from vocalis.stages.models.cosyvoice3.frontend import Frontend
-    from vocalis.stages.models.cosyvoice3.stages import SpeechLM, VoicePreparer, conditioning
+    from vocalis.stages.models.cosyvoice3.runtime import SpeechLM, VoicePreparer, conditioning
     from vocalis.stages.models.cosyvoice3.weights import load_modules
     from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage

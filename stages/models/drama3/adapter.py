@@ -19,8 +19,8 @@ from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.api.model import Capabilities
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
+from vocalis.stages.models.drama3.runtime import Drama3Input, ReferenceClip
 from vocalis.stages.models.drama3.tag_carry import TagCarry
-from vocalis.stages.models.drama3.talker import Drama3Input, ReferenceClip
 from vocalis.stages.runtime.request import RequestParams
 from vocalis.stages.runtime.sampling import SamplingParams
 

@@ -33,7 +33,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     from vocalis.stages.models.drama3.adapter import Drama3Adapter
     from vocalis.stages.models.drama3.config import parse_config
-    from vocalis.stages.models.drama3.talker import Drama3Talker, ReferenceFrames
+    from vocalis.stages.models.drama3.runtime import Drama3Talker, ReferenceFrames
     from vocalis.stages.models.drama3.weights import load_drama3
     from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
     from vocalis.stages.models.fish_common.fish_dac import load_fish_dac

@@ -27,7 +27,7 @@ from vocalis.stages.layers.moe import fuse_expert_weights
 from vocalis.stages.layers.weights import Weights, load_strict, read_safetensors
 from vocalis.stages.models.drama3.block_fp8 import dequantised_growth, dequantize_checkpoint
 from vocalis.stages.models.drama3.config import FP8_BLOCK, CodebookDecoderConfig, Drama3Config
-from vocalis.stages.models.drama3.model import Drama3
+from vocalis.stages.models.drama3.modules import Drama3
 
 log = logging.getLogger(__name__)
 

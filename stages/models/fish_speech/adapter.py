@@ -15,7 +15,7 @@ from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, normalize_text
-from vocalis.stages.models.fish_speech.stages import FishSpeechInput
+from vocalis.stages.models.fish_speech.runtime import FishSpeechInput
 from vocalis.stages.runtime.request import RequestParams
 from vocalis.stages.runtime.sampling import SamplingParams
 

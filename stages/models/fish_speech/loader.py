@@ -17,7 +17,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
     from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
     from vocalis.stages.models.fish_speech.prompt import FishTokenizer
-    from vocalis.stages.models.fish_speech.stages import SlowARStageModel
+    from vocalis.stages.models.fish_speech.runtime import SlowARStageModel
     from vocalis.stages.models.fish_speech.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline

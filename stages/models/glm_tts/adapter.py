@@ -18,7 +18,7 @@ from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
-from vocalis.stages.models.glm_tts.stages import GLMTTSInput
+from vocalis.stages.models.glm_tts.runtime import GLMTTSInput
 from vocalis.stages.runtime.request import RequestParams
 from vocalis.stages.runtime.sampling import SamplingParams
 

@@ -17,7 +17,7 @@ from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.max_new_tokens import MAX_INT32, checked_max_new_tokens
 from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
-from vocalis.stages.models.higgs_audio_v2.stages import HiggsInput
+from vocalis.stages.models.higgs_audio_v2.runtime import HiggsInput
 from vocalis.stages.runtime.request import RequestParams
 from vocalis.stages.runtime.sampling import SamplingParams
 

@@ -15,7 +15,7 @@ from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokeni
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
 from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
-from vocalis.stages.models.higgs_audio_v2.stages import HiggsCodecDecoder, HiggsTalkerModel
+from vocalis.stages.models.higgs_audio_v2.runtime import HiggsCodecDecoder, HiggsTalkerModel
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.models.higgs_audio_v2.weights import load_talker

@@ -17,7 +17,7 @@ from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.models.omnivoice.config import GenerationConfig
-from vocalis.stages.models.omnivoice.stage import OmniVoiceInput
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceInput
 from vocalis.stages.models.omnivoice.text import InvalidInstruction, language_code, language_table, normalize_instruction
 from vocalis.stages.runtime.request import RequestParams
 

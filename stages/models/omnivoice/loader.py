@@ -20,7 +20,7 @@ from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_sa
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
-from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, UnitDecoderStage
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import TextTokenizer
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage

@@ -5,7 +5,7 @@ from __future__ import annotations
 from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.model import Capabilities
-from vocalis.stages.models.piper.stage import PiperInput
+from vocalis.stages.models.piper.runtime import PiperInput
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.runtime.request import RequestParams
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
-from vocalis.stages.models.piper.stage import PiperSynthesizer
+from vocalis.stages.models.piper.runtime import PiperSynthesizer
 from vocalis.stages.runtime.deploy import DeployConfig, load_deploy
 from vocalis.stages.runtime.pipeline import Pipeline
 from vocalis.stages.runtime.utterance import UtteranceStage

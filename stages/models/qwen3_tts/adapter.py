@@ -19,7 +19,7 @@ from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
 from vocalis.stages.api.model import Capabilities
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
-from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput
+from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import ARTIFACT_CODES, ARTIFACT_XVECTOR, CloneSpec
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.runtime.request import RequestParams

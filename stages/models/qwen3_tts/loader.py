@@ -15,7 +15,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
-    from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, TalkerStageModel
+    from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, TalkerStageModel
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
     from vocalis.stages.models.qwen3_tts.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage

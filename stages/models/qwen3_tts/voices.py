@@ -22,7 +22,7 @@ from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
 
 if TYPE_CHECKING:
-    from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput
+    from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput
 
 ARTIFACT_XVECTOR = "speaker_embedding"
 ARTIFACT_CODES = "ref_codes"

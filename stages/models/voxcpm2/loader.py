@@ -15,8 +15,8 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Adapter
-    from vocalis.stages.models.voxcpm2.decoding import PatchDecoder
-    from vocalis.stages.models.voxcpm2.generator import LatentGenerator
+    from vocalis.stages.models.voxcpm2.codec_stage import PatchDecoder
+    from vocalis.stages.models.voxcpm2.runtime import LatentGenerator
     from vocalis.stages.models.voxcpm2.voices import VoiceEncoder
     from vocalis.stages.models.voxcpm2.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage

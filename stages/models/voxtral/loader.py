@@ -13,8 +13,8 @@ from vocalis.stages.runtime.deploy import DeployConfig
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
-    from vocalis.stages.models.voxtral.decoding import CodecDecoder
-    from vocalis.stages.models.voxtral.generator import FrameGenerator
+    from vocalis.stages.models.voxtral.codec_stage import CodecDecoder
+    from vocalis.stages.models.voxtral.runtime import FrameGenerator
     from vocalis.stages.models.voxtral.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 
 from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
-from vocalis.stages.models.voxcpm2.decoding import PatchDecoder
-from vocalis.stages.models.voxcpm2.generator import LatentGenerator
+from vocalis.stages.models.voxcpm2.codec_stage import PatchDecoder
+from vocalis.stages.models.voxcpm2.runtime import LatentGenerator
 from vocalis.stages.models.voxcpm2.voices import VoiceClip, VoiceEncoder
 from vocalis.stages.models.voxcpm2.weights import VoxCPM2Modules, load_modules
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage

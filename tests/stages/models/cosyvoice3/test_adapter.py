@@ -8,7 +8,7 @@ import pytest
 
 from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
-from vocalis.stages.models.cosyvoice3.stages import SpeechLM
+from vocalis.stages.models.cosyvoice3.runtime import SpeechLM
 from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 

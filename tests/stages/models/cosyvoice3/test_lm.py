@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.models.cosyvoice3.stages import SequenceState, SpeechLM
+from vocalis.stages.models.cosyvoice3.runtime import SequenceState, SpeechLM
 from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart
 from vocalis.stages.runtime.request import SynthesisRequest

@@ -17,7 +17,7 @@ from tests.tiny_drama3.build import NUM_CODEBOOKS, SEMANTIC_START
 from vocalis.stages.layers.weights import read_safetensors
 from vocalis.stages.models.drama3.block_fp8 import dequantize_checkpoint
 from vocalis.stages.models.drama3.config import FP8_BLOCK, parse_config
-from vocalis.stages.models.drama3.model import Drama3
+from vocalis.stages.models.drama3.modules import Drama3
 from vocalis.stages.models.drama3.tower import RowGroup
 from vocalis.stages.models.drama3.weights import module_weights
 

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 
 from tests.host_reads import HostReads
 from vocalis.stages.models.drama3.config import parse_config
-from vocalis.stages.models.drama3.talker import Drama3Input, Drama3Talker
+from vocalis.stages.models.drama3.runtime import Drama3Input, Drama3Talker
 from vocalis.stages.models.drama3.weights import load_drama3
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.request import SynthesisRequest

@@ -18,7 +18,7 @@ from vocalis.stages.layers.weights import load_strict, read_safetensors
 from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory
 from vocalis.stages.models.glm_tts.config import LlamaConfig
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
-from vocalis.stages.models.glm_tts.stages import GLMTTSLM, STOP, SequenceState, TokenBudget
+from vocalis.stages.models.glm_tts.runtime import GLMTTSLM, STOP, SequenceState, TokenBudget
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart
 from vocalis.stages.runtime.request import SynthesisRequest

@@ -9,7 +9,7 @@ import torch
 
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
 from vocalis.stages.models.higgs_audio_v2.loader import load_modules
-from vocalis.stages.models.higgs_audio_v2.stages import HiggsTalkerModel
+from vocalis.stages.models.higgs_audio_v2.runtime import HiggsTalkerModel
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem

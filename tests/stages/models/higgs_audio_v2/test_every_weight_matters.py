@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from vocalis.stages.models.higgs_audio_v2.loader import load_modules
-from vocalis.stages.models.higgs_audio_v2.stages import HiggsInput, HiggsTalkerModel
+from vocalis.stages.models.higgs_audio_v2.runtime import HiggsInput, HiggsTalkerModel
 from vocalis.stages.runtime.kv_cache import PagedKVCache
 from vocalis.stages.runtime.request import ReferenceAudio
 from vocalis.stages.runtime.sampling import SamplingParams

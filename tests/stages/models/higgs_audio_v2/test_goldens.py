@@ -17,7 +17,7 @@ import torch
 from vocalis.stages.models.higgs_audio_v2.delay import DelayStep
 from vocalis.stages.models.higgs_audio_v2.family import FAMILY
 from vocalis.stages.models.higgs_audio_v2.loader import load_modules
-from vocalis.stages.models.higgs_audio_v2.stages import HiggsCodecDecoder, HiggsInput, HiggsTalkerModel
+from vocalis.stages.models.higgs_audio_v2.runtime import HiggsCodecDecoder, HiggsInput, HiggsTalkerModel
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import load_deploy

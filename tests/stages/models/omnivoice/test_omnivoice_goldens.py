@@ -22,10 +22,10 @@ import pytest
 import torch
 
 from vocalis.stages.models.omnivoice.config import GenerationConfig
-from vocalis.stages.models.omnivoice.decoding import commit, predict, unmask_schedule
 from vocalis.stages.models.omnivoice.loader import load_modules
+from vocalis.stages.models.omnivoice.masked_decoding import commit, predict, unmask_schedule
 from vocalis.stages.models.omnivoice.postprocess import fade, level
-from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, OmniVoiceInput, PreparedReference, UnitDecoderStage
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, OmniVoiceInput, PreparedReference, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import language_code, normalize_instruction
 from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest

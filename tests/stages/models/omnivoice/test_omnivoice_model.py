@@ -18,7 +18,7 @@ from vocalis.stages.layers.weights import fold_weight_norm
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, GenerationConfig, OmniVoiceConfig
 from vocalis.stages.models.omnivoice.loader import load_modules
 from vocalis.stages.models.omnivoice.postprocess import remove_silence
-from vocalis.stages.models.omnivoice.stage import OmniVoiceGenerator, OmniVoiceInput, UnitDecoderStage
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, OmniVoiceInput, UnitDecoderStage
 from vocalis.stages.models.omnivoice.text import split_units
 from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -288,7 +288,7 @@ def test_decoder_trims_edge_silence_then_levels_fades_and_pads(generator):
     rate = 24000
     tone = 0.2 * np.sin(2 * np.pi * 200 * np.arange(rate) / rate).astype(np.float32)
     audio = np.concatenate([np.zeros(rate // 2, dtype=np.float32), tone, np.zeros(rate // 2, dtype=np.float32)])
-    from vocalis.stages.models.omnivoice.stage import UnitCodes
+    from vocalis.stages.models.omnivoice.runtime import UnitCodes
 
     unit = UnitCodes(torch.zeros(8, 1, dtype=torch.long), 0, 1, "x", None, GenerationConfig())
     out, peak = stage.finish(audio, unit)

@@ -11,7 +11,7 @@ from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
 from vocalis.stages.models.piper.limits import phoneme_runs, text_pieces
 from vocalis.stages.models.piper.loader import default_voice_path
-from vocalis.stages.models.piper.stage import PiperSynthesizer
+from vocalis.stages.models.piper.runtime import PiperSynthesizer
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.request import RequestParams, SynthesisRequest
 

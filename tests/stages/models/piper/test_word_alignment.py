@@ -9,7 +9,7 @@ import pytest
 
 from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.loader import default_voice_path
-from vocalis.stages.models.piper.stage import PiperInput, PiperSynthesizer
+from vocalis.stages.models.piper.runtime import PiperInput, PiperSynthesizer
 from vocalis.stages.models.piper.word_alignment import PieceWords, owners, phoneme_sample_spans
 from vocalis.stages.runtime.output import AudioOutput, WordTimes
 from vocalis.stages.runtime.request import SynthesisRequest

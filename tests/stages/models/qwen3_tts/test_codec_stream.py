@@ -10,7 +10,7 @@ import torch
 
 from tests.stages.chunk_feed import NullOutput, carried_sizes, feed
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
-from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, Qwen3TTSInput
+from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.runtime.chunk_stage import DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy, Window

@@ -16,8 +16,8 @@ import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, NAMES, ROOT, conditioning, golden, modules, teacher_forced
 from vocalis.stages.models.qwen3_tts.prompt import build_prompt
+from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, Qwen3TTSInput, TalkerStageModel
 from vocalis.stages.models.qwen3_tts.speaker import log_mel
-from vocalis.stages.models.qwen3_tts.stages import CodecDecoderModel, Qwen3TTSInput, TalkerStageModel
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage

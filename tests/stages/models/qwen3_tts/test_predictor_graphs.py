@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, conditioning, golden, modules
-from vocalis.stages.models.qwen3_tts.stages import Qwen3TTSInput, TalkerStageModel
+from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput, TalkerStageModel
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams

@@ -8,7 +8,7 @@ import torch
 
 from tests.goldens.voxcpm2.cases import NullOutput, case_input, case_request, generate, generator_stage, load_family, tensor
 from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
-from vocalis.stages.models.voxcpm2.generator import MAX_PATCHES_PER_TOKEN, MIN_DEFAULT_PATCHES
+from vocalis.stages.models.voxcpm2.runtime import MAX_PATCHES_PER_TOKEN, MIN_DEFAULT_PATCHES
 from vocalis.stages.models.voxcpm2.vae import receptive_field_frames
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy

@@ -29,7 +29,7 @@ from tests.goldens.voxcpm2.cases import (
     summary,
     tensor,
 )
-from vocalis.stages.models.voxcpm2.generator import LatentGenerator
+from vocalis.stages.models.voxcpm2.runtime import LatentGenerator
 from vocalis.stages.runtime.chunk_stage import ChunkStage, DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.kv_cache import PagedKVCache

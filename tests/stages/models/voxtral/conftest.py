@@ -13,7 +13,7 @@ import torch
 
 from tests.goldens.voxtral.build_tiny import build
 from vocalis.stages.models.voxtral.adapter import VoxtralInput
-from vocalis.stages.models.voxtral.generator import FrameGenerator
+from vocalis.stages.models.voxtral.runtime import FrameGenerator
 from vocalis.stages.models.voxtral.weights import VoxtralModules, load_modules
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.request import SynthesisRequest

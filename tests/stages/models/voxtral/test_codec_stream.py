@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, record_streams
-from vocalis.stages.models.voxtral.decoding import CodecDecoder
+from vocalis.stages.models.voxtral.codec_stage import CodecDecoder
 from vocalis.stages.runtime.chunking import ChunkPolicy
 
 from .test_generation import random_frames

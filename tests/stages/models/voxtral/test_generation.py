@@ -10,9 +10,9 @@ import torch
 
 from tests.goldens.voxtral.build_tiny import build
 from tests.stages.models.voxtral.conftest import generate, request
+from vocalis.stages.models.voxtral.codec_stage import CodecDecoder
 from vocalis.stages.models.voxtral.config import END_AUDIO
-from vocalis.stages.models.voxtral.decoding import CodecDecoder
-from vocalis.stages.models.voxtral.generator import FrameGenerator
+from vocalis.stages.models.voxtral.runtime import FrameGenerator
 from vocalis.stages.models.voxtral.weights import load_modules
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy

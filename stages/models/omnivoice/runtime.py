@@ -28,8 +28,8 @@ from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokeni
 from vocalis.stages.components.higgs_audio_v2_tokenizer.resample import resample
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import GenerationConfig
-from vocalis.stages.models.omnivoice.decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
 from vocalis.stages.models.omnivoice.duration import estimate_frames
+from vocalis.stages.models.omnivoice.masked_decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
 from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest

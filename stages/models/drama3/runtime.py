@@ -23,7 +23,7 @@ import torch
 from tokenizers import Tokenizer
 
 from vocalis.stages.api.errors import InvalidField
-from vocalis.stages.models.drama3.model import Drama3
+from vocalis.stages.models.drama3.modules import Drama3
 from vocalis.stages.models.drama3.prompt import PromptTextError, Reference, build_prompt
 from vocalis.stages.models.drama3.tower import RowGroup, TowerKV
 from vocalis.stages.runtime.attention import AttentionBatch

@@ -6,6 +6,10 @@ request by one pass in a single batched call, new requests join between steps, a
 request leaves when its job says it is done. Unlike UtteranceStage (one request per step,
 round-robin), a step's cost is shared by its whole batch.
 
+It takes a request at any place in a pipeline: its job starts from the request's first item,
+whose payload is the output of the stage before (None for stage 0). A job that consumes a stream
+(a decoder of units as they arrive) is fed the later outputs and says when it can step (`ready`).
+
 The model does the tensor work; this file is only bookkeeping and can be tested without one.
 """
 
@@ -29,19 +33,31 @@ class IterativeJob(Protocol):
 
 
 class IterativeModel(Protocol):
-    def start(self, request: SynthesisRequest) -> IterativeJob:
-        """The job of a new request (may raise for bad input: that request fails alone)."""
+    """Subclass it (`class MyModel(IterativeModel)`) for the defaults of the optional `feed` and `ready`."""
+
+    def start(self, request: SynthesisRequest, payload: Any) -> IterativeJob:
+        """The job of a request, from its first item: `payload` is the output of the stage before, None for stage 0.
+        May raise for bad input: that request fails alone."""
         ...
 
     def step(self, jobs: list[IterativeJob]) -> list[list[Any]]:
         """Advance every job by one step, batched; returns, per job, what it produced (often nothing)."""
         ...
 
+    def feed(self, job: IterativeJob, payload: Any) -> None:
+        """A later output of the stage before, for a job it started. By default a job takes its one input at start."""
+        raise ValueError(f"{type(self).__name__} takes one input per request")
+
+    def ready(self, job: IterativeJob) -> bool:
+        """Whether a step can advance `job` now (False: it waits to be fed). By default always."""
+        return True
+
 
 @dataclass(eq=False)
 class _Entry:
     job: IterativeJob
     running: bool = False
+    """Stepped before: it goes ahead of jobs that have not started."""
 
     @property
     def request(self) -> SynthesisRequest:
@@ -57,26 +73,25 @@ class IterativeStage(RequestTable[_Entry]):
         self.steps = 0
 
     def add(self, item: StageItem) -> None:
-        if item.payload is not None:
-            raise ValueError(f"stage {self.name} takes new requests only")
-        self._put(_Entry(self.model.start(item.request)))
+        entry = self._entry(item.request)
+        if entry is None:
+            self._put(_Entry(self.model.start(item.request, item.payload)))
+        elif item.payload is not None:
+            self.model.feed(entry.job, item.payload)
 
     def has_work(self) -> bool:
-        return bool(self._entries)
+        return any(self.model.ready(entry.job) for entry in self._entries.values())
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
-        running = [entry for entry in self._entries.values() if entry.running]
-        for entry in self._each():
-            if len(running) >= self.max_num_seqs:
-                break
-            if not entry.running:
-                entry.running = True
-                running.append(entry)
-        jobs = [entry.job for entry in running]
+        ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
+        batch = ([entry for entry in ready if entry.running] + [entry for entry in ready if not entry.running])[: self.max_num_seqs]
+        jobs = [entry.job for entry in batch]
         self._batch = [job.request for job in jobs]
         if not jobs:
             return []
+        for entry in batch:
+            entry.running = True
         produced = self.model.step(jobs)
         self.steps += 1
         outputs: list[StageItem] = []

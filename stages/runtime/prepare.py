@@ -10,12 +10,15 @@ Only a clip that has to be encoded waits for an encoder: those run one at a time
 encoder thread, while requests with nothing to encode (no clip, an uploaded voice, a clip already
 cached) pass straight on. Otherwise one new clip would hold up every request that arrives during its
 encoding, a session's next sentence included.
+
+It may stand anywhere in a pipeline: what comes for a request (the request itself at stage 0, or the outputs of
+the stage before) is held until the request is prepared, then passed on as it came, in order.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -41,7 +44,10 @@ class Preparer(Protocol):
 @dataclass(eq=False)
 class _Waiting:
     request: SynthesisRequest[Any]
+    held: list[StageItem] = field(default_factory=list)
+    """What came for the request and is not passed on yet (all of it until the request is prepared)."""
     encoding: Future[Any] | None = None
+    prepared: bool = False
 
 
 class PrepareStage(RequestTable[_Waiting]):
@@ -52,35 +58,36 @@ class PrepareStage(RequestTable[_Waiting]):
         self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"stage-{name}-encoder")
 
     def add(self, item: StageItem) -> None:
-        if item.payload is not None:
-            raise ValueError(f"stage {self.name} takes new requests only")
-        self._put(_Waiting(item.request))
+        entry = self._entry(item.request) or self._put(_Waiting(item.request))
+        entry.held.append(item)
 
     def has_work(self) -> bool:
-        return bool(self._entries)
+        return any(entry.held for entry in self._entries.values())
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
         self._batch = []
         ready: list[StageItem] = []
         for entry in self._each():
-            if entry.encoding is None and not self.preparer.costly(entry.request):
-                ready.append(self._prepared(entry, self.preparer.prepare(entry.request)))
+            if entry.prepared:
+                ready += self._pass_on(entry)
+            elif entry.encoding is None and not self.preparer.costly(entry.request):
+                ready += self._prepared(entry, self.preparer.prepare(entry.request))
             elif entry.encoding is None:
                 entry.encoding = self._encoder.submit(self._encode, entry.request)
         if ready:
             return ready
-        encodings = [entry.encoding for entry in self._entries.values() if entry.encoding is not None]
-        wait(encodings, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
-        for entry in self._each():
-            if entry.encoding is None or not entry.encoding.done():
+        encoding = [entry for entry in self._entries.values() if entry.encoding is not None and not entry.prepared]
+        wait([entry.encoding for entry in encoding], timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+        for entry in encoding:
+            if not entry.encoding.done():
                 continue
             if entry.encoding.exception() is not None:
                 if ready:
                     break  # pass the others on first; this one fails on the next step
                 self._batch = [entry.request]  # the encoder's error fails this request alone
                 entry.encoding.result()
-            ready.append(self._prepared(entry, entry.encoding.result()))
+            ready += self._prepared(entry, entry.encoding.result())
         return ready
 
     def _encode(self, request: SynthesisRequest[Any]) -> Any:
@@ -89,10 +96,17 @@ class PrepareStage(RequestTable[_Waiting]):
         with inference_mode_if_torch():
             return self.preparer.prepare(request)
 
-    def _prepared(self, entry: _Waiting, prepared: Any) -> StageItem:
+    def _prepared(self, entry: _Waiting, prepared: Any) -> list[StageItem]:
         entry.request.prepared = prepared
-        self.drop(entry.request)
-        return StageItem(entry.request)
+        entry.prepared = True
+        return self._pass_on(entry)
+
+    def _pass_on(self, entry: _Waiting) -> list[StageItem]:
+        """What a prepared request holds; it is forgotten once the last of its input has passed."""
+        items, entry.held = entry.held, []
+        if any(item.ends_input for item in items):
+            self.drop(entry.request)
+        return items
 
     def _release(self, entry: _Waiting) -> None:
         if entry.encoding is not None:

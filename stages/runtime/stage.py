@@ -7,7 +7,8 @@ cache, continuous batching), ChunkStage (decodes frames in chunks as they come),
 UtteranceStage (a whole unit of text in, its audio out) and IterativeStage
 (every running request refined by one batched pass per step: masked diffusion);
 a PrepareStage may go first, for a family's heavy per-request conditioning.
-Their add/drop bookkeeping is RequestTable's (request_table.py). How a family
+Every kind takes the same entry, a StageItem: a request and the output of the stage before (None for stage 0,
+whose item is the request itself), so kinds compose in any order. Their add/drop bookkeeping is RequestTable's (request_table.py). How a family
 plugs into them: stages/models/README.md.
 """
 
@@ -25,16 +26,23 @@ class StageItem:
 
     request: SynthesisRequest
     payload: Any = None
-    """None for a new request; frames (or another stage's output) otherwise."""
+    """None for a new request (stage 0's one item); frames (or another stage's output) otherwise."""
     finished: bool = False
     """No more payload will come for this request."""
+
+    @property
+    def ends_input(self) -> bool:
+        """No more items will come for this request: the last output of the stage before, or a new request (stage 0
+        gets one item per request, the request itself)."""
+        return self.finished or self.payload is None
 
 
 class Stage(Protocol):
     name: str
 
     def add(self, item: StageItem) -> None:
-        """Take a new request or more input for one it has; may raise for bad input (fails that request only)."""
+        """Take a new request (payload None at stage 0, else the stage before's first output) or more input for one
+        it has; may raise for bad input (fails that request only)."""
         ...
 
     def has_work(self) -> bool:

@@ -20,9 +20,11 @@ from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
 from vocalis.stages.models.auk.dit import AuKDiT
 from vocalis.stages.models.auk.encoder import ConditionEncoder
 from vocalis.stages.models.auk.prompt import PromptBuilder
-from vocalis.stages.models.auk.runtime import ConditionStage, DecodeStage, FlowStage
+from vocalis.stages.models.auk.runtime import Conditioner, Flow, LatentDecoder
 from vocalis.stages.models.auk.vae import AuKVAE
+from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.pipeline import Pipeline
 
 DIT_FILES = ("auk.safetensors", "auk_base.safetensors", "auk_flash.safetensors")
@@ -116,11 +118,13 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     dit = dit.to(flow_deploy.device)
     decoder_vae = vae.to(decode_deploy.device)
     adapter = AuKAdapter(config)
+    latents = LatentDecoder(decoder_vae, decode_deploy.device)
     stages = [
-        ConditionStage("condition", config, encoder, decoder_vae, prompts, condition_deploy.device, condition_deploy.max_num_seqs),
-        FlowStage("flow", dit, flow_deploy.max_num_seqs, flow_deploy.device),
-        DecodeStage("decode", decoder_vae, decode_deploy.first_chunk_frames, decode_deploy.chunk_frames,
-                    decode_deploy.left_context_frames, decode_deploy.max_num_seqs, decode_deploy.device),
+        IterativeStage("condition", Conditioner(config, encoder, decoder_vae, prompts, condition_deploy.device),
+                       condition_deploy.max_num_seqs),
+        IterativeStage("flow", Flow(dit, flow_deploy.device), flow_deploy.max_num_seqs),
+        ChunkStage("decode", latents, latents.policy(decode_deploy.chunk_policy()), decode_deploy.max_num_seqs,
+                   decode_deploy.device),
     ]
     name = "AuK-Flash" if config.flash else "AuK"
     return LoadedModel(name=name if path.name in ("", ".") else path.name, family="auk", capabilities=adapter.capabilities,

@@ -1,5 +1,5 @@
-"""AuK's three stages: condition (thinker prefill + source-clip encoding), flow (one batched Euler step per step),
-and decode (the VAE, in chunks, streamed).
+"""The models of AuK's three stages: condition (thinker prefill + source-clip encoding) and flow (one batched Euler
+step per step) on IterativeStages, decode (the VAE, in chunks, streamed) on a ChunkStage.
 
 The whole segment is one ODE, so no audio exists before the flow's last step; but the decoder streams: the first
 chunk (small) leaves after one short decode instead of the whole waveform's.
@@ -8,9 +8,8 @@ chunk (small) leaves after one short decode instead of the whole waveform's.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-import numpy as np
 import torch
 
 from vocalis.stages.api.reference import resample
@@ -21,9 +20,10 @@ from vocalis.stages.models.auk.encoder import ConditionEncoder, audio_token_coun
 from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.vae import AuKVAE, padded_samples
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.iterative import IterativeModel
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.request_table import RequestTable
-from vocalis.stages.runtime.stage import StageItem
 
 
 @dataclass
@@ -39,38 +39,28 @@ class Condition:
 
 
 @dataclass(eq=False)
-class _Waiting:
+class ConditionJob:
     request: SynthesisRequest
+    done: bool = False
 
 
-class ConditionStage(RequestTable[_Waiting]):
-    """Stage 0: the prompts of up to max_num_seqs requests in one padded prefill; their clips through the VAE."""
+class Conditioner(IterativeModel):
+    """Stage 0's model: the prompts of a step's requests in one padded prefill, their clips through the VAE; a job is
+    done after its one step."""
 
-    def __init__(self, name: str, config: AuKConfig, encoder: ConditionEncoder, vae: AuKVAE, prompts: PromptBuilder,
-                 device: str = "cpu", max_num_seqs: int = 8) -> None:
-        super().__init__()
-        self.name, self.config, self.encoder, self.vae, self.prompts = name, config, encoder, vae, prompts
-        self.device, self.max_num_seqs = device, max_num_seqs
+    def __init__(self, config: AuKConfig, encoder: ConditionEncoder, vae: AuKVAE, prompts: PromptBuilder,
+                 device: str = "cpu") -> None:
+        self.config, self.encoder, self.vae, self.prompts, self.device = config, encoder, vae, prompts, device
         self.filters = mel_filters(config.audio.num_mel_bins, THINKER_SAMPLE_RATE)
 
-    def add(self, item: StageItem) -> None:
-        self._put(_Waiting(item.request))
+    def start(self, request: SynthesisRequest, payload: None) -> ConditionJob:
+        return ConditionJob(request)
 
-    def has_work(self) -> bool:
-        return bool(self._entries)
-
-    def step(self) -> list[StageItem]:
-        self.drop_closed()
-        batch = list(self._entries.values())[: self.max_num_seqs]
-        self._batch = [entry.request for entry in batch]
-        if not batch:
-            return []
-        conditions = self.condition([entry.request.stage_input for entry in batch], [entry.request.text for entry in batch])
-        outputs = []
-        for entry, condition in zip(batch, conditions, strict=True):
-            self.drop(entry.request)
-            outputs.append(StageItem(entry.request, condition, finished=True))
-        return outputs
+    def step(self, jobs: list[ConditionJob]) -> list[list[Condition]]:
+        conditions = self.condition([job.request.stage_input for job in jobs], [job.request.text for job in jobs])
+        for job in jobs:
+            job.done = True
+        return [[condition] for condition in conditions]
 
     def condition(self, inputs: list[AuKInput], texts: list[str]) -> list[Condition]:
         ids, features, refs = [], [], []
@@ -149,84 +139,52 @@ def flow_step(dit: AuKDiT, jobs: list[FlowJob]) -> None:
         job.step += 1
 
 
-class FlowStage(RequestTable[FlowJob]):
-    """Stage 1: every running request's trajectory advanced by one batched Euler step per step."""
+class Flow(IterativeModel):
+    """Stage 1's model: a request's condition starts its trajectory; every step advances each running one by one
+    batched Euler step, and a finished trajectory's latents [frames, latent] go on."""
 
-    def __init__(self, name: str, dit: AuKDiT, max_num_seqs: int = 8, device: str = "cpu") -> None:
-        super().__init__()
-        self.name, self.dit, self.max_num_seqs, self.device = name, dit, max_num_seqs, device
-        self.steps = 0
+    def __init__(self, dit: AuKDiT, device: str = "cpu") -> None:
+        self.dit, self.device = dit, device
 
-    def add(self, item: StageItem) -> None:
-        condition: Condition = item.payload
-        stage_input: AuKInput = item.request.stage_input
+    def start(self, request: SynthesisRequest[AuKInput], condition: Condition) -> FlowJob:
+        stage_input = request.stage_input
         dtype = self.dit.proj_out.weight.dtype
-        with torch.inference_mode():  # add() runs outside the worker's step
+        with torch.inference_mode():  # start() runs outside the worker's step
             text = self.dit.project_text(condition.text.to(self.device, dtype)[None])[0]
         x = initial_noise(condition.frames, self.dit.latent_dim, stage_input.seed, self.device)
-        self._put(FlowJob(item.request, text, condition.ref.to(self.device), stage_input.schedule.grid, stage_input.schedule.cfg, x))
+        return FlowJob(request, text, condition.ref.to(self.device), stage_input.schedule.grid, stage_input.schedule.cfg, x)
 
-    def has_work(self) -> bool:
-        return bool(self._entries)
-
-    def step(self) -> list[StageItem]:
-        self.drop_closed()
-        jobs = list(self._entries.values())[: self.max_num_seqs]
-        self._batch = [job.request for job in jobs]
-        if not jobs:
-            return []
+    def step(self, jobs: list[FlowJob]) -> list[list[torch.Tensor]]:
         flow_step(self.dit, jobs)
-        self.steps += 1
-        outputs = []
+        outputs: list[list[torch.Tensor]] = []
         for job in jobs:
-            if job.done:
-                if not torch.isfinite(job.x).all():
-                    raise FloatingPointError("AuK's flow produced a latent with NaN or infinity")
-                job.request.output_tokens = job.x.shape[0]
-                outputs.append(StageItem(job.request, job.x, finished=True))
-                self.drop(job.request)
+            if not job.done:
+                outputs.append([])
+                continue
+            if not torch.isfinite(job.x).all():
+                raise FloatingPointError("AuK's flow produced a latent with NaN or infinity")
+            job.request.output_tokens = job.x.shape[0]
+            outputs.append([job.x])
         return outputs
 
 
-@dataclass(eq=False)
-class _Decoding:
-    request: SynthesisRequest
-    latents: torch.Tensor
-    """[1, frames, latent]"""
-    next_frame: int = 0
-    chunks: int = field(default=0)
+class LatentDecoder(ChunkDecoder):
+    """Stage 2's model: the VAE on a window of latents [B, frames, latent]. Not causal (its first convolution looks
+    ahead), so only equally long windows share a call; the chunks join exactly given `left_context_frames` of context
+    and the VAE's lookahead (`policy`)."""
 
+    causal = False
 
-class DecodeStage(RequestTable[_Decoding]):
-    """Stage 2: each finished latent decoded chunk by chunk (a small first chunk, then `chunk_frames`), each chunk
-    with `left_context_frames` of context and the decoder's lookahead, so the samples equal a whole decode's."""
+    def __init__(self, vae: AuKVAE, device: str = "cpu") -> None:
+        self.vae, self.device = vae, device
+        self.samples_per_frame = vae.hop
 
-    def __init__(self, name: str, vae: AuKVAE, first_chunk_frames: int, chunk_frames: int, left_context_frames: int,
-                 max_num_seqs: int = 8, device: str = "cpu") -> None:
-        super().__init__()
-        self.name, self.vae, self.device, self.max_num_seqs = name, vae, device, max_num_seqs
-        self.first_chunk_frames, self.chunk_frames, self.context = first_chunk_frames, chunk_frames, left_context_frames
+    def policy(self, deployed: ChunkPolicy) -> ChunkPolicy:
+        """The deployed chunking with the VAE's own lookahead."""
+        return replace(deployed, lookahead_frames=self.vae.lookahead_frames)
 
-    def add(self, item: StageItem) -> None:
-        if item.payload is None:
-            raise ValueError(f"stage {self.name} takes latents only")
-        self._put(_Decoding(item.request, item.payload.to(self.device)[None]))
+    def start(self, request: SynthesisRequest) -> DecodeStream:
+        return DecodeStream()
 
-    def has_work(self) -> bool:
-        return bool(self._entries)
-
-    def step(self) -> list[StageItem]:
-        self.drop_closed()
-        work = list(self._entries.values())[: self.max_num_seqs]
-        self._batch = [entry.request for entry in work]
-        outputs = []
-        for entry in work:
-            size = self.first_chunk_frames if entry.chunks == 0 else self.chunk_frames
-            start, end = entry.next_frame, min(entry.latents.shape[1], entry.next_frame + size)
-            audio = self.vae.decode_chunk(entry.latents, start, end, self.context)[0]
-            entry.next_frame, entry.chunks = end, entry.chunks + 1
-            done = end >= entry.latents.shape[1]
-            outputs.append(StageItem(entry.request, np.ascontiguousarray(audio.float().cpu().numpy()), finished=done))
-            if done:
-                self.drop(entry.request)
-        return outputs
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        return self.vae.decode(frames.to(self.device))

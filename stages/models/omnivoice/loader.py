@@ -20,7 +20,7 @@ from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_sa
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
-from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, UnitDecoderStage
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, UnitDecoder
 from vocalis.stages.models.omnivoice.text import TextTokenizer
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage
@@ -52,7 +52,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     generator = OmniVoiceGenerator(lm, codec, tokenizer, generator_deploy.device, generator_deploy.torch_dtype)
     stages = [
         IterativeStage("generator", generator, max_num_seqs=generator_deploy.max_num_seqs),
-        UnitDecoderStage("decoder", codec, decoder_deploy.device, decoder_deploy.torch_dtype, max_num_seqs=decoder_deploy.max_num_seqs),
+        IterativeStage("decoder", UnitDecoder(codec, decoder_deploy.device, decoder_deploy.torch_dtype),
+                       max_num_seqs=decoder_deploy.max_num_seqs),
     ]
     return LoadedModel(name=path.name, family="omnivoice", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
 

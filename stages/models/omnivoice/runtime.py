@@ -1,4 +1,5 @@
-"""OmniVoice on the stage runtime: a generator stage (masked decoding) and a decoder stage (codes to audio).
+"""OmniVoice on the stage runtime: a generator stage (masked decoding) and a decoder stage (codes to audio), both
+IterativeStages.
 
 Stage 0, `generator`, is an IterativeStage: a request's text becomes one unit, or several
 when its speech would be longer than audio_chunk_threshold (cut at sentences and clauses), and
@@ -32,9 +33,8 @@ from vocalis.stages.models.omnivoice.duration import estimate_frames
 from vocalis.stages.models.omnivoice.masked_decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
 from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_silence
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
+from vocalis.stages.runtime.iterative import IterativeModel
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
-from vocalis.stages.runtime.request_table import RequestTable
-from vocalis.stages.runtime.stage import StageItem
 
 REFERENCE_CACHE = 64
 """Encoded reference clips kept (a session's units, and voices used again, share one encoding)."""
@@ -111,8 +111,8 @@ class RequestJob:
         return self.index >= len(self.units)
 
 
-class OmniVoiceGenerator:
-    """The IterativeModel of the generator stage."""
+class OmniVoiceGenerator(IterativeModel):
+    """The model of the generator stage (stage 0)."""
 
     def __init__(
         self, lm: OmniVoiceLM, codec: AudioTokenizer, tokenizer: TextTokenizer, device: str = "cpu",
@@ -132,7 +132,7 @@ class OmniVoiceGenerator:
 
     # -- the IterativeModel protocol ----------------------------------------------------------
 
-    def start(self, request: SynthesisRequest[OmniVoiceInput]) -> RequestJob:
+    def start(self, request: SynthesisRequest[OmniVoiceInput], payload: None = None) -> RequestJob:
         params = request.stage_input
         reference = self.prepare_reference(params.reference, params.preprocess_reference) if params.reference else None
         text = request.text
@@ -244,73 +244,70 @@ class OmniVoiceGenerator:
         return PreparedReference(codes, add_punctuation(text) if preprocess else text, rms)
 
 
-@dataclass
-class _Units:
-    """The units of one request waiting to be decoded."""
+@dataclass(eq=False)
+class UnitsJob:
+    """The units of one request on their way through the decoder."""
 
     request: SynthesisRequest
     pending: deque[UnitCodes] = field(default_factory=deque)
-    finished: bool = False
+    ended: bool = False
+    """The request's last unit has been decoded."""
     held: list[np.ndarray] = field(default_factory=list)
     """Audio of the units so far, not yet levelled (level_whole)."""
     held_peak: float = 0.0
     """The peak of the held units before their fades: what the reference levels the joined audio by."""
 
+    @property
+    def done(self) -> bool:
+        return self.ended
 
-class UnitDecoderStage(RequestTable[_Units]):
-    """Stage 1: each unit's codes to its audio, units of several requests decoded together when equally long."""
 
-    def __init__(self, name: str, codec: AudioTokenizer, device: str = "cpu", dtype: torch.dtype = torch.float32, max_num_seqs: int = 8) -> None:
-        super().__init__()
-        self.name = name
+class UnitDecoder(IterativeModel):
+    """Stage 1's model: each step decodes one waiting unit of every request that has one, units of several requests
+    together when equally long; a unit's audio leaves at once (or, levelling the whole, with the last)."""
+
+    def __init__(self, codec: AudioTokenizer, device: str = "cpu", dtype: torch.dtype = torch.float32) -> None:
         self.codec = codec
         self.device = device
         self.dtype = dtype
-        self.max_num_seqs = max_num_seqs
         self.sample_rate = codec.config.sample_rate
         self.decode_calls = 0
 
-    def add(self, item: StageItem) -> None:
-        stream = self._entry(item.request) or self._put(_Units(item.request))
-        if item.payload is not None:
-            stream.pending.append(item.payload)
-        stream.finished = stream.finished or item.finished
+    def start(self, request: SynthesisRequest, unit: UnitCodes) -> UnitsJob:
+        if unit is None:
+            raise ValueError("OmniVoice's decoder takes units of codes")
+        job = UnitsJob(request)
+        self.feed(job, unit)
+        return job
 
-    def has_work(self) -> bool:
-        return any(stream.pending or stream.finished for stream in self._entries.values())
+    def feed(self, job: UnitsJob, unit: UnitCodes) -> None:
+        job.pending.append(unit)
 
-    def step(self) -> list[StageItem]:
-        self.drop_closed()
-        outputs: list[StageItem] = []
-        work: list[tuple[_Units, UnitCodes]] = []
-        for stream in self._each():
-            if stream.pending and len(work) < self.max_num_seqs:
-                work.append((stream, stream.pending.popleft()))
-            elif not stream.pending and stream.finished:
-                outputs.append(StageItem(stream.request, None, finished=True))
-                self.drop(stream.request)
-        self._batch = [stream.request for stream, _ in work]
-        groups: dict[int, list[tuple[_Units, UnitCodes]]] = {}
-        for stream, unit in work:
-            groups.setdefault(unit.codes.shape[-1], []).append((stream, unit))
+    def ready(self, job: UnitsJob) -> bool:
+        return bool(job.pending)
+
+    def step(self, jobs: list[UnitsJob]) -> list[list[np.ndarray]]:
+        out: dict[int, list[np.ndarray]] = {id(job): [] for job in jobs}
+        groups: dict[int, list[tuple[UnitsJob, UnitCodes]]] = {}
+        for job in jobs:
+            unit = job.pending.popleft()
+            groups.setdefault(unit.codes.shape[-1], []).append((job, unit))
         for group in groups.values():
             codes = torch.stack([unit.codes for _, unit in group]).to(self.device)
             audio = self.codec.decode(codes).float().cpu().numpy()
             self.decode_calls += 1
-            for row, (stream, unit) in enumerate(group):
+            for row, (job, unit) in enumerate(group):
                 samples, peak = self.finish(audio[row], unit)
+                job.ended = unit.last
                 if unit.level_whole:
-                    stream.held.append(samples)
-                    stream.held_peak = max(stream.held_peak, peak)
+                    job.held.append(samples)
+                    job.held_peak = max(job.held_peak, peak)
                     if not unit.last:
                         continue
-                    samples = np.concatenate(stream.held) * whole_gain(stream.held_peak, unit.ref_rms)
-                    stream.held.clear()
-                done = unit.last and stream.finished and not stream.pending
-                outputs.append(StageItem(stream.request, samples, finished=done))
-                if done:
-                    self.drop(stream.request)
-        return outputs
+                    samples = np.concatenate(job.held) * whole_gain(job.held_peak, unit.ref_rms)
+                    job.held.clear()
+                out[id(job)].append(samples)
+        return [out[id(job)] for job in jobs]
 
     def finish(self, audio: np.ndarray, unit: UnitCodes) -> np.ndarray:
         """A unit's decoded audio as it is heard: levelled (unless its request levels the whole), faded,

@@ -140,7 +140,8 @@ def test_instruction_precedence_and_task_shortcuts(tiny):
 def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
     """Three requests of different lengths, steps and guidance: one prefill, one flow step per step for all of them
     (4 steps for the longest schedule, not 2 + 3 + 4), and each latent as if it had run alone."""
-    from vocalis.stages.models.auk.runtime import ConditionStage, FlowStage
+    from vocalis.stages.models.auk.runtime import Conditioner, Flow
+    from vocalis.stages.runtime.iterative import IterativeStage
     from vocalis.stages.runtime.request import SynthesisRequest
     from vocalis.stages.runtime.stage import StageItem
 
@@ -156,7 +157,7 @@ def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
         return out
 
     def run(batch):
-        condition, flow = ConditionStage("c", config, encoder, vae, prompts), FlowStage("f", dit)
+        condition, flow = IterativeStage("c", Conditioner(config, encoder, vae, prompts)), IterativeStage("f", Flow(dit))
         with torch.inference_mode():
             for request in batch:
                 condition.add(StageItem(request))
@@ -177,12 +178,12 @@ def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
 
 
 def test_vae_sample_draws_the_source_latent_from_its_own_seeded_generator(tiny):
-    from vocalis.stages.models.auk.runtime import ConditionStage
+    from vocalis.stages.models.auk.runtime import Conditioner
 
     config, encoder, _, vae, prompts = tiny
     adapter = AuKAdapter(config)
     clip = ReferenceAudio((np.sin(np.arange(24000) / 24000 * 2 * np.pi * 150) * 0.3).astype(np.float32), 24000)
-    stage = ConditionStage("c", config, encoder, vae, prompts)
+    stage = Conditioner(config, encoder, vae, prompts)
 
     def ref_latent(**extra) -> torch.Tensor:
         fields = {"instructions": "Clean it.", "seed": 4, **extra}

@@ -25,7 +25,7 @@ from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.loader import load_modules
 from vocalis.stages.models.omnivoice.masked_decoding import commit, predict, unmask_schedule
 from vocalis.stages.models.omnivoice.postprocess import fade, level
-from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, OmniVoiceInput, PreparedReference, UnitDecoderStage
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, OmniVoiceInput, PreparedReference, UnitDecoder
 from vocalis.stages.models.omnivoice.text import language_code, normalize_instruction
 from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
@@ -115,7 +115,7 @@ def run_request(generator, data, name: str):
     request = SynthesisRequest(text=case["call"]["text"], stage_input=stage_input(case, data), output=NullOutput())
     recorded = draws(data, name, len(case["units"]))
     generator.noise_for[request.request_id] = ReplayNoise(recorded) if recorded else NoNoise()
-    first, second = IterativeStage("generator", generator), UnitDecoderStage("decoder", codec)
+    first, second = IterativeStage("generator", generator), IterativeStage("decoder", UnitDecoder(codec))
     first.add(StageItem(request))
     units, pieces = [], []
     finished = False

@@ -18,7 +18,7 @@ from vocalis.stages.layers.weights import fold_weight_norm
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, GenerationConfig, OmniVoiceConfig
 from vocalis.stages.models.omnivoice.loader import load_modules
 from vocalis.stages.models.omnivoice.postprocess import remove_silence
-from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, OmniVoiceInput, UnitDecoderStage
+from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, OmniVoiceInput, UnitDecoder
 from vocalis.stages.models.omnivoice.text import split_units
 from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -51,7 +51,7 @@ def request(text: str, **fields) -> SynthesisRequest:
 
 def run(generator, requests: list[SynthesisRequest], max_num_seqs: int = 8, joins: dict[int, list] | None = None):
     """Both stages until done: per request, its unit payloads and its audio pieces."""
-    first, second = IterativeStage("generator", generator, max_num_seqs), UnitDecoderStage("decoder", generator.codec)
+    first, second = IterativeStage("generator", generator, max_num_seqs), IterativeStage("decoder", UnitDecoder(generator.codec))
     for r in requests:
         first.add(StageItem(r))
     joins = dict(joins or {})
@@ -270,7 +270,7 @@ def test_silence_trimming_matches_the_reference():
 
 def test_cancelled_request_leaves_both_stages(generator):
     r, other = request("Cancel me please."), request("Keep me.")
-    first, second = IterativeStage("generator", generator), UnitDecoderStage("decoder", generator.codec)
+    first, second = IterativeStage("generator", generator), IterativeStage("decoder", UnitDecoder(generator.codec))
     first.add(StageItem(r))
     first.add(StageItem(other))
     with torch.inference_mode():
@@ -284,7 +284,7 @@ def test_cancelled_request_leaves_both_stages(generator):
 
 
 def test_decoder_trims_edge_silence_then_levels_fades_and_pads(generator):
-    stage = UnitDecoderStage("decoder", generator.codec)
+    stage = UnitDecoder(generator.codec)
     rate = 24000
     tone = 0.2 * np.sin(2 * np.pi * 200 * np.arange(rate) / rate).astype(np.float32)
     audio = np.concatenate([np.zeros(rate // 2, dtype=np.float32), tone, np.zeros(rate // 2, dtype=np.float32)])

@@ -28,7 +28,7 @@ INSTRUCTION = 'Say the following with a calm female voice: "Hello there."'
 
 @pytest.fixture(scope="module")
 def auk(tmp_path_factory):
-    running = start_server(tmp_path_factory.mktemp("auk-server"), CHECKPOINT, timeout=180)
+    running = start_server(tmp_path_factory.mktemp("auk-server"), CHECKPOINT, "--log-level", "info", timeout=180)
     yield running
     running.stop()
 
@@ -46,6 +46,12 @@ def clip(seconds: float) -> bytes:
 
 def warnings(response: httpx.Response) -> list[str]:
     return response.headers.get_list("x-vocalis-warning")
+
+
+def test_the_served_model_warmed_up_before_serving(auk):
+    """Every family warms up at start (server/warmup.py); AuK too, with the duration it declares for it."""
+    log = auk.log_path.read_text(errors="replace")
+    assert "warmed up tiny in" in log and "no warm-up" not in log and "warm-up of" not in log, log[-2000:]
 
 
 def test_text_only_is_24khz_and_as_long_as_asked(auk):

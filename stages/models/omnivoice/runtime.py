@@ -250,16 +250,12 @@ class UnitsJob:
 
     request: SynthesisRequest
     pending: deque[UnitCodes] = field(default_factory=deque)
-    ended: bool = False
+    done: bool = False
     """The request's last unit has been decoded."""
     held: list[np.ndarray] = field(default_factory=list)
     """Audio of the units so far, not yet levelled (level_whole)."""
     held_peak: float = 0.0
     """The peak of the held units before their fades: what the reference levels the joined audio by."""
-
-    @property
-    def done(self) -> bool:
-        return self.ended
 
 
 class UnitDecoder(IterativeModel):
@@ -298,7 +294,7 @@ class UnitDecoder(IterativeModel):
             self.decode_calls += 1
             for row, (job, unit) in enumerate(group):
                 samples, peak = self.finish(audio[row], unit)
-                job.ended = unit.last
+                job.done = unit.last
                 if unit.level_whole:
                     job.held.append(samples)
                     job.held_peak = max(job.held_peak, peak)

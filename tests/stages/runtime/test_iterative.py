@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from vocalis.stages.runtime.iterative import IterativeStage
+from vocalis.stages.runtime.iterative import IterativeModel, IterativeStage
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
 
@@ -30,12 +30,12 @@ class Job:
 
 
 @dataclass
-class CountingModel:
+class CountingModel(IterativeModel):
     """Each request takes as many steps as its text has words, and outputs at the steps listed in its stage input."""
 
     batches: list[list[str]] = field(default_factory=list)
 
-    def start(self, request):
+    def start(self, request, payload):
         if request.text == "bad":
             raise ValueError("bad input")
         return Job(request, len(request.text.split()), outputs_at=request.stage_input or ())
@@ -89,10 +89,62 @@ def test_cancelled_requests_leave_before_the_next_step():
     assert all(i.request is b for i in items) and model.batches[1:] == [["b b b b"]] * 3
 
 
-def test_bad_input_fails_at_add_and_new_requests_only():
+def test_bad_input_fails_at_add_and_a_job_takes_one_input_by_default():
     stage = IterativeStage("it", CountingModel())
     with pytest.raises(ValueError):
         stage.add(StageItem(request("bad")))
-    with pytest.raises(ValueError):
-        stage.add(StageItem(request("x"), payload="frames"))
     assert not stage.has_work()
+    r = request("x y")
+    stage.add(StageItem(r, payload="frames"))  # a later stage's first item: the output of the stage before
+    assert stage.has_work()
+    with pytest.raises(ValueError, match="one input per request"):
+        stage.add(StageItem(r, payload="more frames"))
+
+
+@dataclass
+class SumJob:
+    request: SynthesisRequest
+    pending: list[int]
+    total: int = 0
+    done: bool = False
+
+
+class Summing(IterativeModel):
+    """A job fed a stream of numbers: each step adds the next one to its total; a negative number ends it."""
+
+    def start(self, request, payload):
+        return SumJob(request, [payload])
+
+    def feed(self, job, payload):
+        job.pending.append(payload)
+
+    def ready(self, job):
+        return bool(job.pending)
+
+    def step(self, jobs):
+        out = []
+        for job in jobs:
+            number = job.pending.pop(0)
+            if number < 0:
+                job.done = True
+                out.append([job.total])
+            else:
+                job.total += number
+                out.append([])
+        return out
+
+
+def test_a_job_fed_a_stream_steps_only_when_fed():
+    stage = IterativeStage("sum", Summing(), max_num_seqs=1)
+    a, b = request("a"), request("b")
+    stage.add(StageItem(a, 1))
+    stage.add(StageItem(b, 10))
+    assert stage.step() == [] and stage.batch_requests() == [a]  # one seat: a first
+    assert stage.step() == [] and stage.batch_requests() == [b]  # a waits to be fed, so b takes the seat
+    assert not stage.has_work()  # nobody fed: the worker sleeps until more comes
+    stage.add(StageItem(a, 2))
+    stage.add(StageItem(a, -1, finished=True))
+    stage.add(StageItem(b, -1, finished=True))
+    items = drain(stage)
+    assert [(i.request.text, i.payload, i.finished) for i in items] == [("a", 3, True), ("b", 10, True)]
+    assert stage.active_requests() == []

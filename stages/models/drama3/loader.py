@@ -35,7 +35,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.drama3.config import parse_config
     from vocalis.stages.models.drama3.runtime import Drama3Talker, ReferenceFrames
     from vocalis.stages.models.drama3.weights import load_drama3
-    from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
+    from vocalis.stages.models.fish_common.codec import ReferenceEncoder, dac_decoder
     from vocalis.stages.models.fish_common.fish_dac import load_fish_dac
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
@@ -56,7 +56,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     stages = [
         PrepareStage("voices", encoder),
         autoregressive_stage(talker, talker_deploy, codec_deploy),
-        chunk_stage(CodecDecoderModel(codec), codec_deploy),
+        chunk_stage(dac_decoder(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,
                        pipeline=Pipeline(stages))

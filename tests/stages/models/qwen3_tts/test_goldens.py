@@ -16,7 +16,7 @@ import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, NAMES, ROOT, conditioning, golden, modules, teacher_forced
 from vocalis.stages.models.qwen3_tts.prompt import build_prompt
-from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, Qwen3TTSInput, TalkerStageModel
+from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput, TalkerStageModel, code2wav
 from vocalis.stages.models.qwen3_tts.speaker import log_mel
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
@@ -110,13 +110,9 @@ def run_pipeline(name: str, policy: ChunkPolicy, max_new_tokens: int) -> tuple[t
     frames_seen: list[torch.Tensor] = []
     chunk_sizes: list[int] = []
 
-    class Recording(CodecDecoderModel):
-        def decode(self, frames, streams):
-            return super().decode(frames, streams)
-
     cloner = VoiceCloner(mods)
     talker = TalkerStageModel(mods, 512, cloner)
-    decoder = Recording(mods.decoder, cloner)
+    decoder = code2wav(mods.decoder, cloner)
     pipeline = Pipeline([AutoregressiveStage("talker", talker, max_num_seqs=4, max_num_batched_tokens=256),
                          ChunkStage("code2wav", decoder, policy, max_num_seqs=4)])
     inputs = Qwen3TTSInput(cond, SamplingParams(temperature=0.0, repetition_penalty=1.05, max_new_tokens=max_new_tokens),

@@ -14,11 +14,11 @@ import numpy as np
 import torch
 
 from vocalis.stages.api.reference import resample
+from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.models.auk.adapter import VAE_SAMPLE_SEED_OFFSET, AuKInput
 from vocalis.stages.models.auk.config import THINKER_SAMPLE_RATE, AuKConfig
 from vocalis.stages.models.auk.dit import AuKDiT, DiTBatch
 from vocalis.stages.models.auk.encoder import ConditionEncoder, audio_token_count
-from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.vae import AuKVAE, padded_samples
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -51,7 +51,6 @@ class ConditionStage(RequestTable[_Waiting]):
         super().__init__()
         self.name, self.config, self.encoder, self.vae, self.prompts = name, config, encoder, vae, prompts
         self.device, self.max_num_seqs = device, max_num_seqs
-        self.filters = mel_filters(config.audio.num_mel_bins, THINKER_SAMPLE_RATE)
 
     def add(self, item: StageItem) -> None:
         self._put(_Waiting(item.request))
@@ -82,7 +81,7 @@ class ConditionStage(RequestTable[_Waiting]):
                 refs.append(torch.zeros(0, self.config.vae.latent_dim, device=self.device))
                 continue
             heard = torch.from_numpy(resample(ref.samples, ref.sample_rate, THINKER_SAMPLE_RATE)).to(self.device)
-            mel = log_mel(heard, self.filters)
+            mel = whisper_log_mel(heard, self.config.audio.num_mel_bins, zero_padded=True)
             ids.append(self.prompts.ids(stage_input.instruction_for(text), audio_token_count(mel.shape[1])))
             features.append(mel)
             source = torch.from_numpy(resample(ref.samples, ref.sample_rate, self.config.sample_rate)).to(self.device)

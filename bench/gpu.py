@@ -260,13 +260,13 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
     from vocalis.stages.models.fish_common.fish_dac import FishDAC
     from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
-    from vocalis.stages.models.fish_speech.config import parse_config
+    from vocalis.stages.models.fish_speech.config import FishSpeechConfig
     from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
 
     config = config or json.loads((ROOT / "bench" / "configs" / "fish_speech_s2_pro.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "codec_config.json").unlink(missing_ok=True)
-    _save(FishDualAR(parse_config(config)), out / "model.safetensors")
+    _save(FishDualAR(FishSpeechConfig.from_dict(config)), out / "model.safetensors")
     torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")
 
 

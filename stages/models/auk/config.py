@@ -122,7 +122,7 @@ class AuKConfig:
         return max(1, math.ceil(seconds * self.sample_rate / self.downsample_rate))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], variant: str | None = None) -> AuKConfig:
+    def from_dict(cls, data: dict[str, Any]) -> AuKConfig:
         thinker = data.get("thinker_config", data)
         text = thinker.get("text_config", {})
         rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
@@ -134,7 +134,7 @@ class AuKConfig:
             audio=from_json(AudioConfig, thinker.get("audio_config")),
             dit=from_json(DiTConfig, data.get("dit")),
             vae=from_json(VAEConfig, vae.get("model_init_kwargs"), latent_dim=vae.get("latent_dim", VAEConfig.latent_dim)),
-            variant=variant or str(data.get("variant", "base")),
+            variant=str(data.get("variant", "base")),
             flash_t_grid=tuple(float(t) for t in data.get("flash_t_grid", FLASH_T_GRID)),
             defaults=from_json(Defaults, defaults, where="defaults"),
             audio_token_id=int(thinker.get("audio_token_index", thinker.get("audio_token_id", 151646))),

@@ -21,6 +21,8 @@ SHARED = {
     "AdaLayerNorm", "AdaLayerNormFinal", "AdaLayerNormZero", "AdaLayerNormZeroFinal",
     # the stateful codec decoder (components/stateful_decode.py)
     "StatefulCodecDecoder", "CodecDecoderModel", "CodecDecoder", "NanoCodecDecoder", "decode_windows",
+    # config readers (api/config_json.py's from_json; a family's entry point is <Config>.from_dir)
+    "from_json", "_pick", "_int", "_number", "parse_config", "load_config", "read_config", "from_params", "from_dicts",
 }
 
 

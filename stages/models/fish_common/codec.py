@@ -1,9 +1,10 @@
-"""Fish Audio's DAC as the two stage pieces its families share (Fish Speech S2 Pro and Fish Audio Drama 3): the
-reference encoder their PrepareStage runs, and the stateful chunk decoder of their codec stage."""
+"""Fish Audio's DAC as the stage pieces its families share (Fish Speech S2 Pro and Fish Audio Drama 3): their stage-0
+input (the clip to clone), the reference encoder their PrepareStage runs, and the stateful chunk decoder of their
+codec stage."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -12,13 +13,19 @@ from vocalis.stages.api.reference import ReferenceCache, content_key, resample
 from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.fish_common.fish_dac import FishDAC
 from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
 
 
-class ClipInput(Protocol):
-    """What the encoder reads of a family's stage input: the clip to clone, if any."""
+@dataclass(frozen=True, eq=False)
+class ClipInput:
+    """Stage-0 input of a session, made by the adapter: the sampling, and the voice to clone, if any."""
 
-    ref_samples: np.ndarray | None
-    ref_rate: int
+    sampling: SamplingParams
+    """The slow AR's semantic tokens; the codebook decoder samples its codes with the same settings, on its own stream."""
+    ref_samples: np.ndarray | None = None
+    """The voice to clone (mono float32) at `ref_rate`; the PrepareStage encodes it with the codec."""
+    ref_rate: int = 0
+    ref_text: str = ""
 
 
 class ReferenceEncoder:

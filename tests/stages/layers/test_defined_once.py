@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-FAMILY_FILES = sorted((ROOT / "stages" / "models").rglob("*.py")) + sorted((ROOT / "tests" / "tiny_tts").glob("*.py"))
+FAMILY_FILES = sorted((ROOT / "stages" / "models").rglob("*.py"))
 SHARED = {
     "RMSNorm", "LayerNorm", "GatedMLP", "MLP", "Attention", "QKVAttention", "DenseAttention", "DecoderLayer", "LayerScale",
     "RotaryEmbedding", "LongRoPE", "rotary", "rope", "rotate", "rotate_half", "apply_rope", "apply_rotary", "causal_mask",

@@ -1,11 +1,13 @@
 """Configuration dataclasses from the JSON a checkpoint's publisher wrote (config.json and its nested sections): the
 one reader every family's config uses. A family's top-level config reads its checkpoint with `<Config>.from_dir(path)`
-(and `from_dict(data)` over JSON already parsed); each of its sections is `from_json(Section, data, ...)`."""
+(`read_json` for the file, and `from_dict(data)` over JSON already parsed); each section is `from_json(Section, data)`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -28,6 +30,16 @@ def _checked(value: Any, declared: str, name: str) -> Any:
     if isinstance(value, bool) and declared != "bool" or not isinstance(value, kinds):
         raise ValueError(f"{name} must be {'a number' if declared == 'float' else 'a ' + declared}; got {value!r}")
     return float(value) if declared == "float" else value
+
+
+def read_json(path: Path, model_type: str | None = None, name: str = "config.json") -> dict[str, Any]:
+    """The JSON object of a checkpoint directory's `name` file; with `model_type`, a file whose `model_type` is another
+    is refused, naming the file."""
+    file = Path(path) / name
+    data = json.loads(file.read_text())
+    if model_type is not None and data.get("model_type") != model_type:
+        raise ValueError(f"{file}: model_type is {data.get('model_type')!r}, not {model_type!r}")
+    return data
 
 
 def from_json(cls: type[T], data: Mapping[str, Any] | None, *, aliases: Mapping[str, str] | None = None,

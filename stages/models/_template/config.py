@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 
 MODEL_TYPE = "vocalis_tiny_tts"
 
@@ -60,9 +60,7 @@ class TinyConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> TinyConfig:
-        data = json.loads((path / "config.json").read_text())
-        if data.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {MODEL_TYPE!r}")
+        data = read_json(path, MODEL_TYPE)
         return from_json(cls, data, talker=from_json(TalkerConfig, data["talker_config"]), codec=from_json(CodecConfig, data["codec_config"]))
 
     def to_json(self) -> str:

@@ -7,13 +7,12 @@ tower are used: the talker and token2wav parts of the Qwen snapshot are never bu
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 
 SAMPLE_RATE = 24000
 THINKER_SAMPLE_RATE = 16000
@@ -146,7 +145,7 @@ class AuKConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> AuKConfig:
-        return cls.from_dict(json.loads((path / "config.json").read_text()))
+        return cls.from_dict(read_json(path))
 
 
 def _interpolate(value: Any, root: dict[str, Any]) -> Any:

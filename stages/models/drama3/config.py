@@ -11,13 +11,12 @@ not `codebook_mtp_shared`, a scaled RoPE. `quantization_config` (`bsgemm-moe`: b
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 from vocalis.stages.components.hybrid import FULL, HybridConfig
 
 T = TypeVar("T")
@@ -93,12 +92,10 @@ class Drama3Config:
 
     @classmethod
     def from_dir(cls, path: Path) -> Drama3Config:
-        return cls.from_dict(json.loads((Path(path) / "config.json").read_text()))
+        return cls.from_dict(read_json(path, MODEL_TYPE))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Drama3Config:
-        if data.get("model_type") != MODEL_TYPE:
-            raise Drama3ConfigError(f"config.json: model_type {data.get('model_type')!r} is not {MODEL_TYPE!r}")
         if data.get("fish_schema_version", FISH_SCHEMA_VERSION) != FISH_SCHEMA_VERSION:
             raise Drama3ConfigError(f"fish_schema_version {data.get('fish_schema_version')!r} is not supported ({FISH_SCHEMA_VERSION} is)")
         version = data.get("speech_template_version")

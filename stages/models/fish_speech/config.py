@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 
 MODEL_TYPE = "fish_qwen3_omni"
 
@@ -63,12 +62,10 @@ class FishSpeechConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> FishSpeechConfig:
-        return cls.from_dict(json.loads((Path(path) / "config.json").read_text()))
+        return cls.from_dict(read_json(path, MODEL_TYPE))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FishSpeechConfig:
-        if data.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"config.json: model_type {data.get('model_type')!r} is not {MODEL_TYPE!r}")
         return from_json(cls, data, text=from_json(SlowARConfig, data.get("text_config"), aliases=NORM_EPS),
                          audio_decoder=from_json(FastARConfig, data.get("audio_decoder_config"), aliases=NORM_EPS))
 

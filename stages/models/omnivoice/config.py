@@ -10,12 +10,12 @@ reference implementation, which requests may override.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.components.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig, HubertConfig
 
 __all__ = ["AudioTokenizerConfig", "BackboneConfig", "DacConfig", "GenerationConfig", "HubertConfig", "OmniVoiceConfig"]
@@ -24,16 +24,9 @@ MODEL_TYPE = "omnivoice"
 
 
 @dataclass(frozen=True)
-class BackboneConfig:
+class BackboneConfig(DecoderSizes):
     """The Qwen3 decoder stack, run with a bidirectional mask (`llm_config`)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1000000.0
     attention_bias: bool = False
@@ -68,9 +61,7 @@ class OmniVoiceConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> OmniVoiceConfig:
-        data = json.loads((path / "config.json").read_text())
-        if data.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {MODEL_TYPE!r}")
+        data = read_json(path, MODEL_TYPE)
         return from_json(cls, data, llm=BackboneConfig.from_dict(data["llm_config"]))
 
 

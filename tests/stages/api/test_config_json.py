@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,10 @@ def test_a_strict_read_names_the_missing_or_mistyped_field():
     for wrong in ({"layers": True}, {"layers": 2.5}, {"norm_eps": "1e-6"}, {"name": 3}):
         with pytest.raises(ValueError, match=rf"cfg\.{next(iter(wrong))} must be"):
             from_json(Sized, {"norm_eps": 1e-6, "layers": 2} | wrong, where="cfg")
+
+
+def test_read_json_refuses_another_model_type_naming_the_file(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "other", "layers": 2}')
+    assert read_json(tmp_path) == {"model_type": "other", "layers": 2}
+    with pytest.raises(ValueError, match=r"config\.json: model_type is 'other', not 'mine'"):
+        read_json(tmp_path, "mine")

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 FAMILY_FILES = sorted((ROOT / "stages" / "models").rglob("*.py"))
 SHARED = {
-    "RMSNorm", "LayerNorm", "GatedMLP", "MLP", "Attention", "QKVAttention", "DenseAttention", "DecoderLayer", "LayerScale",
+    "RMSNorm", "LayerNorm", "GatedMLP", "SwiGLU", "MLP", "Attention", "QKVAttention", "DenseAttention", "DecoderLayer", "LayerScale",
     "RotaryEmbedding", "LongRoPE", "rotary", "rope", "rotate", "rotate_half", "apply_rope", "apply_rotary", "causal_mask",
     "Snake", "Snake1d", "SnakeBeta", "CausalConv", "CausalConv1d", "CausalTransposeConv", "CausalConvTranspose1d",
     "ResidualUnit", "HalfSnake", "GatedDeltaNet", "GatedRMSNorm", "HybridDecoder", "HybridDecoderLayer", "SparseMoE", "Experts",

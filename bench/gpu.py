@@ -235,7 +235,7 @@ def _build_voxtral(out: Path) -> None:
     params = json.loads((GOLDENS / "voxtral" / "real_params.json").read_text())
     (out / "params.json").write_text(json.dumps(params, indent=2))
     shutil.copy(GOLDENS / "voxtral" / "tekken_tiny.json", out / "tekken.json")  # a 4000-token vocabulary: speed does not care
-    config = VoxtralConfig.from_params(params)
+    config = VoxtralConfig.from_dict(params)
     lm = VoxtralLM(config)
     lm.flow.semantic_codebook_output.weight[1] = 0  # [END_AUDIO] never wins: every request runs to --frames
     tensors = {checkpoint_key(k): v.to("cpu", torch.bfloat16).contiguous() for k, v in lm.state_dict().items()}
@@ -260,13 +260,13 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
     from vocalis.stages.models.fish_common.fish_dac import FishDAC
     from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
-    from vocalis.stages.models.fish_speech.config import parse_config
+    from vocalis.stages.models.fish_speech.config import FishSpeechConfig
     from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
 
     config = config or json.loads((ROOT / "bench" / "configs" / "fish_speech_s2_pro.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "codec_config.json").unlink(missing_ok=True)
-    _save(FishDualAR(parse_config(config)), out / "model.safetensors")
+    _save(FishDualAR(FishSpeechConfig.from_dict(config)), out / "model.safetensors")
     torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")
 
 
@@ -313,7 +313,7 @@ def _build_cosyvoice3(out: Path) -> None:
     """The published yaml and Qwen2 sizes (copied from tests/goldens/cosyvoice3/real), the tiny tokenizer and ONNX
     frontend (their cost is not what is measured), and random llm.pt / flow.pt / hift.pt at the published sizes."""
     from tests.goldens.cosyvoice3.tiny import write_onnx, write_tokenizer
-    from vocalis.stages.models.cosyvoice3.config import load_config
+    from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
     from vocalis.stages.models.cosyvoice3.lm import CosyVoice3LM
     from vocalis.stages.models.cosyvoice3.weights import build_flow, build_hift
 
@@ -321,7 +321,7 @@ def _build_cosyvoice3(out: Path) -> None:
     write_tokenizer(out / "CosyVoice-BlankEN")
     (out / "CosyVoice-BlankEN" / "config.json").write_text(real_qwen)
     write_onnx(out, torch.Generator().manual_seed(0))
-    config = load_config(out)
+    config = CosyVoice3Config.from_dir(out)
     lm = CosyVoice3LM(config.qwen, config.lm)
     lm.llm_decoder.weight[config.lm.speech_token_size :] = 0  # stop tokens rarely win: requests run to --frames
     state = {k: v.detach().cpu() for k, v in lm.state_dict().items()}
@@ -337,7 +337,7 @@ def _build_glm_tts(out: Path) -> None:
     """The tiny checkpoint (its tokenizers and CAM++: their cost is not what is measured), then the published Llama
     config and flow config (tests/goldens/glm_tts/real) with random llm/, flow.pt and hift.pt at the published sizes."""
     from tests.goldens.glm_tts.tiny import build
-    from vocalis.stages.models.glm_tts.config import load_config
+    from vocalis.stages.models.glm_tts.config import GLMTTSConfig
     from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
     from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
     from vocalis.stages.models.glm_tts.weights import build_flow, build_hift
@@ -346,7 +346,7 @@ def _build_glm_tts(out: Path) -> None:
     build(out)
     shutil.copy(real / "llm_config.json", out / "llm" / "config.json")
     shutil.copy(real / "flow_config.yaml", out / "flow" / "config.yaml")
-    config = load_config(out)
+    config = GLMTTSConfig.from_dir(out)
     lm = GLMSpeechLM(config.llama)
     lm.model.embed_tokens.weight[GLMTokenizer.from_dir(out / "vq32k-phoneme-tokenizer").stop_ids()] = 0  # stops rarely win
     _save(lm, out / "llm" / "model.safetensors")

@@ -114,9 +114,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="scale-out-"))
     if args.tiny:
-        from tests.tiny_tts.build import build_checkpoint
+        from vocalis.stages.models._template.build import build_checkpoint
 
-        model_args: tuple[str, ...] = ("--family-module", "tests.tiny_tts.family", str(build_checkpoint(work / "tiny-tts", eos_token_id=64)))
+        model_args: tuple[str, ...] = ("--family-module", "vocalis.stages.models._template.family", str(build_checkpoint(work / "tiny-tts", eos_token_id=64)))
         config = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, max_new_tokens=60)
     else:
         model_args = ()

@@ -27,8 +27,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.tiny_tts.build import build_checkpoint  # noqa: E402
-from tests.tiny_tts.family import TinyInput, load  # noqa: E402
+from vocalis.stages.models._template.build import build_checkpoint  # noqa: E402
+from vocalis.stages.models._template.loader import load  # noqa: E402
+from vocalis.stages.models._template.runtime import TinyInput  # noqa: E402
 from vocalis.stages.runtime.deploy import load_deploy  # noqa: E402
 from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
 from vocalis.stages.runtime.request import SynthesisRequest  # noqa: E402
@@ -137,7 +138,7 @@ def main() -> None:
         "talker": {"max_num_seqs": max(levels), "max_num_batched_tokens": 8192, "kv_cache_bytes": max(levels) * 512 * 1024},
         "code2wav": {"max_num_seqs": max(levels)},
     }
-    model = load(checkpoint, load_deploy(ROOT / "tests" / "tiny_tts" / "deploy.yaml", None, overrides))
+    model = load(checkpoint, load_deploy(ROOT / "stages" / "models" / "_template" / "deploy.yaml", None, overrides))
     try:
         rows = asyncio.run(measure(model, levels, args.frames, args.rounds, args.repeats))
     finally:

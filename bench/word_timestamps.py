@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 from clients.prompts import MEDIUM, SHORT  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 from tests.stages.text.aligner.tiny_ctc import build_tiny_ctc  # noqa: E402
-from tests.tiny_tts.build import build_checkpoint  # noqa: E402
 from vocalis.clients.sync import Client  # noqa: E402
+from vocalis.stages.models._template.build import build_checkpoint  # noqa: E402
 from vocalis.tts.v1 import audio_pb2  # noqa: E402
 from vocalis.tts.v1 import synthesizer_pb2 as pb  # noqa: E402
 
 TINY_CHUNK_FRAMES, TINY_HOP, TINY_RATE = 10, 160, 16000
-"""The tiny family's code2wav chunk (tests/tiny_tts/deploy.yaml): 100 ms of audio."""
+"""The tiny family's code2wav chunk (stages/models/_template/deploy.yaml): 100 ms of audio."""
 
 
 def session(client: Client, text: str, words: bool, **fields) -> dict:
@@ -107,7 +107,7 @@ def main() -> None:
         ctc = build_base_ctc(root / "ctc") if args.aligner_size == "base" else build_tiny_ctc(
             root / "ctc", conv_dim=[16] * 7, conv_kernel=[10, 3, 3, 3, 3, 2, 2], conv_stride=[5, 2, 2, 2, 2, 2, 2]
         )  # tiny widths, the real 20 ms frames: what the stage itself costs
-        aligned = start_server(root, "--family-module", "tests.tiny_tts.family", "--forced-aligner", str(ctc), str(checkpoint),
+        aligned = start_server(root, "--family-module", "vocalis.stages.models._template.family", "--forced-aligner", str(ctc), str(checkpoint),
                                timeout=300)
         try:
             # The tiny family speaks max_new_tokens frames per unit: 2 s of audio, like a short sentence.

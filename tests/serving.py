@@ -14,7 +14,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
-"""The repository root: the server runs there, so that `--family-module tests.tiny_tts.family` imports."""
+"""The repository root: the server runs there, so that a `--family-module` from the tests imports."""
 
 
 def free_port() -> int:

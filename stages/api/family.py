@@ -111,11 +111,11 @@ def family_for_checkpoint(path: Path) -> ModelFamily:
 
 def builtin_family_modules() -> list[str]:
     """`vocalis.stages.models.<name>.family` for every family package shipped here: adding a folder with a
-    family.py is the whole registration."""
+    family.py is the whole registration. A folder whose name starts with `_` (the template family) is not shipped."""
     package = importlib.import_module(BUILTIN_PACKAGE)
     modules = []
     for info in pkgutil.iter_modules(package.__path__):
-        if info.ispkg and (Path(info.module_finder.path) / info.name / f"{FAMILY_MODULE}.py").is_file():  # type: ignore[union-attr]
+        if info.ispkg and not info.name.startswith("_") and (Path(info.module_finder.path) / info.name / f"{FAMILY_MODULE}.py").is_file():  # type: ignore[union-attr]
             modules.append(f"{BUILTIN_PACKAGE}.{info.name}.{FAMILY_MODULE}")
     return sorted(modules)
 

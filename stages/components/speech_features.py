@@ -1,6 +1,7 @@
-"""Spectral features that speech frontends compute from a reference clip, written once for the families that share
-them (CosyVoice3 and GLM-TTS): Kaldi fbank (CAM++ speaker embeddings), Whisper's log-mel (S3 speech tokenizers) and
-the Matcha/HiFi-GAN log-mel (flow-matching prompt mels). numpy/torch only; no librosa or torchaudio.
+"""Spectral features that speech frontends compute from a reference clip, written once for every family: Kaldi fbank
+(CAM++ speaker embeddings), Whisper's log-mel (S3 speech tokenizers, AuK's audio tower) and the Matcha/HiFi-GAN
+log-mel (flow-matching prompt mels, Qwen3-TTS's x-vector input), on the one Slaney mel filterbank. numpy/torch only;
+no librosa or torchaudio.
 """
 
 from __future__ import annotations
@@ -49,14 +50,22 @@ def matcha_log_mel(samples: torch.Tensor, sample_rate: int, n_fft: int, num_mels
     return torch.log(mel.clamp(min=1e-5))[0].T
 
 
-def whisper_log_mel(samples: torch.Tensor, n_mels: int = 128) -> torch.Tensor:
-    """[N] samples at 16 kHz -> [n_mels, frames] Whisper log-mel (100 Hz, log10, floored at max - 8, scaled)."""
-    spec = torch.stft(samples.float(), 400, 160, window=torch.hann_window(400, device=samples.device), return_complex=True)
+def whisper_log_mel(samples: torch.Tensor, n_mels: int = 128, zero_padded: bool = False) -> torch.Tensor:
+    """[N] samples at 16 kHz -> [n_mels, N // 160] Whisper log-mel (100 Hz, log10, floored at max - 8, scaled).
+
+    `zero_padded`: the clip's last frames see zeros after it, not a reflection of it, as in a reference that pads
+    every clip with zeros to 30 s before the STFT (Qwen2.5-Omni's feature extractor); one window of zeros gives the
+    same frames, and the floor is taken over them and the frames the zeros add."""
+    frames = samples.shape[-1] // 160
+    samples = samples.float()
+    if zero_padded:
+        samples = F.pad(samples, (0, 400))
+    spec = torch.stft(samples, 400, 160, window=torch.hann_window(400, device=samples.device), return_complex=True)
     power = spec[..., :-1].abs() ** 2
     mel = torch.from_numpy(slaney_mel_filters(16000, 400, n_mels)).to(power.device) @ power
     log_spec = torch.clamp(mel, min=1e-10).log10()
     log_spec = torch.maximum(log_spec, log_spec.max() - 8.0)
-    return (log_spec + 4.0) / 4.0
+    return ((log_spec + 4.0) / 4.0)[..., :frames]
 
 
 @lru_cache(maxsize=4)

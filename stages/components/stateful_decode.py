@@ -1,15 +1,19 @@
-"""A ChunkDecoder's `decode` for a codec that streams from a per-request state (`causal_stream.StreamState`): each
-row's window is decoded from the frames after its state only (the left context the ChunkStage adds is already in
-the state, and not decoded again), so a streamed request equals the decode of all its frames at once."""
+"""The ChunkDecoder of a codec that streams from a per-request state (`causal_stream.StreamState`): each row's window
+is decoded from the frames after its state only (the left context the ChunkStage adds is already in the state, and
+not decoded again), so a streamed request equals the decode of all its frames at once. `decode_windows` is the
+decode; `StatefulCodecDecoder` the stage model every such codec stage uses (Fish Speech / Drama 3, Gepard, Voxtral,
+Qwen3-TTS's code2wav)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import torch
 
 from vocalis.stages.components.causal_stream import StreamState
-from vocalis.stages.runtime.chunk_stage import DecodeStream
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
+from vocalis.stages.runtime.request import SynthesisRequest
 
 StreamFn = Callable[..., torch.Tensor]
 """(frames [B, L, ...] of each row's next counts[i] frames, right-padded; the rows' states; counts) to samples
@@ -55,3 +59,60 @@ def decode_windows(frames: torch.Tensor, streams: list[DecodeStream], samples_pe
         first, n = (s.window.start - s.window.context_start) * hop, (counts[row] - skip[row]) * hop
         out[row, first : first + n] = samples[row, :n]
     return out
+
+
+class StreamingCodec(Protocol):
+    """A codec decoder that streams from per-request states: `stream(codes, states, counts)` (with `skip` as a
+    fourth argument where it takes reference codes ahead of a request's own, see `StreamFn`)."""
+
+    stream: StreamFn
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+
+def _same(frames: torch.Tensor) -> torch.Tensor:
+    return frames
+
+
+class StatefulCodecDecoder(ChunkDecoder):
+    """The ChunkDecoder of a codec stage whose codec streams from a per-request state: frames [B, T, ...] to samples
+    [B, T * samples_per_frame]. Each request's chunks are decoded from its carried codec state (`decode_windows`), so
+    a streamed request equals the decode of all its frames at once and a chunk costs its own frames (the window's
+    left context is not read).
+
+    A family gives the codec and what is its own: `codes` maps the stage's frames [B, T, ...] (on the codec's
+    device) to what the codec reads (a transpose to [B, K, T], a clamp of padding); `whole` decodes all the frames
+    of a direct call at once (default: the codec's forward); `reference_codes` gives a request's codes to decode
+    into its state before its own frames, their audio dropped (an ICL clone's reference); `first_chunk` a request's
+    own first chunk size (`initial_codec_chunk_frames`)."""
+
+    causal = True
+
+    def __init__(self, codec: StreamingCodec, samples_per_frame: int, *,
+                 codes: Callable[[torch.Tensor], torch.Tensor] = _same,
+                 whole: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 reference_codes: Callable[[SynthesisRequest], torch.Tensor | None] | None = None,
+                 first_chunk: Callable[[SynthesisRequest], int | None] | None = None) -> None:
+        self.codec = codec
+        self.samples_per_frame = samples_per_frame
+        self.codes = codes
+        self.whole = whole if whole is not None else codec
+        self.reference_codes = reference_codes
+        self.first_chunk = first_chunk
+
+    def start(self, request: SynthesisRequest) -> DecodeStream:
+        first = None if self.first_chunk is None else self.first_chunk(request)
+        context = None if self.reference_codes is None else self.reference_codes(request)
+        return DecodeStream(first_chunk_frames=first, context_frames=context)
+
+    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
+        device = next(self.codec.parameters()).device
+
+        def codes(f: torch.Tensor) -> torch.Tensor:
+            return self.codes(f.to(device))
+
+        def stream(f: torch.Tensor, states: list[StreamState], counts: list[int], *skip: list[int]) -> torch.Tensor:
+            return self.codec.stream(codes(f), states, counts, *skip)
+
+        return decode_windows(frames, streams, self.samples_per_frame, stream, lambda f: self.whole(codes(f)),
+                              lead_in=self.reference_codes is not None)

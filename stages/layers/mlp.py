@@ -1,4 +1,5 @@
-"""The gated MLP of Llama-style decoders: down(act(gate(x)) * up(x))."""
+"""The gated MLP of Llama-style decoders: down(act(gate(x)) * up(x)), under transformers' names (GatedMLP) or
+Mistral's and gpt-fast's (SwiGLU)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,16 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class SwiGLU(nn.Module):
+    """The same gated MLP under Mistral's and gpt-fast's tensor names: w2(silu(w1 x) * w3 x), no biases."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 
-from tests.tiny_tts.family import FAMILY
+from vocalis.stages.models._template.family import FAMILY
 
 __all__ = ["FAMILY"]
 

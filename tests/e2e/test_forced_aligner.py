@@ -9,9 +9,9 @@ import pytest
 
 from tests.serving import start_server
 from tests.stages.text.aligner.tiny_ctc import build_tiny_ctc
-from tests.tiny_tts.build import build_checkpoint
 from tests.word_checks import assert_monotonic, assert_words_fit_text
 from vocalis.clients.sync import Client
+from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -21,7 +21,7 @@ def aligned(tmp_path_factory):
     root = tmp_path_factory.mktemp("aligned-server")
     checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)  # no EOS: lengths follow max_new_tokens
     ctc = build_tiny_ctc(root / "tiny-ctc")
-    running = start_server(root, "--family-module", "tests.tiny_tts.family", "--forced-aligner", str(ctc), str(checkpoint))
+    running = start_server(root, "--family-module", "vocalis.stages.models._template.family", "--forced-aligner", str(ctc), str(checkpoint))
     yield running
     running.stop()
 

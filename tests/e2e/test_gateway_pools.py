@@ -14,8 +14,8 @@ import pytest
 import soundfile as sf
 
 from tests.serving import free_port, start_server
-from tests.tiny_tts.build import build_checkpoint
 from tests.ws_session import audio, ws_session
+from vocalis.stages.models._template.build import build_checkpoint
 
 TOKENS = 12
 HOP = 160
@@ -27,7 +27,7 @@ def pools(tmp_path_factory):
     checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(
-            lambda name: start_server(root, "--family-module", "tests.tiny_tts.family", "--served-model-name", name, str(checkpoint), timeout=90),
+            lambda name: start_server(root, "--family-module", "vocalis.stages.models._template.family", "--served-model-name", name, str(checkpoint), timeout=90),
             ("tiny-a", "tiny-b"),
         )
     port = free_port()

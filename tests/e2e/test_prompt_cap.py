@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 
 from tests.serving import start_server
-from tests.tiny_tts.build import build_checkpoint
+from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -28,7 +28,7 @@ def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("prompt-cap")
     checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)  # no EOS: lengths follow max_new_tokens
     overrides = json.dumps({"talker": {"max_len": MAX_LEN}, "code2wav": {"chunk_frames": 5}})
-    running = start_server(root, "--family-module", "tests.tiny_tts.family", "--stage-overrides", overrides, str(checkpoint))
+    running = start_server(root, "--family-module", "vocalis.stages.models._template.family", "--stage-overrides", overrides, str(checkpoint))
     yield running
     running.stop()
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e.test_voices import clip
 from tests.serving import start_server
-from tests.tiny_tts.build import build_checkpoint
+from vocalis.stages.models._template.build import build_checkpoint
 
 PUBLIC = "93.184.215.14"
 """A global address: what the rebinding DNS answers first, when the server checks the host."""

@@ -11,10 +11,10 @@ import pytest
 import soundfile as sf
 
 from tests.serving import start_server
-from tests.tiny_tts.build import build_checkpoint
-from tests.tiny_tts.family import POISON
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
+from vocalis.stages.models._template.build import build_checkpoint
+from vocalis.stages.models._template.runtime import POISON
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -26,7 +26,7 @@ def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny-server")
     checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)  # no EOS: lengths follow max_new_tokens
     running = start_server(
-        root, "--family-module", "tests.tiny_tts.family", "--stage-overrides", '{"code2wav": {"chunk_frames": 5}}',
+        root, "--family-module", "vocalis.stages.models._template.family", "--stage-overrides", '{"code2wav": {"chunk_frames": 5}}',
         "--max-queued-requests", "8", str(checkpoint),
     )
     yield running

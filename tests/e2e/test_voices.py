@@ -16,10 +16,10 @@ import pytest
 import soundfile as sf
 
 from tests.serving import start_server
-from tests.tiny_tts.build import build_checkpoint
 from vocalis.clients.errors import VocalisError, from_rpc_error
 from vocalis.clients.sync import Client
 from vocalis.server.voice_store import VoiceStore
+from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.tts.v1 import audio_pb2, voices_pb2, voices_pb2_grpc
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -44,7 +44,7 @@ def servers(tmp_path_factory):
     (precomputed / "manifest.json").write_text(
         json.dumps({"voices": [{"name": "narrator", "audio": "narrator.wav", "ref_text": "A narrator.", "description": "calm"}]})
     )
-    common = ("--family-module", "tests.tiny_tts.family", "--voice-dir", str(root / "store"), "--custom-voice-dir", str(precomputed))
+    common = ("--family-module", "vocalis.stages.models._template.family", "--voice-dir", str(root / "store"), "--custom-voice-dir", str(precomputed))
     first = start_server(root, *common, "--max-voices", "60", str(checkpoint))
     second = start_server(root, *common, "--max-voices", "60", str(checkpoint))
     yield first, second

@@ -7,11 +7,12 @@ tower are used: the talker and token2wav parts of the Qwen snapshot are never bu
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vocalis.stages.api.config_json import from_json, read_json
 
 SAMPLE_RATE = 24000
 THINKER_SAMPLE_RATE = 16000
@@ -19,11 +20,6 @@ THINKER_SAMPLE_RATE = 16000
 NO_PROMPT_AUDIO_MARKER = "|<no_prompt_audio>|"
 FLASH_T_GRID = (0.0, 0.07612049579620361, 0.2928932309150696, 0.6173166036605835, 1.0)
 MAX_SECONDS = 30.0
-
-
-def _pick(cls, data: dict[str, Any]) -> Any:
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -89,11 +85,6 @@ class VAEConfig:
     def hop(self) -> int:
         return math.prod(self.downsample_rates)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VAEConfig:
-        data = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v) for k, v in data.items()}
-        return _pick(cls, data)
-
 
 @dataclass(frozen=True)
 class Defaults:
@@ -130,7 +121,7 @@ class AuKConfig:
         return max(1, math.ceil(seconds * self.sample_rate / self.downsample_rate))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], variant: str | None = None) -> AuKConfig:
+    def from_dict(cls, data: dict[str, Any]) -> AuKConfig:
         thinker = data.get("thinker_config", data)
         text = thinker.get("text_config", {})
         rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
@@ -138,13 +129,13 @@ class AuKConfig:
         vae = dict(data.get("vae") or {})
         defaults = dict(data.get("defaults") or {})
         return cls(
-            text=_pick(TextConfig, text),
-            audio=_pick(AudioConfig, thinker.get("audio_config", {})),
-            dit=_pick(DiTConfig, data.get("dit") or {}),
-            vae=VAEConfig.from_dict(dict(vae.get("model_init_kwargs") or {}, latent_dim=vae.get("latent_dim", VAEConfig.latent_dim))),
-            variant=variant or str(data.get("variant", "base")),
+            text=from_json(TextConfig, text),
+            audio=from_json(AudioConfig, thinker.get("audio_config")),
+            dit=from_json(DiTConfig, data.get("dit")),
+            vae=from_json(VAEConfig, vae.get("model_init_kwargs"), latent_dim=vae.get("latent_dim", VAEConfig.latent_dim)),
+            variant=str(data.get("variant", "base")),
             flash_t_grid=tuple(float(t) for t in data.get("flash_t_grid", FLASH_T_GRID)),
-            defaults=Defaults(nfe=int(defaults.get("nfe", 32)), cfg=float(defaults.get("cfg", 2.0)), sway=defaults.get("sway", -1.0)),
+            defaults=from_json(Defaults, defaults, where="defaults"),
             audio_token_id=int(thinker.get("audio_token_index", thinker.get("audio_token_id", 151646))),
             audio_start_token_id=int(thinker.get("audio_start_token_id", 151647)),
             audio_end_token_id=int(thinker.get("audio_end_token_id", 151648)),
@@ -154,7 +145,7 @@ class AuKConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> AuKConfig:
-        return cls.from_dict(json.loads((path / "config.json").read_text()))
+        return cls.from_dict(read_json(path))
 
 
 def _interpolate(value: Any, root: dict[str, Any]) -> Any:

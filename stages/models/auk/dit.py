@@ -17,28 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.components.flow_dit import RotaryEmbedding, TimestepEmbedding, interleaved_rotary
+from vocalis.stages.components.flow_dit import (
+    AdaLayerNormZero,
+    AdaLayerNormZeroFinal,
+    RotaryEmbedding,
+    TimestepEmbedding,
+    interleaved_rotary,
+)
 from vocalis.stages.models.auk.config import DiTConfig
-
-
-class AdaLayerNorm(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.linear = nn.Linear(dim, dim * 6)
-
-    def forward(self, x: torch.Tensor, emb: torch.Tensor):
-        shift, scale, gate, shift_mlp, scale_mlp, gate_mlp = self.linear(F.silu(emb)).chunk(6, dim=1)
-        return F.layer_norm(x, x.shape[-1:], eps=1e-6) * (1 + scale[:, None]) + shift[:, None], gate, shift_mlp, scale_mlp, gate_mlp
-
-
-class AdaLayerNormFinal(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.linear = nn.Linear(dim, dim * 2)
-
-    def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
-        scale, shift = self.linear(F.silu(emb)).chunk(2, dim=1)
-        return F.layer_norm(x, x.shape[-1:], eps=1e-6) * (1 + scale)[:, None] + shift[:, None]
 
 
 def modulated(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -98,8 +84,8 @@ class JointAttention(nn.Module):
 class MMDiTBlock(nn.Module):
     def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float) -> None:
         super().__init__()
-        self.attn_norm_c = AdaLayerNorm(dim)
-        self.attn_norm_x = AdaLayerNorm(dim)
+        self.attn_norm_c = AdaLayerNormZero(dim)
+        self.attn_norm_x = AdaLayerNormZero(dim)
         self.attn = JointAttention(dim, heads, dim_head, context_dim=dim)
         self.ff_c = FeedForward(dim, ff_mult)
         self.ff_x = FeedForward(dim, ff_mult)
@@ -120,7 +106,7 @@ class MMDiTBlock(nn.Module):
 class DiTBlock(nn.Module):
     def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float) -> None:
         super().__init__()
-        self.attn_norm = AdaLayerNorm(dim)
+        self.attn_norm = AdaLayerNormZero(dim)
         self.attn = JointAttention(dim, heads, dim_head)
         self.ff = FeedForward(dim, ff_mult)
 
@@ -201,7 +187,7 @@ class AuKDiT(nn.Module):
         self.single_transformer_blocks = nn.ModuleList(
             DiTBlock(dim, config.heads, config.dim_head, config.ff_mult) for _ in range(config.num_single_layers)
         )
-        self.norm_out = AdaLayerNormFinal(dim)
+        self.norm_out = AdaLayerNormZeroFinal(dim)
         self.proj_out = nn.Linear(dim, latent_dim)
 
     def project_text(self, text: torch.Tensor) -> torch.Tensor:

@@ -78,12 +78,13 @@ def upstream_variant(path: Path) -> str:
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
     """The modules of an assembled bundle at `path`, or of the upstream AuK directory at `path` with the
     Qwen2.5-Omni-3B snapshot at `qwen_dir` (nothing is assembled on disk)."""
+    import dataclasses
     import json
 
     if qwen_dir is None:
         qwen_dir = path
-        data = json.loads((path / "config.json").read_text())
-        config = AuKConfig.from_dict(data, variant=variant_of(path, str(data.get("variant", "base"))))
+        config = AuKConfig.from_dir(path)
+        config = dataclasses.replace(config, variant=variant_of(path, config.variant))
     else:
         config = AuKConfig.from_dict(upstream_dict(path, json.loads((qwen_dir / "config.json").read_text()), upstream_variant(path)))
     dit_weights = read_safetensors(dit_file(path))

@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from vocalis.stages.api.reference import resample
+from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.models.auk.adapter import VAE_SAMPLE_SEED_OFFSET, AuKInput
 from vocalis.stages.models.auk.config import THINKER_SAMPLE_RATE, AuKConfig
 from vocalis.stages.models.auk.dit import AuKDiT, DiTBatch
 from vocalis.stages.models.auk.encoder import ConditionEncoder, audio_token_count
-from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.vae import AuKVAE, padded_samples
 from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
@@ -51,7 +51,6 @@ class Conditioner(IterativeModel):
     def __init__(self, config: AuKConfig, encoder: ConditionEncoder, vae: AuKVAE, prompts: PromptBuilder,
                  device: str = "cpu") -> None:
         self.config, self.encoder, self.vae, self.prompts, self.device = config, encoder, vae, prompts, device
-        self.filters = mel_filters(config.audio.num_mel_bins, THINKER_SAMPLE_RATE)
 
     def start(self, request: SynthesisRequest, payload: None) -> ConditionJob:
         return ConditionJob(request)
@@ -72,7 +71,7 @@ class Conditioner(IterativeModel):
                 refs.append(torch.zeros(0, self.config.vae.latent_dim, device=self.device))
                 continue
             heard = torch.from_numpy(resample(ref.samples, ref.sample_rate, THINKER_SAMPLE_RATE)).to(self.device)
-            mel = log_mel(heard, self.filters)
+            mel = whisper_log_mel(heard, self.config.audio.num_mel_bins, zero_padded=True)
             ids.append(self.prompts.ids(stage_input.instruction_for(text), audio_token_count(mel.shape[1])))
             features.append(mel)
             source = torch.from_numpy(resample(ref.samples, ref.sample_rate, self.config.sample_rate)).to(self.device)

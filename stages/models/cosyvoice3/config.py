@@ -88,6 +88,28 @@ class CosyVoice3Config:
     def samples_per_token(self) -> int:
         return self.sample_rate // self.token_frame_rate
 
+    @classmethod
+    def from_dir(cls, path: Path) -> CosyVoice3Config:
+        """cosyvoice3.yaml and CosyVoice-BlankEN/config.json of a checkpoint directory."""
+        yaml_path = path / YAML
+        if not yaml_path.is_file():
+            raise ValueError(f"{path} has no {YAML}: is it a CosyVoice3 checkpoint?")
+        data = load_hyperpyyaml(yaml_path)
+        for key in ("llm", "flow", "hift"):
+            if not isinstance(data.get(key), dict):
+                raise ValueError(f"{yaml_path}: no `{key}` section")
+        llm = data["llm"]
+        sampling = llm.get("sampling") or {}
+        lm = from_json(LMConfig, _without_class(llm) | {k: v for k, v in sampling.items() if k != CLASS_KEY})
+        qwen_config = path / QWEN_DIR / "config.json"
+        qwen = from_json(Qwen2Config, json.loads(qwen_config.read_text()) if qwen_config.is_file() else None)
+        flow = data["flow"]
+        return cls(
+            qwen=qwen, lm=lm, flow=flow, hift=data["hift"], sample_rate=int(data.get("sample_rate", 24000)),
+            token_frame_rate=int(data.get("token_frame_rate", flow.get("input_frame_rate", 25))),
+            token_mel_ratio=int(flow.get("token_mel_ratio", 2)), extra=data,
+        )
+
 
 def is_cosyvoice3_dir(path: Path) -> bool:
     config = path / "config.json"
@@ -98,24 +120,3 @@ def is_cosyvoice3_dir(path: Path) -> bool:
 
 def _without_class(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k != CLASS_KEY}
-
-
-def load_config(path: Path) -> CosyVoice3Config:
-    yaml_path = path / YAML
-    if not yaml_path.is_file():
-        raise ValueError(f"{path} has no {YAML}: is it a CosyVoice3 checkpoint?")
-    data = load_hyperpyyaml(yaml_path)
-    for key in ("llm", "flow", "hift"):
-        if not isinstance(data.get(key), dict):
-            raise ValueError(f"{yaml_path}: no `{key}` section")
-    llm = data["llm"]
-    sampling = llm.get("sampling") or {}
-    lm = from_json(LMConfig, _without_class(llm) | {k: v for k, v in sampling.items() if k != CLASS_KEY})
-    qwen_config = path / QWEN_DIR / "config.json"
-    qwen = from_json(Qwen2Config, json.loads(qwen_config.read_text()) if qwen_config.is_file() else None)
-    flow = data["flow"]
-    return CosyVoice3Config(
-        qwen=qwen, lm=lm, flow=flow, hift=data["hift"], sample_rate=int(data.get("sample_rate", 24000)),
-        token_frame_rate=int(data.get("token_frame_rate", flow.get("input_frame_rate", 25))),
-        token_mel_ratio=int(flow.get("token_mel_ratio", 2)), extra=data,
-    )

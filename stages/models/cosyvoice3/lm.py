@@ -6,10 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.models.cosyvoice3.config import LMConfig, Qwen2Config
-from vocalis.stages.models.cosyvoice_common.rope_stack import run_cached, run_dense
+from vocalis.stages.models.cosyvoice_common.rope_stack import DecoderStack, run_cached, run_dense
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.kv_cache import SlotKVCache
 
@@ -17,22 +15,16 @@ UNUSED_KEYS = (r"llm\.model\.lm_head\.weight",)
 """The Qwen2 text head: the speech LM decodes through `llm_decoder` only (declared unused)."""
 
 
-class Qwen2Model(nn.Module):
-    def __init__(self, c: Qwen2Config) -> None:
-        super().__init__()
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
-        self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                                c.rms_norm_eps, bias=True, o_bias=False)
-            for _ in range(c.num_hidden_layers)
-        )
-        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+def qwen2_model(c: Qwen2Config) -> DecoderStack:
+    """The Qwen2 backbone: biases on q/k/v, none on o."""
+    return DecoderStack(c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+                        c.head_dim, c.intermediate_size, c.rms_norm_eps, bias=True, o_bias=False)
 
 
 class _CausalLM(nn.Module):
     def __init__(self, c: Qwen2Config) -> None:
         super().__init__()
-        self.model = Qwen2Model(c)
+        self.model = qwen2_model(c)
 
 
 class _Encoder(nn.Module):
@@ -51,7 +43,7 @@ class CosyVoice3LM(nn.Module):
         self.speech_embedding = nn.Embedding(vocab, lm.llm_input_size)
 
     @property
-    def backbone(self) -> Qwen2Model:
+    def backbone(self) -> DecoderStack:
         return self.llm.model.model
 
     @property

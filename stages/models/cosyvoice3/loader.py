@@ -17,9 +17,10 @@ log = logging.getLogger(__name__)
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
     from vocalis.stages.models.cosyvoice3.frontend import Frontend
-    from vocalis.stages.models.cosyvoice3.runtime import SpeechLM, VoicePreparer, conditioning
+    from vocalis.stages.models.cosyvoice3.runtime import SpeechLM
     from vocalis.stages.models.cosyvoice3.weights import load_modules
     from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
+    from vocalis.stages.models.cosyvoice_common.voice_prompt import VoicePreparer, conditioning
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage

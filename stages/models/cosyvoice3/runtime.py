@@ -6,37 +6,20 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from vocalis.stages.models.cosyvoice3.frontend import Frontend, VoicePrompt
 from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
 from vocalis.stages.models.cosyvoice3.weights import CosyVoice3Modules
-from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
-from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
+from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory, sample_speech_tokens
+from vocalis.stages.models.cosyvoice_common.voice_prompt import CloneInput, VoicePrompt
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.sampling import SamplerState
 
-
-@dataclass(frozen=True, eq=False)
-class CosyVoice3Input:
-    """Stage-0 input of a session, made by the adapter."""
-
-    ref_text: str
-    samples: np.ndarray | None
-    """The clip to clone (mono float32), unless `voice` is given."""
-    sample_rate: int
-    sampling: SamplingParams
-    """The standard sampler's settings, and seed; its max_new_tokens is replaced by the text-length rule unless set."""
-    ras: RASParams | None = RASParams()
-    """RAS sampling (the default); None: the standard sampler."""
-    max_new_tokens: int | None = None
-    initial_codec_chunk_frames: int | None = None
-    voice: VoicePrompt | None = None
-    """The prompt already encoded (tests, precomputed voices)."""
+CosyVoice3Input = CloneInput
+"""Stage-0 input of a session, made by the adapter (the lineage's, `cosyvoice_common/voice_prompt.py`)."""
 
 
 @dataclass
@@ -44,28 +27,6 @@ class SequenceState:
     min_tokens: int
     """No stop token before this many speech tokens."""
     history: SamplingHistory
-
-
-class VoicePreparer:
-    """Encodes a request's clip on the PrepareStage's thread (kept by content: a session's utterances share it)."""
-
-    def __init__(self, frontend: Frontend) -> None:
-        self.frontend = frontend
-
-    def costly(self, request: SynthesisRequest[CosyVoice3Input]) -> bool:
-        inputs = request.stage_input
-        return inputs.voice is None and not self.frontend.has_prompt(inputs.samples, inputs.sample_rate)
-
-    def prepare(self, request: SynthesisRequest[CosyVoice3Input]) -> VoicePrompt:
-        inputs = request.stage_input
-        if inputs.voice is not None:
-            return inputs.voice
-        return self.frontend.prompt(inputs.samples, inputs.sample_rate)
-
-
-def conditioning(request: SynthesisRequest[CosyVoice3Input]) -> FlowConditioning:
-    voice: VoicePrompt = request.prepared
-    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)
 
 
 MAX_TOKENS = 2048

@@ -14,7 +14,7 @@ from vocalis.stages.components.flow_dit import DiT
 from vocalis.stages.components.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer
 from vocalis.stages.components.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator
 from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_state_dict
-from vocalis.stages.models.cosyvoice3.config import QWEN_DIR, CosyVoice3Config, load_config
+from vocalis.stages.models.cosyvoice3.config import QWEN_DIR, CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.lm import UNUSED_KEYS, CosyVoice3LM
 from vocalis.stages.models.cosyvoice3.tokenizer import QwenTokenizer
 
@@ -63,7 +63,7 @@ def hift_weights(path: Path) -> dict[str, torch.Tensor]:
 
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> CosyVoice3Modules:
     path = Path(path)
-    config = load_config(path)
+    config = CosyVoice3Config.from_dir(path)
     llm_weights = read_state_dict(path / "llm.pt")
     lm = CosyVoice3LM(config.qwen, config.lm, decoder_bias="llm_decoder.bias" in llm_weights)
     load_strict(lm, llm_weights, path / "llm.pt", unused=UNUSED_KEYS)

@@ -1,5 +1,6 @@
 """A stack of pre-norm decoder layers with a final norm and plain 1-D RoPE, run two ways: one runtime step over the
-paged KV cache, or whole rows without a cache (tests, goldens). Shared by the Llama/Qwen2 speech LMs."""
+paged KV cache, or whole rows without a cache (tests, goldens); `DecoderStack` builds it. Shared by the Llama/Qwen2
+speech LMs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import torch
 from torch import nn
 
 from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
+from vocalis.stages.layers.transformer import gated_decoder_layer
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.kv_cache import SlotKVCache
 
@@ -38,3 +41,18 @@ def run_dense(layers: Iterable[nn.Module], norm: nn.Module, embeds: torch.Tensor
     for layer in layers:
         x = layer.dense(x, rotary, mask)
     return norm(x)
+
+
+class DecoderStack(nn.Module):
+    """`embed_tokens`, `layers`, `norm` of a transformers Qwen2 or Llama model (the speech LMs' backbone, named as
+    their checkpoints' tensors), run by `run_cached` / `run_dense`."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, num_layers: int, heads: int, kv_heads: int, head_dim: int,
+                 intermediate_size: int, eps: float, *, bias: bool, o_bias: bool | None = None) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab_size, hidden_size)
+        self.layers = nn.ModuleList(
+            gated_decoder_layer(hidden_size, heads, kv_heads, head_dim, intermediate_size, eps, bias=bias, o_bias=o_bias)
+            for _ in range(num_layers)
+        )
+        self.norm = RMSNorm(hidden_size, eps)

@@ -12,10 +12,14 @@ not `codebook_mtp_shared`, a scaled RoPE. `quantization_config` (`bsgemm-moe`: b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
 
+from vocalis.stages.api.config_json import from_json, read_json
 from vocalis.stages.components.hybrid import FULL, HybridConfig
+
+T = TypeVar("T")
 
 MODEL_TYPE = "fish_omni"
 TEXT_MODEL_TYPES = ("fish_omni_text", "qwen3_5_moe_text")
@@ -86,19 +90,56 @@ class Drama3Config:
     def semantic_ids(self) -> range:
         return range(self.semantic_start_token_id, self.semantic_end_token_id + 1)
 
+    @classmethod
+    def from_dir(cls, path: Path) -> Drama3Config:
+        return cls.from_dict(read_json(path, MODEL_TYPE))
 
-def _int(data: Mapping[str, Any], name: str, where: str, minimum: int = 1) -> int:
-    value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise Drama3ConfigError(f"{where}.{name} must be an integer >= {minimum}; got {value!r}")
-    return value
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Drama3Config:
+        if data.get("fish_schema_version", FISH_SCHEMA_VERSION) != FISH_SCHEMA_VERSION:
+            raise Drama3ConfigError(f"fish_schema_version {data.get('fish_schema_version')!r} is not supported ({FISH_SCHEMA_VERSION} is)")
+        version = data.get("speech_template_version")
+        if version != SPEECH_TEMPLATE_VERSION:
+            raise Drama3ConfigError(f"speech_template_version {version!r} is not supported: this server builds "
+                                    f"{SPEECH_TEMPLATE_VERSION!r} prompts only")
+        if data.get("audio_encoder_config") is not None:
+            raise Drama3ConfigError("audio_encoder_config is not supported")
+        if data.get("extra_samplable_token_ids"):
+            raise Drama3ConfigError("extra_samplable_token_ids is not supported")
+        if not isinstance(data.get("text_config"), Mapping) or not isinstance(data.get("audio_decoder_config"), Mapping):
+            raise Drama3ConfigError("config.json needs text_config and audio_decoder_config objects")
+        text = parse_text_config(data["text_config"])
+        decoder = parse_decoder_config(data["audio_decoder_config"], text.hidden_size)
+        eos = data.get("eos_token_id", data["text_config"].get("eos_token_id"))
+        if isinstance(eos, list):
+            eos = eos[0] if len(eos) == 1 else None
+        if isinstance(eos, bool) or not isinstance(eos, int) or eos < 0:
+            raise Drama3ConfigError(f"config.json needs one integer eos_token_id; got {eos!r}")
+        config = _read(cls, data, "config", {"semantic_start_token_id": 0, "semantic_end_token_id": 0, "eos_token_id": 0}, text=text, decoder=decoder,
+                       eos_token_id=eos, fp8_experts=_fp8(data))
+        start, end = config.semantic_start_token_id, config.semantic_end_token_id
+        if end < start:
+            raise Drama3ConfigError(f"config.semantic_end_token_id {end} is below semantic_start_token_id {start}")
+        if end >= text.vocab_size or eos >= text.vocab_size:
+            raise Drama3ConfigError(f"semantic_end_token_id {end} / eos_token_id {eos} outside the text vocabulary of {text.vocab_size}")
+        if end - start + 1 != decoder.vocab_size:
+            raise Drama3ConfigError(f"the semantic band [{start}, {end}] does not match audio_decoder_config.vocab_size {decoder.vocab_size}")
+        if start <= eos <= end:
+            raise Drama3ConfigError(f"eos_token_id {eos} is inside the semantic band")
+        return config
 
 
-def _number(data: Mapping[str, Any], name: str, where: str) -> float:
-    value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise Drama3ConfigError(f"{where}.{name} must be a positive number; got {value!r}")
-    return float(value)
+def _read(cls: type[T], data: Mapping[str, Any], where: str, minimum: Mapping[str, int] | None = None, **sections: Any) -> T:
+    """`from_json`, strict: every sized field present, of its type and positive (or at least `minimum[name]`)."""
+    try:
+        config = from_json(cls, data, where=where, **sections)
+    except ValueError as error:
+        raise Drama3ConfigError(str(error)) from None
+    for f in fields(cls):  # type: ignore[arg-type]
+        value, least = getattr(config, f.name), (minimum or {}).get(f.name, 1)
+        if f.type in ("int", "float") and not (value >= least if f.type == "int" else value > 0):
+            raise Drama3ConfigError(f"{where}.{f.name} must be {f'>= {least}' if f.type == 'int' else 'positive'}; got {value!r}")
+    return config
 
 
 def parse_text_config(text: Mapping[str, Any]) -> HybridConfig:
@@ -106,9 +147,6 @@ def parse_text_config(text: Mapping[str, Any]) -> HybridConfig:
     if kind not in TEXT_MODEL_TYPES:
         raise Drama3ConfigError(f"text_config.model_type is {kind!r}; Drama 3 has one of {list(TEXT_MODEL_TYPES)}")
     if kind == "fish_omni_text":
-        layers = _int(text, "num_hidden_layers", "text_config")
-        if text.get("mlp_layer_types", ["moe"] * layers) != ["moe"] * layers:
-            raise Drama3ConfigError("text_config.mlp_layer_types must be 'moe' for every layer (the Qwen3.5-MoE backbone)")
         for name, absent, required in _FISH_TEXT_INVARIANTS:
             if text.get(name, absent) is not required:
                 raise Drama3ConfigError(f"text_config.{name} must be {required} (the backbone hard-codes it); got {text.get(name)!r}")
@@ -116,6 +154,9 @@ def parse_text_config(text: Mapping[str, Any]) -> HybridConfig:
     if rope.get("rope_type", rope.get("type", "default")) != "default":
         raise Drama3ConfigError(f"text_config.rope_parameters {dict(rope)!r}: only the default RoPE is implemented")
     config = HybridConfig.from_dict(text)
+    moe = ["moe"] * config.num_hidden_layers
+    if kind == "fish_omni_text" and text.get("mlp_layer_types", moe) != moe:
+        raise Drama3ConfigError("text_config.mlp_layer_types must be 'moe' for every layer (the Qwen3.5-MoE backbone)")
     if not config.num_experts or not config.num_experts_per_tok or config.num_experts_per_tok > config.num_experts:
         raise Drama3ConfigError("text_config needs num_experts and num_experts_per_tok (<= num_experts): Drama 3's backbone is a MoE")
     if FULL not in config.layer_types:
@@ -144,15 +185,7 @@ def parse_decoder_config(data: Mapping[str, Any], text_hidden: int) -> CodebookD
             or data.get("window_size") is not None or data.get("dropout", 0.0)
             or spec.get("attention_variant", "full_attention") != "full_attention"):
         raise Drama3ConfigError(f"{where}: MoE, sliding windows, attention biases and dropout are not part of the tower")
-    config = CodebookDecoderConfig(
-        dim=_int(data, "dim", where), n_head=_int(data, "n_head", where), n_local_heads=_int(data, "n_local_heads", where),
-        head_dim=_int(data, "head_dim", where), n_layer=_int(data, "n_layer", where),
-        intermediate_size=_int(data, "intermediate_size", where), norm_eps=_number(data, "norm_eps", where),
-        num_codebooks=_int(data, "num_codebooks", where, 2), vocab_size=_int(data, "vocab_size", where),
-        shared_enrichment_layers=_int(data, "shared_enrichment_layers", where), rope_base=_number(data, "rope_base", where),
-        rotary_percent=_number(data, "rotary_percent", where), vq_feature_placement=placement,
-        vq_backbone_codebooks=int(data.get("vq_backbone_codebooks", 0)),
-    )
+    config = _read(CodebookDecoderConfig, data, where, {"num_codebooks": 2, "vq_backbone_codebooks": 0})
     if config.n_layer != config.shared_enrichment_layers:
         raise Drama3ConfigError(f"{where}.n_layer {config.n_layer} differs from shared_enrichment_layers {config.shared_enrichment_layers}")
     if data.get("max_seq_len", config.num_codebooks + 1) != config.num_codebooks + 1:
@@ -179,36 +212,3 @@ def _fp8(data: Mapping[str, Any]) -> bool:
     if tuple(quant.get("weight_block_size") or ()) != FP8_BLOCK:
         raise Drama3ConfigError(f"quantization_config.weight_block_size must be {list(FP8_BLOCK)}; got {quant.get('weight_block_size')!r}")
     return True
-
-
-def parse_config(data: Mapping[str, Any]) -> Drama3Config:
-    if data.get("model_type") != MODEL_TYPE:
-        raise Drama3ConfigError(f"config.json: model_type {data.get('model_type')!r} is not {MODEL_TYPE!r}")
-    if data.get("fish_schema_version", FISH_SCHEMA_VERSION) != FISH_SCHEMA_VERSION:
-        raise Drama3ConfigError(f"fish_schema_version {data.get('fish_schema_version')!r} is not supported ({FISH_SCHEMA_VERSION} is)")
-    version = data.get("speech_template_version")
-    if version != SPEECH_TEMPLATE_VERSION:
-        raise Drama3ConfigError(f"speech_template_version {version!r} is not supported: this server builds "
-                                f"{SPEECH_TEMPLATE_VERSION!r} prompts only")
-    if data.get("audio_encoder_config") is not None:
-        raise Drama3ConfigError("audio_encoder_config is not supported")
-    if data.get("extra_samplable_token_ids"):
-        raise Drama3ConfigError("extra_samplable_token_ids is not supported")
-    if not isinstance(data.get("text_config"), Mapping) or not isinstance(data.get("audio_decoder_config"), Mapping):
-        raise Drama3ConfigError("config.json needs text_config and audio_decoder_config objects")
-    text = parse_text_config(data["text_config"])
-    decoder = parse_decoder_config(data["audio_decoder_config"], text.hidden_size)
-    start = _int(data, "semantic_start_token_id", "config", 0)
-    end = _int(data, "semantic_end_token_id", "config", start)
-    eos = data.get("eos_token_id", data["text_config"].get("eos_token_id"))
-    if isinstance(eos, list):
-        eos = eos[0] if len(eos) == 1 else None
-    if not isinstance(eos, int) or eos < 0:
-        raise Drama3ConfigError(f"config.json needs one integer eos_token_id; got {eos!r}")
-    if end >= text.vocab_size or eos >= text.vocab_size:
-        raise Drama3ConfigError(f"semantic_end_token_id {end} / eos_token_id {eos} outside the text vocabulary of {text.vocab_size}")
-    if end - start + 1 != decoder.vocab_size:
-        raise Drama3ConfigError(f"the semantic band [{start}, {end}] does not match audio_decoder_config.vocab_size {decoder.vocab_size}")
-    if start <= eos <= end:
-        raise Drama3ConfigError(f"eos_token_id {eos} is inside the semantic band")
-    return Drama3Config(text, decoder, start, end, eos, _fp8(data))

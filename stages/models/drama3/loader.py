@@ -7,7 +7,6 @@ directory or a Hub repo id; `fishaudio/s2-pro` by default) is.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from vocalis.stages.api.model import LoadedModel
@@ -32,17 +31,17 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from tokenizers import Tokenizer
 
     from vocalis.stages.models.drama3.adapter import Drama3Adapter
-    from vocalis.stages.models.drama3.config import parse_config
+    from vocalis.stages.models.drama3.config import Drama3Config
     from vocalis.stages.models.drama3.runtime import Drama3Talker, ReferenceFrames
     from vocalis.stages.models.drama3.weights import load_drama3
-    from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
+    from vocalis.stages.models.fish_common.codec import ReferenceEncoder, dac_decoder
     from vocalis.stages.models.fish_common.fish_dac import load_fish_dac
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("dac_decoder")
-    config = parse_config(json.loads((path / "config.json").read_text()))
+    config = Drama3Config.from_dir(path)
     codec = load_fish_dac(codec_directory(path, codec_deploy.weights_dir), codec_deploy.device)
     if codec.config.num_codebooks != config.decoder.num_codebooks or codec.config.semantic_codebook_size != config.decoder.vocab_size:
         raise ValueError(f"{path}: the model makes frames of {config.decoder.num_codebooks} codes of {config.decoder.vocab_size}, "
@@ -56,7 +55,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     stages = [
         PrepareStage("voices", encoder),
         autoregressive_stage(talker, talker_deploy, codec_deploy),
-        chunk_stage(CodecDecoderModel(codec), codec_deploy),
+        chunk_stage(dac_decoder(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,
                        pipeline=Pipeline(stages))

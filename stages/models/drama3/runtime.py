@@ -26,6 +26,7 @@ from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.drama3.modules import Drama3
 from vocalis.stages.models.drama3.prompt import PromptTextError, Reference, build_prompt
 from vocalis.stages.models.drama3.tower import RowGroup, TowerKV
+from vocalis.stages.models.fish_common.codec import ClipInput
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.autoregressive import SequenceStart
 from vocalis.stages.runtime.kv_cache import PagedKVCache
@@ -49,14 +50,9 @@ class ReferenceClip:
 
 
 @dataclass(frozen=True, eq=False)
-class Drama3Input:
-    """Stage-0 input of a session, made by the adapter."""
+class Drama3Input(ClipInput):
+    """Stage-0 input of a session, made by the adapter: the lineage's, and further voices to clone."""
 
-    sampling: SamplingParams
-    ref_samples: np.ndarray | None = None
-    """The voice to clone (mono float32) at `ref_rate`; the PrepareStage encodes it with the codec."""
-    ref_rate: int = 0
-    ref_text: str = ""
     more_references: tuple[ReferenceClip, ...] = ()
     """Further voices after the first (each its own `[Reference i]` block of the prompt)."""
 

@@ -1,25 +1,31 @@
-"""Fish Audio's DAC as the two stage pieces its families share (Fish Speech S2 Pro and Fish Audio Drama 3): the
-reference encoder their PrepareStage runs, and the stateful chunk decoder of their codec stage."""
+"""Fish Audio's DAC as the stage pieces its families share (Fish Speech S2 Pro and Fish Audio Drama 3): their stage-0
+input (the clip to clone), the reference encoder their PrepareStage runs, and the stateful chunk decoder of their
+codec stage."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from vocalis.stages.api.reference import ReferenceCache, content_key, resample
-from vocalis.stages.components.stateful_decode import decode_windows
+from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.fish_common.fish_dac import FishDAC
-from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.sampling import SamplingParams
 
 
-class ClipInput(Protocol):
-    """What the encoder reads of a family's stage input: the clip to clone, if any."""
+@dataclass(frozen=True, eq=False)
+class ClipInput:
+    """Stage-0 input of a session, made by the adapter: the sampling, and the voice to clone, if any."""
 
-    ref_samples: np.ndarray | None
-    ref_rate: int
+    sampling: SamplingParams
+    """The slow AR's semantic tokens; the codebook decoder samples its codes with the same settings, on its own stream."""
+    ref_samples: np.ndarray | None = None
+    """The voice to clone (mono float32) at `ref_rate`; the PrepareStage encodes it with the codec."""
+    ref_rate: int = 0
+    ref_text: str = ""
 
 
 class ReferenceEncoder:
@@ -52,26 +58,12 @@ class ReferenceEncoder:
         return self.cache.get_or_make(content_key(samples, rate), run)
 
 
-class CodecDecoderModel(ChunkDecoder):
-    """Frames [B, T, K] to samples [B, T * 2048] at 44.1 kHz with the shared DAC.
+def _codebooks(frames: torch.Tensor) -> torch.Tensor:
+    """Frames [B, T, K] to the DAC's codes [B, K, T] (a batch's padding rows decode as code 0)."""
+    return frames.transpose(1, 2).clamp(min=0)
 
-    Each request's chunks are decoded from its carried codec state (`FishDAC.stream`): a streamed request equals the
-    decode of all its frames at once, and a chunk costs its own frames (the window's left context is not read)."""
 
-    causal = True
-
-    def __init__(self, codec: FishDAC) -> None:
-        self.codec = codec
-        self.samples_per_frame = codec.samples_per_frame
-
-    def start(self, request: SynthesisRequest) -> DecodeStream:
-        return DecodeStream()
-
-    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        device = next(self.codec.parameters()).device
-
-        def codes(f: torch.Tensor) -> torch.Tensor:
-            return f.to(device).transpose(1, 2).clamp(min=0)
-
-        return decode_windows(frames, streams, self.samples_per_frame,
-                              lambda f, states, counts: self.codec.stream(codes(f), states, counts), lambda f: self.codec.decode(codes(f)))
+def dac_decoder(codec: FishDAC) -> StatefulCodecDecoder:
+    """The ChunkDecoder of the codec stage: frames [B, T, K] to samples [B, T * 2048] at 44.1 kHz, each request's
+    chunks decoded from its carried codec state (`FishDAC.stream`)."""
+    return StatefulCodecDecoder(codec, codec.samples_per_frame, codes=_codebooks, whole=codec.decode)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.layers.mlp import SwiGLU
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import apply_interleaved_rotary
 from vocalis.stages.runtime.attention import AttentionBatch, cached_attention
@@ -71,19 +72,6 @@ class FusedQKVAttention(nn.Module):
         return self.wo(out.reshape(x.shape[0], -1))
 
 
-class FeedForward(nn.Module):
-    """w2(silu(w1 x) * w3 x)."""
-
-    def __init__(self, dim: int, intermediate: int) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(dim, intermediate, bias=False)
-        self.w3 = nn.Linear(dim, intermediate, bias=False)
-        self.w2 = nn.Linear(intermediate, dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
 class Gamma(nn.Module):
     """A learned per-channel scale of a residual branch, stored as `gamma`."""
 
@@ -102,7 +90,7 @@ class GptFastBlock(nn.Module):
                  layer_scale: bool = False) -> None:
         super().__init__()
         self.attention = attention
-        self.feed_forward = FeedForward(dim, intermediate)
+        self.feed_forward = SwiGLU(dim, intermediate)
         self.ffn_norm = RMSNorm(dim, eps)
         self.attention_norm = RMSNorm(dim, eps)
         if layer_scale:

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from vocalis.stages.api.config_json import from_json, read_json
 
 MODEL_TYPE = "fish_qwen3_omni"
 
@@ -57,18 +60,15 @@ class FishSpeechConfig:
     def semantic_ids(self) -> range:
         return range(self.semantic_start_token_id, self.semantic_end_token_id + 1)
 
+    @classmethod
+    def from_dir(cls, path: Path) -> FishSpeechConfig:
+        return cls.from_dict(read_json(path, MODEL_TYPE))
 
-def _pick(cls, data: dict[str, Any], aliases: dict[str, str]) -> Any:
-    """The dataclass from the fields it knows (published names; `rms_norm_eps`/`norm_eps` both accepted)."""
-    fields = set(cls.__dataclass_fields__)
-    values = {aliases.get(k, k): v for k, v in data.items() if aliases.get(k, k) in fields}
-    return cls(**values)
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FishSpeechConfig:
+        return from_json(cls, data, text=from_json(SlowARConfig, data.get("text_config"), aliases=NORM_EPS),
+                         audio_decoder=from_json(FastARConfig, data.get("audio_decoder_config"), aliases=NORM_EPS))
 
 
-def parse_config(data: dict[str, Any]) -> FishSpeechConfig:
-    if data.get("model_type") != MODEL_TYPE:
-        raise ValueError(f"config.json: model_type {data.get('model_type')!r} is not {MODEL_TYPE!r}")
-    aliases = {"rms_norm_eps": "norm_eps"}
-    top = {k: data[k] for k in ("semantic_start_token_id", "semantic_end_token_id", "audio_pad_token_id") if k in data}
-    return FishSpeechConfig(_pick(SlowARConfig, data.get("text_config", {}), aliases),
-                            _pick(FastARConfig, data.get("audio_decoder_config", {}), aliases), **top)
+NORM_EPS = {"rms_norm_eps": "norm_eps"}
+"""Both spellings of the norms' epsilon are published."""

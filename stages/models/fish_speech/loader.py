@@ -14,7 +14,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.models.fish_common.codec import CodecDecoderModel, ReferenceEncoder
+    from vocalis.stages.models.fish_common.codec import ReferenceEncoder, dac_decoder
     from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
     from vocalis.stages.models.fish_speech.prompt import FishTokenizer
     from vocalis.stages.models.fish_speech.runtime import SlowARStageModel
@@ -32,7 +32,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     stages = [
         PrepareStage("voices", encoder),  # reference clips are encoded here, while the slow AR keeps stepping
         autoregressive_stage(slow_ar, ar_deploy, codec_deploy),
-        chunk_stage(CodecDecoderModel(modules.codec), codec_deploy),
+        chunk_stage(dac_decoder(modules.codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="fish_speech", capabilities=adapter.capabilities, adapter=adapter,
                        pipeline=Pipeline(stages))

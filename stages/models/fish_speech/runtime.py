@@ -6,33 +6,24 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from vocalis.stages.api.errors import InvalidField
-from vocalis.stages.models.fish_common.codec import ReferenceEncoder
+from vocalis.stages.models.fish_common.codec import ClipInput, ReferenceEncoder
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTokenizer, Prompt, clone_prompt, text_only_prompt
 from vocalis.stages.models.fish_speech.weights import FishSpeechModules
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
+from vocalis.stages.runtime.sampling import SamplerState, SeenTokens, mark_seen, sample_states
 
 EOS_CODE = -1
 """Codebook 0 of the frame that ends a sequence (the slow AR chose <|im_end|>); never emitted."""
 
 
-@dataclass(frozen=True, eq=False)
-class FishSpeechInput:
-    """Stage-0 input of a session, made by the adapter."""
-
-    sampling: SamplingParams
-    """The slow AR's semantic tokens; the fast AR samples its codes with the same settings, on its own stream."""
-    ref_samples: np.ndarray | None = None
-    """The voice to clone (mono float32) at `ref_rate`; encoded by the codec on the stage thread."""
-    ref_rate: int = 0
-    ref_text: str = ""
+FishSpeechInput = ClipInput
+"""Stage-0 input of a session, made by the adapter (the lineage's, `fish_common/codec.py`)."""
 
 
 @dataclass

@@ -3,7 +3,6 @@ dual AR, and `codec.pth` into the shared DAC."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import torch
 
 from vocalis.stages.layers.weights import load_strict, read_safetensors
 from vocalis.stages.models.fish_common.fish_dac import FishDAC, load_fish_dac
-from vocalis.stages.models.fish_speech.config import FishSpeechConfig, parse_config
+from vocalis.stages.models.fish_speech.config import FishSpeechConfig
 from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
 
 
@@ -22,10 +21,6 @@ class FishSpeechModules:
     codec: FishDAC
 
 
-def read_config(directory: Path) -> FishSpeechConfig:
-    return parse_config(json.loads((Path(directory) / "config.json").read_text()))
-
-
 def load_dual_ar(directory: Path, config: FishSpeechConfig, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32) -> FishDualAR:
     model = FishDualAR(config)
@@ -34,7 +29,7 @@ def load_dual_ar(directory: Path, config: FishSpeechConfig, device: torch.device
 
 
 def load_modules(directory: Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> FishSpeechModules:
-    config = read_config(directory)
+    config = FishSpeechConfig.from_dir(directory)
     codec = load_fish_dac(directory, device)
     if codec.config.num_codebooks != config.text.num_codebooks:
         raise ValueError(f"{directory}: the model makes frames of {config.text.num_codebooks} codes, the codec decodes "

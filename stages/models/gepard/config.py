@@ -57,10 +57,10 @@ class GepardConfig:
         if config.get("model_type") != BACKBONE_MODEL_TYPE:
             raise ValueError(f"{path}/config.json: a Gepard backbone is {BACKBONE_MODEL_TYPE!r}, not {config.get('model_type')!r}")
         sidecar = json.loads((path / SIDECAR).read_text())
-        return cls.from_dicts(config, sidecar, where=str(path / SIDECAR))
+        return cls.from_dict(config, sidecar, where=str(path / SIDECAR))
 
     @classmethod
-    def from_dicts(cls, config: dict[str, Any], sidecar: dict[str, Any], where: str = SIDECAR) -> GepardConfig:
+    def from_dict(cls, config: dict[str, Any], sidecar: dict[str, Any], where: str = SIDECAR) -> GepardConfig:
         backbone = dict(config)
         rope = backbone.get("rope_parameters")
         if isinstance(rope, dict):

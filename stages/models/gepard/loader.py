@@ -25,8 +25,8 @@ def codec_archive(path: Path, codec_id: str) -> Path:
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
     from vocalis.stages.models.gepard.adapter import GepardAdapter
-    from vocalis.stages.models.gepard.codec_stage import NanoCodecDecoder
     from vocalis.stages.models.gepard.nanocodec import load_nanocodec
     from vocalis.stages.models.gepard.talker import GepardModel
     from vocalis.stages.models.gepard.weights import load_talker, load_tokenizer
@@ -44,6 +44,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     adapter = GepardAdapter(config.sample_rate, model.cache_shape.max_len)
     stages = [
         autoregressive_stage(model, talker_deploy, codec_deploy),
-        chunk_stage(NanoCodecDecoder(codec), codec_deploy),
+        chunk_stage(StatefulCodecDecoder(codec, codec.samples_per_frame), codec_deploy),  # FSQ codes [B, T, 32] to 22.05 kHz
     ]
     return LoadedModel(name=path.name, family="gepard", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

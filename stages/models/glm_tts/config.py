@@ -119,27 +119,28 @@ class GLMTTSConfig:
     def samples_per_token(self) -> int:
         return int(self.sample_rate / self.flow.input_frame_rate)
 
+    @classmethod
+    def from_dir(cls, path: Path) -> GLMTTSConfig:
+        """llm/config.json and flow/config.yaml of a checkpoint directory."""
+        path = Path(path)
+        flow_yaml = path / "flow" / "config.yaml"
+        if not flow_yaml.is_file():
+            raise ValueError(f"{path} has no flow/config.yaml: is it a GLM-TTS checkpoint?")
+        flow = load_hyperpyyaml(flow_yaml).get("flow")
+        if not isinstance(flow, dict):
+            raise ValueError(f"{flow_yaml}: no `flow` section")
+        llm_config = path / LLM_DIR / "config.json"
+        data = json.loads(llm_config.read_text())
+        if data.get("model_type", "llama") != "llama":
+            raise ValueError(f"{llm_config}: model_type {data.get('model_type')!r}; GLM-TTS's LM is a Llama")
+        scaling = data.get("rope_scaling")
+        if scaling and (scaling.get("rope_type") or scaling.get("type")) not in ("default", None):
+            raise ValueError(f"{llm_config}: rope_scaling {scaling} is not supported (the published GLM-TTS has none)")
+        return cls(
+            llama=from_json(LlamaConfig, data), flow=from_json(FlowConfig, {k: v for k, v in flow.items() if k != CLASS_KEY}),
+            hift=dict(HIFT),
+        )
+
 
 def is_glm_tts_dir(path: Path) -> bool:
     return all((path / name).exists() for name in FILE_SET)
-
-
-def load_config(path: Path) -> GLMTTSConfig:
-    path = Path(path)
-    flow_yaml = path / "flow" / "config.yaml"
-    if not flow_yaml.is_file():
-        raise ValueError(f"{path} has no flow/config.yaml: is it a GLM-TTS checkpoint?")
-    flow = load_hyperpyyaml(flow_yaml).get("flow")
-    if not isinstance(flow, dict):
-        raise ValueError(f"{flow_yaml}: no `flow` section")
-    llm_config = path / LLM_DIR / "config.json"
-    data = json.loads(llm_config.read_text())
-    if data.get("model_type", "llama") != "llama":
-        raise ValueError(f"{llm_config}: model_type {data.get('model_type')!r}; GLM-TTS's LM is a Llama")
-    scaling = data.get("rope_scaling")
-    if scaling and (scaling.get("rope_type") or scaling.get("type")) not in ("default", None):
-        raise ValueError(f"{llm_config}: rope_scaling {scaling} is not supported (the published GLM-TTS has none)")
-    return GLMTTSConfig(
-        llama=from_json(LlamaConfig, data), flow=from_json(FlowConfig, {k: v for k, v in flow.items() if k != CLASS_KEY}),
-        hift=dict(HIFT),
-    )

@@ -7,27 +7,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.transformer import gated_decoder_layer
-from vocalis.stages.models.cosyvoice_common.rope_stack import run_cached, run_dense
+from vocalis.stages.models.cosyvoice_common.rope_stack import DecoderStack, run_cached, run_dense
 from vocalis.stages.models.glm_tts.config import LlamaConfig
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.kv_cache import SlotKVCache
 
 TIED_HEAD_KEYS = (r"lm_head\.weight",)
 """A tied head saved anyway: the embeddings are used, the copy is declared unused."""
-
-
-class LlamaModel(nn.Module):
-    def __init__(self, c: LlamaConfig) -> None:
-        super().__init__()
-        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
-        self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
-                                c.rms_norm_eps, bias=c.attention_bias)
-            for _ in range(c.num_hidden_layers)
-        )
-        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
 
 class GLMSpeechLM(nn.Module):
@@ -38,7 +24,9 @@ class GLMSpeechLM(nn.Module):
         if config.mlp_bias:
             raise ValueError("llm/config.json: mlp_bias is not supported (the published GLM-TTS has none)")
         self.config = config
-        self.model = LlamaModel(config)
+        self.model = DecoderStack(config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+                                  config.num_key_value_heads, config.dim_per_head, config.intermediate_size, config.rms_norm_eps,
+                                  bias=config.attention_bias)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
     @property

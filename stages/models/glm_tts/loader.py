@@ -16,9 +16,10 @@ log = logging.getLogger(__name__)
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
+    from vocalis.stages.models.cosyvoice_common.voice_prompt import VoicePreparer, conditioning
     from vocalis.stages.models.glm_tts.adapter import GLMTTSAdapter
     from vocalis.stages.models.glm_tts.frontend import Frontend
-    from vocalis.stages.models.glm_tts.runtime import GLMTTSLM, TokenBudget, VoicePreparer, conditioning
+    from vocalis.stages.models.glm_tts.runtime import GLMTTSLM, TokenBudget
     from vocalis.stages.models.glm_tts.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline

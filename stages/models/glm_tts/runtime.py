@@ -6,18 +6,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
-from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams, SamplingHistory, sample_speech_tokens
+from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory, sample_speech_tokens
+from vocalis.stages.models.cosyvoice_common.voice_prompt import CloneInput
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.sampling import SamplerState
 
 STOP = -1
 """The frame a stop token becomes (speech frames are 0 .. speech_tokens - 1)."""
@@ -31,20 +30,8 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
-@dataclass(frozen=True, eq=False)
-class GLMTTSInput:
-    """Stage-0 input of a session, made by the adapter."""
-
-    ref_text: str
-    samples: np.ndarray | None
-    """The clip to clone (mono float32), unless `voice` is given."""
-    sample_rate: int
-    sampling: SamplingParams
-    ras: RASParams | None = RASParams()
-    """RAS sampling (the default); None: the standard sampler."""
-    max_new_tokens: int | None = None
-    voice: object | None = None
-    """The prompt already encoded (a frontend VoicePrompt: tests, cached voices)."""
+GLMTTSInput = CloneInput
+"""Stage-0 input of a session, made by the adapter (the lineage's, `cosyvoice_common/voice_prompt.py`)."""
 
 
 @dataclass
@@ -134,25 +121,3 @@ class GLMTTSLM(AutoregressiveModel):
     def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
         return self.lm.embed(frames[:, 0].to(self.lm.device) + self.audio_start)
 
-
-class VoicePreparer:
-    """Encodes a request's clip on the PrepareStage's thread (kept by content: a session's utterances and a stored
-    voice's requests share it)."""
-
-    def __init__(self, frontend) -> None:
-        self.frontend = frontend
-
-    def costly(self, request: SynthesisRequest[GLMTTSInput]) -> bool:
-        inputs = request.stage_input
-        return inputs.voice is None and not self.frontend.has_prompt(inputs.samples, inputs.sample_rate)
-
-    def prepare(self, request: SynthesisRequest[GLMTTSInput]):
-        inputs = request.stage_input
-        if inputs.voice is not None:
-            return inputs.voice
-        return self.frontend.prompt(inputs.samples, inputs.sample_rate)
-
-
-def conditioning(request: SynthesisRequest[GLMTTSInput]) -> FlowConditioning:
-    voice = request.prepared
-    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)

@@ -12,7 +12,7 @@ import torch
 from vocalis.stages.components.hift import ConvRNNF0Predictor, HiFTGenerator
 from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.cosyvoice_common.glm_dit import GLMDiT, GLMFlow
-from vocalis.stages.models.glm_tts.config import HIFT_FILE, LLM_DIR, TOKENIZER_DIR, VOCOS_FILE, GLMTTSConfig, load_config
+from vocalis.stages.models.glm_tts.config import HIFT_FILE, LLM_DIR, TOKENIZER_DIR, VOCOS_FILE, GLMTTSConfig
 from vocalis.stages.models.glm_tts.lm import TIED_HEAD_KEYS, GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
 
@@ -58,7 +58,7 @@ def hift_weights(path: Path) -> Weights:
 
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> GLMTTSModules:
     path = Path(path)
-    config = load_config(path)
+    config = GLMTTSConfig.from_dir(path)
     lm = load_strict(GLMSpeechLM(config.llama), read_safetensors(path / LLM_DIR), path / LLM_DIR,
                      unused=TIED_HEAD_KEYS if config.llama.tie_word_embeddings else ())
     flow = build_flow(config)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.models.higgs_audio_v2.family import BOSON_MODEL_TYPE, NATIVE_MODEL_TYPE
 
 
@@ -30,16 +31,9 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
-class HiggsAudioV2Config:
+class HiggsAudioV2Config(DecoderSizes):
     layout: str
     """NATIVE_MODEL_TYPE or BOSON_MODEL_TYPE: which tensor vocabulary the checkpoint uses."""
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     rms_norm_eps: float
     rope_theta: float
     rope_scaling: RopeScaling | None

@@ -10,11 +10,12 @@ reference implementation, which requests may override.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.components.higgs_audio_v2_tokenizer.config import AudioTokenizerConfig, DacConfig, HubertConfig
 
 __all__ = ["AudioTokenizerConfig", "BackboneConfig", "DacConfig", "GenerationConfig", "HubertConfig", "OmniVoiceConfig"]
@@ -23,16 +24,9 @@ MODEL_TYPE = "omnivoice"
 
 
 @dataclass(frozen=True)
-class BackboneConfig:
+class BackboneConfig(DecoderSizes):
     """The Qwen3 decoder stack, run with a bidirectional mask (`llm_config`)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
     rms_norm_eps: float = 1e-6
     rope_theta: float = 1000000.0
     attention_bias: bool = False
@@ -47,19 +41,12 @@ class BackboneConfig:
             raise ValueError(f"llm_config rope_type {rope_type!r} is not supported (only 'default')")
         if data.get("use_sliding_window"):
             raise ValueError("llm_config.use_sliding_window is not supported")
-        heads = data["num_attention_heads"]
-        return cls(
-            vocab_size=data["vocab_size"],
-            hidden_size=data["hidden_size"],
-            intermediate_size=data["intermediate_size"],
-            num_hidden_layers=data["num_hidden_layers"],
-            num_attention_heads=heads,
-            num_key_value_heads=data.get("num_key_value_heads", heads),
-            head_dim=data.get("head_dim") or data["hidden_size"] // heads,
-            rms_norm_eps=data.get("rms_norm_eps", 1e-6),
-            rope_theta=float(rope.get("rope_theta", data.get("rope_theta", 1000000.0))),
-            attention_bias=bool(data.get("attention_bias", False)),
-        )
+        heads = data.get("num_attention_heads")
+        derived = {"num_key_value_heads": data.get("num_key_value_heads", heads),
+                   "rope_theta": float(rope.get("rope_theta", data.get("rope_theta", 1000000.0)))}
+        if not data.get("head_dim") and isinstance(heads, int) and isinstance(data.get("hidden_size"), int):
+            derived["head_dim"] = data["hidden_size"] // heads
+        return from_json(cls, data, where="llm_config", **derived)
 
 
 @dataclass(frozen=True)
@@ -74,15 +61,8 @@ class OmniVoiceConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> OmniVoiceConfig:
-        data = json.loads((path / "config.json").read_text())
-        if data.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {MODEL_TYPE!r}")
-        return cls(
-            llm=BackboneConfig.from_dict(data["llm_config"]),
-            audio_vocab_size=data.get("audio_vocab_size", 1025),
-            audio_mask_id=data.get("audio_mask_id", 1024),
-            num_audio_codebook=data.get("num_audio_codebook", 8),
-        )
+        data = read_json(path, MODEL_TYPE)
+        return from_json(cls, data, llm=BackboneConfig.from_dict(data["llm_config"]))
 
 
 @dataclass(frozen=True)

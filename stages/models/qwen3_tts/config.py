@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 
 MODEL_TYPE = "qwen3_tts"
 TASKS = ("custom_voice", "voice_design", "base")
@@ -220,7 +220,7 @@ class SpeechTokenizerConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> SpeechTokenizerConfig:
-        return cls.from_dict(json.loads((path / "config.json").read_text()))
+        return cls.from_dict(read_json(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeechTokenizerConfig:
@@ -268,9 +268,7 @@ class Qwen3TTSConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> Qwen3TTSConfig:
-        data = json.loads((path / "config.json").read_text())
-        if data.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {MODEL_TYPE!r}")
+        data = read_json(path, MODEL_TYPE)
         generation_path = path / "generation_config.json"
         generation = json.loads(generation_path.read_text()) if generation_path.is_file() else {}
         try:

@@ -15,7 +15,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
-    from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, TalkerStageModel
+    from vocalis.stages.models.qwen3_tts.runtime import TalkerStageModel, code2wav
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
     from vocalis.stages.models.qwen3_tts.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
@@ -32,7 +32,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         PrepareStage("voices", cloner),  # clone clips are encoded here, while the talker keeps stepping
         autoregressive_stage(talker, talker_deploy, codec_deploy),
         # Chunks are decoded from each request's carried decoder state: no left context is re-decoded.
-        chunk_stage(CodecDecoderModel(modules.decoder, cloner), codec_deploy),
+        chunk_stage(code2wav(modules.decoder, cloner), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="qwen3_tts", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
 

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 
 import torch
 
-from vocalis.stages.components.stateful_decode import decode_windows
+from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning, TalkerPrompt, build_prompt
 from vocalis.stages.models.qwen3_tts.voices import CloneSpec, VoiceCloner
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
-from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, SeenTokens, mark_seen, sample_states
@@ -141,34 +140,17 @@ class TalkerStageModel(AutoregressiveModel):
         return embeds + torch.stack(text).to(embeds.dtype)
 
 
-class CodecDecoderModel(ChunkDecoder):
-    """The ChunkDecoder of stage 1: frames [B, T, G] to samples [B, T * 1920] at 24 kHz.
+def _codebooks(frames: torch.Tensor) -> torch.Tensor:
+    """Frames [B, T, G] to the decoder's codes [B, G, T] (a batch's padding rows decode as code 0)."""
+    return frames.transpose(1, 2).clamp(min=0)
 
-    Each request's chunks are decoded from its carried decoder state (`SpeechDecoder.stream`), so a streamed request
-    equals the decode of all its frames at once, and a chunk costs its own frames: the window's left context
+
+def code2wav(decoder: SpeechDecoder, cloner: VoiceCloner) -> StatefulCodecDecoder:
+    """The ChunkDecoder of stage 1: frames [B, T, G] to samples [B, T * 1920] at 24 kHz, from each request's carried
+    decoder state (`SpeechDecoder.stream`), so a chunk costs its own frames: the window's left context
     (`left_context_frames`) is not read. An ICL clone's reference codes are decoded into the state with its first
     chunk (through the transformer; through the convolutions after it only as far back as they read), their audio
     dropped, as the reference decodes them before the generated codes and cuts their audio."""
-
-    causal = True
-
-    def __init__(self, decoder: SpeechDecoder, cloner: VoiceCloner) -> None:
-        self.decoder = decoder
-        self.cloner = cloner
-        self.samples_per_frame = decoder.config.samples_per_frame
-
-    def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> DecodeStream:
-        inputs = request.stage_input
-        # An ICL clone's reference codes are decoded before the first frames as context, never emitted.
-        context = self.cloner.conditioning(request).ref_codes
-        return DecodeStream(first_chunk_frames=inputs.initial_codec_chunk_frames, context_frames=context)
-
-    def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
-        device = next(self.decoder.parameters()).device
-
-        def codes(f: torch.Tensor) -> torch.Tensor:
-            return f.to(device).transpose(1, 2).clamp(min=0)
-
-        return decode_windows(frames, streams, self.samples_per_frame,
-                              lambda f, states, counts, skip: self.decoder.stream(codes(f), states, counts, skip),
-                              lambda f: self.decoder(codes(f)), lead_in=True)
+    return StatefulCodecDecoder(decoder, decoder.config.samples_per_frame, codes=_codebooks,
+                                reference_codes=lambda request: cloner.conditioning(request).ref_codes,
+                                first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)

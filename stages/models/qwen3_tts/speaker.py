@@ -1,57 +1,15 @@
-"""The x-vector of a voice to clone: a 128-bin log-mel spectrogram and the ECAPA-TDNN `speaker_encoder.*`."""
+"""The x-vector of a voice to clone: the ECAPA-TDNN `speaker_encoder.*` over a 128-bin log-mel spectrogram of the clip
+(`matcha_log_mel` with `SPEAKER_MEL`)."""
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-
-import numpy as np
 import torch
 from torch import nn
 
 from vocalis.stages.models.qwen3_tts.config import SpeakerEncoderConfig
 
-# The reference's fixed analysis settings (24 kHz input).
-N_FFT, HOP, WINDOW, N_MELS, F_MIN, F_MAX = 1024, 256, 1024, 128, 0.0, 12000.0
-
-
-def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
-    """Slaney's mel scale: linear below 1 kHz, logarithmic above."""
-    hz = np.asanyarray(hz, dtype=np.float64)
-    mel = hz / (200.0 / 3)
-    log_region = hz >= 1000.0
-    return np.where(log_region, 15.0 + np.log(np.maximum(hz, 1e-10) / 1000.0) / (math.log(6.4) / 27.0), mel)
-
-
-def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
-    mel = np.asanyarray(mel, dtype=np.float64)
-    hz = (200.0 / 3) * mel
-    return np.where(mel >= 15.0, 1000.0 * np.exp((math.log(6.4) / 27.0) * (mel - 15.0)), hz)
-
-
-@lru_cache(maxsize=4)
-def mel_filters(sample_rate: int = 24000, n_fft: int = N_FFT, n_mels: int = N_MELS, f_min: float = F_MIN, f_max: float = F_MAX) -> np.ndarray:
-    """[n_mels, n_fft // 2 + 1] triangular filters with Slaney area normalisation (as librosa's default)."""
-    fft_freqs = np.linspace(0, sample_rate / 2, 1 + n_fft // 2)
-    edges = _mel_to_hz(np.linspace(_hz_to_mel(f_min), _hz_to_mel(f_max), n_mels + 2))
-    widths = np.diff(edges)
-    ramps = edges[:, None] - fft_freqs[None, :]
-    lower = -ramps[:-2] / widths[:-1, None]
-    upper = ramps[2:] / widths[1:, None]
-    weights = np.maximum(0, np.minimum(lower, upper))
-    weights *= (2.0 / (edges[2:] - edges[:-2]))[:, None]
-    return weights.astype(np.float32)
-
-
-def log_mel(samples: torch.Tensor, sample_rate: int = 24000) -> torch.Tensor:
-    """[N] float samples to [frames, 128] log-mel (reflect-padded, uncentred STFT, magnitude, log clamp 1e-5)."""
-    pad = (N_FFT - HOP) // 2
-    y = torch.nn.functional.pad(samples.float()[None, None], (pad, pad), mode="reflect")[0]
-    spec = torch.stft(y, N_FFT, hop_length=HOP, win_length=WINDOW, window=torch.hann_window(WINDOW, device=y.device),
-                      center=False, normalized=False, onesided=True, return_complex=True)
-    magnitude = torch.sqrt(torch.view_as_real(spec).pow(2).sum(-1) + 1e-9)
-    mel = torch.from_numpy(mel_filters(sample_rate)).to(y.device) @ magnitude
-    return torch.log(mel.clamp(min=1e-5))[0].T
+SPEAKER_MEL = {"sample_rate": 24000, "n_fft": 1024, "num_mels": 128, "hop_size": 256, "win_size": 1024, "fmin": 0.0, "fmax": 12000.0}
+"""The reference's fixed analysis settings of the encoder's input (`speech_features.matcha_log_mel`, 24 kHz)."""
 
 
 def _conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1) -> nn.Conv1d:

@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from vocalis.stages.api.reference import ReferenceCache, content_key, resample
+from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
-from vocalis.stages.models.qwen3_tts.speaker import log_mel
+from vocalis.stages.models.qwen3_tts.speaker import SPEAKER_MEL
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
 
@@ -56,7 +57,7 @@ def voice_artifacts(modules: Qwen3TTSModules, samples: np.ndarray, rate: int, xv
     if xvector and modules.speaker_encoder is not None:
         audio = torch.from_numpy(resample(samples, rate, modules.config.speaker_encoder.sample_rate))
         device = next(modules.speaker_encoder.parameters()).device
-        vector = modules.speaker_encoder(log_mel(audio.to(device))[None])[0].float().cpu().numpy()
+        vector = modules.speaker_encoder(matcha_log_mel(audio.to(device), **SPEAKER_MEL)[None])[0].float().cpu().numpy()
     ref_codes = None
     if codes and modules.encoder is not None:
         audio = torch.from_numpy(resample(samples, rate, modules.config.speech_tokenizer.input_sample_rate))

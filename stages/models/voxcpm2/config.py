@@ -9,13 +9,12 @@ reference's for keys a config leaves out; unknown keys are ignored, as the refer
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.config_json import from_json, read_json
 
 ARCHITECTURE = "voxcpm2"
 
@@ -240,7 +239,7 @@ class VoxCPM2Config:
 
     @classmethod
     def from_dir(cls, path: Path) -> VoxCPM2Config:
-        return cls.from_dict(json.loads((Path(path) / "config.json").read_text()))
+        return cls.from_dict(read_json(path))
 
     def validate(self) -> None:
         if self.feat_dim != self.audio_vae.latent_dim:

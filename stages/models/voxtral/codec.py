@@ -21,6 +21,7 @@ from torch import nn
 
 from vocalis.stages.components.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.audio_blocks import CausalConvTranspose1d, Nested, nested_causal_conv
+from vocalis.stages.layers.mlp import SwiGLU
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, END_AUDIO, CodecArgs
 
@@ -91,22 +92,11 @@ class CodecAttention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1))
 
 
-class FeedForward(nn.Module):
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, dim, bias=False)
-        self.w3 = nn.Linear(dim, hidden, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
 class CodecBlock(nn.Module):
     def __init__(self, args: CodecArgs, window: int) -> None:
         super().__init__()
         self.attention = CodecAttention(args, window)
-        self.feed_forward = FeedForward(args.dim, args.hidden_dim)
+        self.feed_forward = SwiGLU(args.dim, args.hidden_dim)
         self.attention_norm = RMSNorm(args.dim, args.norm_eps)
         self.ffn_norm = RMSNorm(args.dim, args.norm_eps)
         self.attention_scale = nn.Parameter(torch.ones(args.dim))

@@ -138,10 +138,10 @@ class VoxtralConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> VoxtralConfig:
-        return cls.from_params(json.loads((Path(path) / PARAMS_FILE).read_text()), Path(path) / PARAMS_FILE)
+        return cls.from_dict(json.loads((Path(path) / PARAMS_FILE).read_text()), Path(path) / PARAMS_FILE)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any], where: object = PARAMS_FILE) -> VoxtralConfig:
+    def from_dict(cls, params: dict[str, Any], where: object = PARAMS_FILE) -> VoxtralConfig:
         multimodal = params.get("multimodal") or {}
         model = multimodal.get("audio_model_args") or params.get("audio_model_args")
         codec = multimodal.get("audio_tokenizer_args") or params.get("audio_tokenizer_args")

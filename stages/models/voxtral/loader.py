@@ -12,8 +12,8 @@ from vocalis.stages.runtime.deploy import DeployConfig
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
     from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
-    from vocalis.stages.models.voxtral.codec_stage import CodecDecoder
     from vocalis.stages.models.voxtral.runtime import FrameGenerator
     from vocalis.stages.models.voxtral.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
@@ -25,5 +25,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     adapter = VoxtralAdapter(tuple(modules.voices), modules.config.codec.sampling_rate, modules.encoder_weights,
                              generator.cache_shape.max_len)
     stages = [autoregressive_stage(generator, generator_deploy, codec_deploy),
-              chunk_stage(CodecDecoder(modules.codec), codec_deploy)]
+              chunk_stage(StatefulCodecDecoder(modules.codec, modules.codec.args.samples_per_frame), codec_deploy)]
     return LoadedModel(name=path.name, family="voxtral", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))

@@ -231,7 +231,7 @@ def write_onnx(folder: Path, generator: torch.Generator) -> None:
 
 
 def build(out: Path, onnx_files: bool = True) -> Path:
-    from vocalis.stages.models.cosyvoice3.config import load_config
+    from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
     from vocalis.stages.models.cosyvoice3.lm import CosyVoice3LM
     from vocalis.stages.models.cosyvoice3.weights import build_flow, build_hift
 
@@ -239,7 +239,7 @@ def build(out: Path, onnx_files: bool = True) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cosyvoice3.yaml").write_text(YAML)
     write_tokenizer(out / "CosyVoice-BlankEN")
-    config = load_config(out)
+    config = CosyVoice3Config.from_dir(out)
     generator = torch.Generator().manual_seed(SEED)
     lm = CosyVoice3LM(config.qwen, config.lm)
     llm_state = randomize(lm, generator)

@@ -121,12 +121,12 @@ def weight_normed(state: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> 
 
 
 def write_flow_and_hift(out: Path, generator: torch.Generator) -> None:
-    from vocalis.stages.models.glm_tts.config import load_config
+    from vocalis.stages.models.glm_tts.config import GLMTTSConfig
     from vocalis.stages.models.glm_tts.weights import build_flow, build_hift
 
     (out / "flow").mkdir(parents=True, exist_ok=True)
     (out / "flow" / "config.yaml").write_text(FLOW_YAML)
-    config = load_config(out)
+    config = GLMTTSConfig.from_dir(out)
     torch.save(randomize(build_flow(config), generator), out / "flow" / "flow.pt")
     hift_state = randomize(build_hift(config, base_channels=16, f0_channels=16), generator)
     # F0 near 150 Hz (voiced, above the 10 Hz threshold) and smooth, and magnitudes mostly below the clamp, so that

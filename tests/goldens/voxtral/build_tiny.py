@@ -72,7 +72,7 @@ def build(path: Path, *, seed: int = 0, stopping: bool = False, encoder: bool = 
     path.mkdir(parents=True, exist_ok=True)
     (path / "params.json").write_text(json.dumps(PARAMS, indent=2))
     shutil.copy(HERE / "tekken_tiny.json", path / "tekken.json")
-    config = VoxtralConfig.from_params(PARAMS)
+    config = VoxtralConfig.from_dict(PARAMS)
     generator = torch.Generator().manual_seed(seed)
     shapes = checkpoint_shapes(config, encoder=encoder)
     weights = {name: random_tensor(name, shape, generator) for name, shape in sorted(shapes.items())}

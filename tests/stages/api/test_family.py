@@ -27,17 +27,32 @@ def test_shipped_families_are_discovered_without_torch():
     assert set(eval(out.stdout)) == BUILTIN
 
 
+def test_the_template_family_is_not_shipped_and_registers_without_torch():
+    assert "vocalis.stages.models._template.family" not in families.builtin_family_modules()
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None
+        from vocalis.stages.api import family
+        print(family.import_family_module("vocalis.stages.models._template.family").name)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "tiny_tts"
+
+
 def test_a_new_family_folder_is_the_whole_registration(tmp_path, monkeypatch):
     package = tmp_path / "fake_models"
     (package / "newfam").mkdir(parents=True)
     (package / "notafamily").mkdir()
-    for folder in (package, package / "newfam", package / "notafamily"):
+    (package / "_template").mkdir()
+    for folder in (package, package / "newfam", package / "notafamily", package / "_template"):
         (folder / "__init__.py").write_text("")
-    (package / "newfam" / "family.py").write_text(textwrap.dedent("""
-        from pathlib import Path
-        from vocalis.stages.api.family import ModelFamily
-        FAMILY = ModelFamily(name="newfam", model_types=("newfam_tts",), deploy_defaults=Path("deploy.yaml"), load=lambda p, d: None)
-    """))
+    for name in ("newfam", "_template"):  # a folder starting with `_` is not shipped, family.py or not
+        (package / name / "family.py").write_text(textwrap.dedent(f"""
+            from pathlib import Path
+            from vocalis.stages.api.family import ModelFamily
+            FAMILY = ModelFamily(name="{name}", model_types=("{name}_tts",), deploy_defaults=Path("deploy.yaml"), load=lambda p, d: None)
+        """))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(families, "BUILTIN_PACKAGE", "fake_models")
     assert families.builtin_family_modules() == ["fake_models.newfam.family"]

@@ -8,8 +8,9 @@ import time
 import pytest
 import torch
 
-from tests.tiny_tts.build import build_checkpoint
-from tests.tiny_tts.family import TinyCodecModel, TinyInput, load_modules
+from vocalis.stages.models._template.build import build_checkpoint
+from vocalis.stages.models._template.runtime import TinyCodecModel, TinyInput
+from vocalis.stages.models._template.weights import load_modules
 from vocalis.stages.runtime.chunk_stage import ChunkStage, DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.request import SynthesisRequest

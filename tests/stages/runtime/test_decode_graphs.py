@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from tests.stages.runtime.test_runtime import drive, request
-from tests.tiny_tts.build import build_checkpoint
-from tests.tiny_tts.family import TinyTalkerModel, load_modules
+from vocalis.stages.models._template.build import build_checkpoint
+from vocalis.stages.models._template.runtime import TinyTalkerModel
+from vocalis.stages.models._template.weights import load_modules
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.deploy import load_deploy
 from vocalis.stages.runtime.graph_runner import PaddedGraphRunner

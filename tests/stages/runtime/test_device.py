@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.tiny_tts.build import build_checkpoint
 from vocalis.stages.api.family import ModelFamily, discover, family_for_checkpoint
+from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.decode_graphs import DecodeGraphs
 from vocalis.stages.runtime.deploy import load_deploy
@@ -50,7 +50,7 @@ class Collect:
 
 def family(name: str, path: Path) -> ModelFamily:
     if name == "tiny_tts":
-        from tests.tiny_tts.family import FAMILY
+        from vocalis.stages.models._template.family import FAMILY
 
         return FAMILY
     discover()

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests.tiny_tts.build import build_checkpoint
-from tests.tiny_tts.family import POISON, TinyCodecModel, TinyInput, TinyTalkerModel, load_modules
 from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.models._template.build import build_checkpoint
+from vocalis.stages.models._template.runtime import POISON, TinyCodecModel, TinyInput, TinyTalkerModel
+from vocalis.stages.models._template.weights import load_modules
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy
@@ -307,12 +308,13 @@ async def test_stages_overlap(modules):
 
 
 def test_serving_reserves_kv_by_the_budget_not_max_num_seqs_times_max_len(tmp_path):
-    from tests.tiny_tts.family import DEPLOY_DEFAULTS, load
+    from vocalis.stages.models._template.family import FAMILY
+    from vocalis.stages.models._template.loader import load
     from vocalis.stages.runtime.deploy import load_deploy
 
     checkpoint = build_checkpoint(tmp_path / "tiny-tts", eos_token_id=64)
     for budget in (1 << 20, 3 << 20):
-        deploy = load_deploy(DEPLOY_DEFAULTS, None, {"talker": {"max_num_seqs": 32, "max_len": 1024, "kv_cache_bytes": budget}})
+        deploy = load_deploy(FAMILY.deploy_defaults, None, {"talker": {"max_num_seqs": 32, "max_len": 1024, "kv_cache_bytes": budget}})
         model = load(checkpoint, deploy)
         try:
             cache = model.pipeline.stages[0].cache

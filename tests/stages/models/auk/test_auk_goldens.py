@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.models.auk.config import FLASH_T_GRID
 from vocalis.stages.models.auk.encoder import audio_token_count
-from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.runtime import FlowJob, flow_step, initial_noise
 from vocalis.stages.models.auk.schedule import time_grid
 
@@ -43,13 +43,13 @@ def test_prompt_ids_are_the_chatml_layout(tiny):
 
 
 def test_whisper_features_match_the_feature_extractor():
-    close(log_mel(ENCODER["clip16k"], mel_filters(128)), ENCODER["mel"], 1e-4)
+    close(whisper_log_mel(ENCODER["clip16k"], 128, zero_padded=True), ENCODER["mel"], 1e-4)
 
 
 def test_fused_condition_matches_the_thinker_text_only_and_with_a_clip_batched_or_alone(tiny):
     config, encoder, _, _, _ = tiny
     ids_text, ids_audio = ENCODER["ids_text"], ENCODER["ids_audio"]
-    features = log_mel(ENCODER["clip16k"], mel_filters(128))
+    features = whisper_log_mel(ENCODER["clip16k"], 128, zero_padded=True)
     with torch.inference_mode():
         alone_text = encoder([ids_text], [None], config.audio_token_id)[0]
         alone_audio = encoder([ids_audio], [features], config.audio_token_id)[0]

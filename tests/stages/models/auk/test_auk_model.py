@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.models.auk.adapter import AuKAdapter
 from vocalis.stages.models.auk.config import FLASH_T_GRID
 from vocalis.stages.models.auk.dit import DiTBatch
 from vocalis.stages.models.auk.loader import load_modules
-from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.schedule import time_grid
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
@@ -56,7 +56,7 @@ def test_every_loaded_tensor_changes_some_output():
         module.requires_grad_(True)
         _trainable_buffers(module)
     clip = torch.from_numpy(np.sin(np.arange(4000) / 16000 * 2 * np.pi * 200).astype(np.float32) * 0.3)  # 25 frames: 4 windows
-    features = log_mel(clip, mel_filters(config.audio.num_mel_bins))
+    features = whisper_log_mel(clip, config.audio.num_mel_bins, zero_padded=True)
     from vocalis.stages.models.auk.encoder import audio_token_count
 
     ids = [torch.tensor(prompts.ids("Make it calm.", audio_token_count(features.shape[1]))), torch.tensor(prompts.ids("Say hi.", None))]

@@ -14,7 +14,7 @@ import torch
 
 from tests.stages.models.cosyvoice3.conftest import reference_clip
 from vocalis.stages.api import family as families
-from vocalis.stages.models.cosyvoice3.config import load_config
+from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import Frontend
 from vocalis.stages.models.cosyvoice3.lm import CosyVoice3LM
 from vocalis.stages.models.cosyvoice3.weights import build_flow, build_hift, hift_weights, load_modules
@@ -35,7 +35,7 @@ def folded(keys: dict[str, list[int]]) -> dict[str, tuple[int, ...]]:
 
 @pytest.mark.parametrize("file", ["llm.pt", "flow.pt", "hift.pt"])
 def test_modules_at_real_size_have_the_published_key_set(file):
-    config = load_config(GOLDENS / "real")
+    config = CosyVoice3Config.from_dir(GOLDENS / "real")
     with torch.device("meta"):
         module = {"llm.pt": lambda: CosyVoice3LM(config.qwen, config.lm), "flow.pt": lambda: build_flow(config),
                   "hift.pt": lambda: build_hift(config)}[file]()

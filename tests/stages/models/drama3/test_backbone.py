@@ -22,7 +22,7 @@ from vocalis.stages.models.drama3.block_fp8 import (
     dequantize_checkpoint,
     quantize_block_fp8,
 )
-from vocalis.stages.models.drama3.config import Drama3ConfigError, parse_config
+from vocalis.stages.models.drama3.config import Drama3Config, Drama3ConfigError
 from vocalis.stages.models.drama3.weights import load_drama3
 from vocalis.stages.runtime.kv_cache import PagedKVCache
 from vocalis.stages.runtime.linear_attention import RecurrentStates
@@ -32,7 +32,7 @@ GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "drama3" / "goldens.
 
 @pytest.fixture(scope="module")
 def loaded(drama3_dir):
-    config = parse_config(json.loads((drama3_dir / "config.json").read_text()))
+    config = Drama3Config.from_dir(drama3_dir)
     return load_drama3(drama3_dir, config), load_file(str(GOLDENS))
 
 
@@ -84,7 +84,7 @@ def test_fp8_experts_are_refused_without_their_quantization_config(drama3_dir, t
     (tmp_path / "config.json").write_text(json.dumps(data))
     (tmp_path / "model.safetensors").symlink_to(drama3_dir / "model.safetensors")
     with pytest.raises(ValueError, match="is float8 but config.json has no bsgemm-moe quantization_config"):
-        load_drama3(tmp_path, parse_config(data))
+        load_drama3(tmp_path, Drama3Config.from_dict(data))
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -97,7 +97,7 @@ def test_fp8_experts_are_refused_without_their_quantization_config(drama3_dir, t
 def test_config_refusals_name_the_field(drama3_dir, change, message):
     data = json.loads((drama3_dir / "config.json").read_text()) | change
     with pytest.raises(Drama3ConfigError, match=message):
-        parse_config(data)
+        Drama3Config.from_dict(data)
 
 
 def test_decoder_and_text_config_refusals(drama3_dir):
@@ -110,7 +110,7 @@ def test_decoder_and_text_config_refusals(drama3_dir):
         ("text_config", {"model_type": "qwen3_5_text"}, "text_config.model_type is 'qwen3_5_text'"),
     ]:
         with pytest.raises(Drama3ConfigError, match=message):
-            parse_config({**data, section: {**data[section], **change}})
+            Drama3Config.from_dict({**data, section: {**data[section], **change}})
     qwen = {**data, "text_config": {k: v for k, v in data["text_config"].items() if k not in ("mlp_layer_types",)}
             | {"model_type": "qwen3_5_moe_text"}}
-    assert parse_config(qwen).text.num_experts == 8  # the plain qwen3_5_moe_text spelling loads too
+    assert Drama3Config.from_dict(qwen).text.num_experts == 8  # the plain qwen3_5_moe_text spelling loads too

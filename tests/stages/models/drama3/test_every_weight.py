@@ -8,7 +8,6 @@ norm) fails here. One forward and backward pass rather than one perturbed run pe
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import torch
 from torch.func import functional_call
@@ -16,7 +15,7 @@ from torch.func import functional_call
 from tests.tiny_drama3.build import NUM_CODEBOOKS, SEMANTIC_START
 from vocalis.stages.layers.weights import read_safetensors
 from vocalis.stages.models.drama3.block_fp8 import dequantize_checkpoint
-from vocalis.stages.models.drama3.config import FP8_BLOCK, parse_config
+from vocalis.stages.models.drama3.config import FP8_BLOCK, Drama3Config
 from vocalis.stages.models.drama3.modules import Drama3
 from vocalis.stages.models.drama3.tower import RowGroup
 from vocalis.stages.models.drama3.weights import module_weights
@@ -25,7 +24,7 @@ ROWS, TEXT_ROWS = 48, 16
 
 
 def test_every_published_tensor_reaches_the_output(drama3_dir):
-    config = parse_config(json.loads((drama3_dir / "config.json").read_text()))
+    config = Drama3Config.from_dir(drama3_dir)
     assert config.fp8_experts
     published = read_safetensors(drama3_dir)
     leaves = {n: t.float().requires_grad_() if t.is_floating_point() and t.dtype != torch.float8_e4m3fn else t

@@ -5,7 +5,6 @@ a greedy pick that repeats a recent main token is redrawn at temperature 1 (the 
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 import pytest
@@ -13,7 +12,7 @@ import torch
 from tokenizers import Tokenizer
 
 from tests.host_reads import HostReads
-from vocalis.stages.models.drama3.config import parse_config
+from vocalis.stages.models.drama3.config import Drama3Config
 from vocalis.stages.models.drama3.runtime import Drama3Input, Drama3Talker
 from vocalis.stages.models.drama3.weights import load_drama3
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
@@ -32,7 +31,7 @@ class NullOutput:
 
 @pytest.fixture(scope="module")
 def talker(drama3_dir):
-    model = load_drama3(drama3_dir, parse_config(json.loads((drama3_dir / "config.json").read_text())))
+    model = load_drama3(drama3_dir, Drama3Config.from_dir(drama3_dir))
     return Drama3Talker(model, Tokenizer.from_file(str(drama3_dir / "tokenizer.json")), 128, encoder=None)
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
-from vocalis.stages.models.fish_common.codec import CodecDecoderModel
+from vocalis.stages.models.fish_common.codec import dac_decoder
 from vocalis.stages.models.fish_common.fish_dac import FishDAC, load_fish_dac
 from vocalis.stages.runtime.chunk_stage import DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy, Window
@@ -56,7 +56,7 @@ def test_a_long_request_streams_its_whole_decode_from_new_frames_only(dac, long_
     frames, expected = long_request
     policy = ChunkPolicy(first_chunk_frames=first, chunk_frames=chunk, left_context_frames=context, growth=growth, max_chunk_frames=25 if context else 8)
     calls = record_streams(monkeypatch, dac)
-    (audio,) = feed(CodecDecoderModel(dac), policy, [frames])
+    (audio,) = feed(dac_decoder(dac), policy, [frames])
     assert calls == [[n] for n in sizes]  # the codec is given each chunk's new frames only
     assert audio.shape == expected.shape
     assert float((audio - expected).abs().max()) < EXACT  # measured 3.8e-6 (float32 convolutions of other lengths)
@@ -67,13 +67,13 @@ def test_batched_requests_stay_independent(dac):
     streams its own whole decode, which is what each streams alone (the test above)."""
     cases = [codes(dac, 26, 5), codes(dac, 9, 6), codes(dac, 13, 7)]
     calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [11, 6, 2], [0, 0, 5]]
-    together = decode_in_calls(CodecDecoderModel(dac), cases, calls)
+    together = decode_in_calls(dac_decoder(dac), cases, calls)
     for frames, audio in zip(cases, together, strict=True):
         assert float((audio - whole(dac, frames)).abs().max()) < EXACT
 
 
 def test_the_carried_state_stays_bounded(dac):
-    state, sizes = carried_sizes(CodecDecoderModel(dac), codes(dac, 40, 9), 10)
+    state, sizes = carried_sizes(dac_decoder(dac), codes(dac, 40, 9), 10)
     assert state.state.frames == 40
     assert len(set(sizes)) == 1  # the same after 10 frames as after 40
     window = dac.config.quantizer_window
@@ -84,4 +84,4 @@ def test_the_carried_state_stays_bounded(dac):
 def test_a_window_that_skips_frames_is_refused(dac):
     state = DecodeStream(window=Window(4, 4, 8, 8))  # the state has decoded nothing, the window starts at frame 4
     with pytest.raises(ValueError, match="starts at 4"), torch.inference_mode():
-        CodecDecoderModel(dac).decode(codes(dac, 4, 10)[None], [state])
+        dac_decoder(dac).decode(codes(dac, 4, 10)[None], [state])

@@ -16,7 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.models.fish_speech.weights import load_dual_ar, read_config
+from vocalis.stages.models.fish_speech.config import FishSpeechConfig
+from vocalis.stages.models.fish_speech.weights import load_dual_ar
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "fish_speech"
 TINY = GOLDENS / "tiny"
@@ -24,7 +25,7 @@ TINY = GOLDENS / "tiny"
 
 @pytest.fixture(scope="module")
 def model():
-    return load_dual_ar(TINY, read_config(TINY))
+    return load_dual_ar(TINY, FishSpeechConfig.from_dir(TINY))
 
 
 @pytest.fixture(scope="module")

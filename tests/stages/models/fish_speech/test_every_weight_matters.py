@@ -8,14 +8,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from vocalis.stages.models.fish_speech.weights import load_dual_ar, read_config
+from vocalis.stages.models.fish_speech.config import FishSpeechConfig
+from vocalis.stages.models.fish_speech.weights import load_dual_ar
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "fish_speech"
 
 
 def test_every_dual_ar_tensor_matters():
     tiny = GOLDENS / "tiny"
-    model = load_dual_ar(tiny, read_config(tiny))
+    model = load_dual_ar(tiny, FishSpeechConfig.from_dir(tiny))
     golden = load_file(str(GOLDENS / "dual_ar.safetensors"))
     tokens, codes = golden["tokens"], golden["codes"]
     semantic = tokens >= model.config.semantic_start_token_id

@@ -21,7 +21,7 @@ import torch
 from vocalis.stages.layers.weights import WEIGHT_NORM_SPELLINGS
 from vocalis.stages.models.fish_common.fish_dac import DERIVED_KEYS, FishDAC
 from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
-from vocalis.stages.models.fish_speech.config import parse_config
+from vocalis.stages.models.fish_speech.config import FishSpeechConfig
 from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "fish_speech"
@@ -58,7 +58,7 @@ def test_codec_keys_equal_the_reference_at_the_published_geometry():
 
 
 def test_dual_ar_keys_at_the_published_geometry():
-    config = parse_config(S2_PRO_CONFIG)
+    config = FishSpeechConfig.from_dict(S2_PRO_CONFIG)
     ours = built(lambda: FishDualAR(config))
     normalized = {re.sub(r"\.layers\.\d+\.", ".layers.N.", k) for k in ours}
     layer = ["attention.wqkv.weight", "attention.wo.weight", "feed_forward.w1.weight", "feed_forward.w2.weight",

@@ -10,7 +10,7 @@ import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
 from tests.tiny_gepard.build import build_nemo
-from vocalis.stages.models.gepard.codec_stage import NanoCodecDecoder
+from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.gepard.nanocodec import NanoCodec, load_nanocodec
 from vocalis.stages.runtime.chunking import ChunkPolicy
 
@@ -44,7 +44,7 @@ def test_a_long_request_streams_its_whole_decode_from_new_frames_only(codec, mon
     frames = codes(FRAMES, 1)
     policy = ChunkPolicy(first_chunk_frames=first, chunk_frames=chunk, left_context_frames=context, growth=growth, max_chunk_frames=43)
     calls = record_streams(monkeypatch, codec)
-    (audio,) = feed(NanoCodecDecoder(codec), policy, [frames])
+    (audio,) = feed(StatefulCodecDecoder(codec, codec.samples_per_frame), policy, [frames])
     assert calls == [[n] for n in sizes]
     expected = whole(codec, frames)
     assert audio.shape == expected.shape
@@ -56,12 +56,12 @@ def test_batched_requests_stay_independent(codec):
     decode, which is what each streams alone (the test above)."""
     cases = [codes(40, 5), codes(12, 6), codes(30, 7)]
     calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [25, 9, 2], [0, 0, 22]]
-    together = decode_in_calls(NanoCodecDecoder(codec), cases, calls)
+    together = decode_in_calls(StatefulCodecDecoder(codec, codec.samples_per_frame), cases, calls)
     for frames, audio in zip(cases, together, strict=True):
         assert float((audio - whole(codec, frames)).abs().max()) < EXACT
 
 
 def test_the_carried_state_stays_bounded(codec):
-    state, sizes = carried_sizes(NanoCodecDecoder(codec), codes(80, 9), 20)
+    state, sizes = carried_sizes(StatefulCodecDecoder(codec, codec.samples_per_frame), codes(80, 9), 20)
     assert state.state.frames == 80
     assert len(set(sizes)) == 1 and sizes[0] > 0

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from vocalis.stages.components.speech_features import whisper_log_mel
-from vocalis.stages.models.glm_tts.config import load_config
+from vocalis.stages.models.glm_tts.config import GLMTTSConfig
 from vocalis.stages.models.glm_tts.frontend import Frontend
 from vocalis.stages.models.glm_tts.speech_tokenizer import SpeechTokenizer
 
@@ -30,7 +30,7 @@ def golden_clip(seconds: float = 1.5) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def frontend(glm_checkpoint):
-    return Frontend(glm_checkpoint, load_config(glm_checkpoint))
+    return Frontend(glm_checkpoint, GLMTTSConfig.from_dir(glm_checkpoint))
 
 
 def test_features_match_whisper_feature_extractor():

@@ -15,7 +15,7 @@ import torch
 
 from vocalis.stages.api.config_json import from_json
 from vocalis.stages.api.family import discover, family_for_checkpoint
-from vocalis.stages.models.glm_tts.config import HIFT, GLMTTSConfig, load_config
+from vocalis.stages.models.glm_tts.config import HIFT, GLMTTSConfig
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 from vocalis.stages.models.glm_tts.speech_tokenizer import WhisperVQConfig, WhisperVQEncoder
 from vocalis.stages.models.glm_tts.weights import build_flow, build_hift, load_modules
@@ -52,7 +52,7 @@ def real_config(tmp_path: Path) -> GLMTTSConfig:
     (tmp_path / "flow").mkdir()
     shutil.copy(REAL / "llm_config.json", tmp_path / "llm" / "config.json")
     shutil.copy(REAL / "flow_config.yaml", tmp_path / "flow" / "config.yaml")
-    return load_config(tmp_path)
+    return GLMTTSConfig.from_dir(tmp_path)
 
 
 def test_published_llm_key_set(tmp_path):

@@ -10,7 +10,7 @@ import torch
 
 from tests.stages.chunk_feed import NullOutput, carried_sizes, feed
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
-from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, Qwen3TTSInput
+from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput, code2wav
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.runtime.chunk_stage import DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy, Window
@@ -23,18 +23,24 @@ EXACT = 1e-5
 CLIP, FRAMES = 60, 24
 
 
-class Spy(CodecDecoderModel):
-    """Records the frames each decode call is given, per row."""
+class Spy:
+    """code2wav, recording the frames each decode call is given, per row."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
+    causal = True
+
+    def __init__(self, mods) -> None:
+        self.decoder = code2wav(mods.decoder, VoiceCloner(mods))
+        self.samples_per_frame = self.decoder.samples_per_frame
         self.given: list[int] = []
         self.rows: list[int] = []
+
+    def start(self, request):
+        return self.decoder.start(request)
 
     def decode(self, frames, streams):
         self.given.extend(stream.window.end - stream.window.context_start for stream in streams)
         self.rows.append(len(streams))
-        return super().decode(frames, streams)
+        return self.decoder.decode(frames, streams)
 
 
 def codes(count: int, seed: int) -> torch.Tensor:
@@ -59,7 +65,7 @@ def stream(policy: ChunkPolicy, requests: list[tuple[SynthesisRequest, torch.Ten
     """Feeds each request's frames one by one (the requests interleaved, as the talker emits them) and collects the
     audio each one streams."""
     mods = modules("base-1b7")
-    spy = Spy(mods.decoder, VoiceCloner(mods))
+    spy = Spy(mods)
     audio = feed(spy, policy, [f for _, f in requests], max_num_seqs, requests=[r for r, _ in requests])
     return audio, spy
 
@@ -103,7 +109,7 @@ def test_batched_requests_stay_independent():
 
 def test_the_carried_state_stays_one_window_long():
     mods = modules("base-1b7")
-    decoder = CodecDecoderModel(mods.decoder, VoiceCloner(mods))
+    decoder = code2wav(mods.decoder, VoiceCloner(mods))
     c = mods.decoder.config
     state, sizes = carried_sizes(decoder, codes(200, 9), 50)
     assert state.state.frames == 200
@@ -114,7 +120,7 @@ def test_the_carried_state_stays_one_window_long():
 
 def test_a_window_that_skips_frames_is_refused():
     mods = modules("base-1b7")
-    decoder = CodecDecoderModel(mods.decoder, VoiceCloner(mods))
+    decoder = code2wav(mods.decoder, VoiceCloner(mods))
     state = DecodeStream(window=Window(4, 4, 8, 8))  # the state has decoded nothing, the window starts at frame 4
     with pytest.raises(ValueError, match="starts at 4"), torch.inference_mode():
         decoder.decode(codes(4, 10)[None], [state])

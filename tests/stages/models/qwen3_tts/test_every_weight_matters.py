@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import golden, modules, teacher_forced
-from vocalis.stages.models.qwen3_tts.speaker import log_mel
+from vocalis.stages.components.speech_features import matcha_log_mel
+from vocalis.stages.models.qwen3_tts.speaker import SPEAKER_MEL
 from vocalis.stages.models.qwen3_tts.weights import load_modules
 
 
@@ -75,7 +76,7 @@ def test_every_speaker_encoder_and_mimi_encoder_tensor_matters():
     # Two clips of different spectra: with 2-channel Res2Net groups a few ReLUs of the tiny encoder stay
     # off for the whole of one steady clip.
     noise = 0.3 * torch.randn(12000, generator=torch.Generator().manual_seed(1))
-    mels = torch.stack([log_mel(audio), log_mel(noise)])
+    mels = torch.stack([matcha_log_mel(audio, **SPEAKER_MEL), matcha_log_mel(noise, **SPEAKER_MEL)])
     assert changes_under_perturbation(mods.speaker_encoder, lambda: [mods.speaker_encoder(mels)]) == []
 
     encoder = mods.encoder

@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, NAMES, ROOT, conditioning, golden, modules, teacher_forced
+from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.qwen3_tts.prompt import build_prompt
-from vocalis.stages.models.qwen3_tts.runtime import CodecDecoderModel, Qwen3TTSInput, TalkerStageModel
-from vocalis.stages.models.qwen3_tts.speaker import log_mel
+from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput, TalkerStageModel, code2wav
+from vocalis.stages.models.qwen3_tts.speaker import SPEAKER_MEL
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
@@ -95,7 +96,7 @@ def test_speaker_encoder_mel_and_reference_codes():
     g = golden("base-1b7.base_icl")
     mods = modules("base-1b7")
     with torch.inference_mode():
-        mel = log_mel(g["ref_audio"])
+        mel = matcha_log_mel(g["ref_audio"], **SPEAKER_MEL)
         torch.testing.assert_close(mel, g["ref_mel"].T, atol=1e-4, rtol=0)
         torch.testing.assert_close(mods.speaker_encoder(mel[None])[0], g["speaker_embedding"], atol=1e-4, rtol=0)
         assert torch.equal(mods.encoder(g["ref_audio"][None])[0], g["ref_codes"])
@@ -110,13 +111,9 @@ def run_pipeline(name: str, policy: ChunkPolicy, max_new_tokens: int) -> tuple[t
     frames_seen: list[torch.Tensor] = []
     chunk_sizes: list[int] = []
 
-    class Recording(CodecDecoderModel):
-        def decode(self, frames, streams):
-            return super().decode(frames, streams)
-
     cloner = VoiceCloner(mods)
     talker = TalkerStageModel(mods, 512, cloner)
-    decoder = Recording(mods.decoder, cloner)
+    decoder = code2wav(mods.decoder, cloner)
     pipeline = Pipeline([AutoregressiveStage("talker", talker, max_num_seqs=4, max_num_batched_tokens=256),
                          ChunkStage("code2wav", decoder, policy, max_num_seqs=4)])
     inputs = Qwen3TTSInput(cond, SamplingParams(temperature=0.0, repetition_penalty=1.05, max_new_tokens=max_new_tokens),

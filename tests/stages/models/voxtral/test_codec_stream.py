@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, record_streams
-from vocalis.stages.models.voxtral.codec_stage import CodecDecoder
+from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.runtime.chunking import ChunkPolicy
 
 from .test_generation import random_frames
@@ -35,7 +35,7 @@ def test_a_long_request_streams_its_whole_decode_from_new_frames_only(tiny, long
     frames, expected = long_request
     policy = ChunkPolicy(first_chunk_frames=first, chunk_frames=chunk, left_context_frames=0, growth=growth, max_chunk_frames=25)
     calls = record_streams(monkeypatch, tiny.modules.codec)
-    (audio,) = feed(CodecDecoder(tiny.modules.codec), policy, [frames])
+    (audio,) = feed(StatefulCodecDecoder(tiny.modules.codec, tiny.modules.codec.args.samples_per_frame), policy, [frames])
     assert calls == [[n] for n in sizes]
     assert audio.shape == expected.shape
     assert float((audio - expected).abs().max()) < EXACT  # measured 1.2e-6
@@ -46,14 +46,14 @@ def test_batched_requests_stay_independent(tiny):
     streams its own whole decode, which is what each streams alone (the test above)."""
     cases = [random_frames(26, seed=5), random_frames(9, seed=6), random_frames(13, seed=7)]
     calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [11, 6, 2], [0, 0, 5]]
-    together = decode_in_calls(CodecDecoder(tiny.modules.codec), cases, calls)
+    together = decode_in_calls(StatefulCodecDecoder(tiny.modules.codec, tiny.modules.codec.args.samples_per_frame), cases, calls)
     with torch.inference_mode():
         for frames, audio in zip(cases, together, strict=True):
             assert float((audio - tiny.modules.codec(frames[None])[0]).abs().max()) < EXACT
 
 
 def test_the_carried_state_stays_bounded(tiny):
-    state, sizes = carried_sizes(CodecDecoder(tiny.modules.codec), random_frames(40, seed=9), 10)
+    state, sizes = carried_sizes(StatefulCodecDecoder(tiny.modules.codec, tiny.modules.codec.args.samples_per_frame), random_frames(40, seed=9), 10)
     assert state.state.frames == 40
     assert len(set(sizes)) == 1  # the same after 10 frames as after 40
     first = tiny.modules.codec.decoder_blocks[1].layers[0].attention

@@ -10,7 +10,7 @@ import torch
 
 from tests.goldens.voxtral.build_tiny import build
 from tests.stages.models.voxtral.conftest import generate, request
-from vocalis.stages.models.voxtral.codec_stage import CodecDecoder
+from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.voxtral.config import END_AUDIO
 from vocalis.stages.models.voxtral.runtime import FrameGenerator
 from vocalis.stages.models.voxtral.weights import load_modules
@@ -67,7 +67,7 @@ def random_frames(count: int, seed: int = 0) -> torch.Tensor:
     return frames
 
 
-def decode_chunked(decoder: CodecDecoder, frames: torch.Tensor, policy: ChunkPolicy) -> tuple[np.ndarray, list[int]]:
+def decode_chunked(decoder: StatefulCodecDecoder, frames: torch.Tensor, policy: ChunkPolicy) -> tuple[np.ndarray, list[int]]:
     stage = ChunkStage("audio_tokenizer", decoder, policy)
     r = request(TEXT)
     pieces = []
@@ -80,7 +80,7 @@ def decode_chunked(decoder: CodecDecoder, frames: torch.Tensor, policy: ChunkPol
 
 
 def test_streamed_chunks_equal_the_whole_decode(tiny):
-    decoder = CodecDecoder(tiny.modules.codec)
+    decoder = StatefulCodecDecoder(tiny.modules.codec, tiny.modules.codec.args.samples_per_frame)
     frames = random_frames(64)
     with torch.inference_mode():
         whole = tiny.modules.codec(frames[None])[0].numpy()

@@ -25,7 +25,7 @@ PUBLISHED_TENSORS = 386
 
 
 def test_the_published_key_set():
-    shapes = checkpoint_shapes(VoxtralConfig.from_params(REAL_PARAMS))
+    shapes = checkpoint_shapes(VoxtralConfig.from_dict(REAL_PARAMS))
     assert len(shapes) == PUBLISHED_TENSORS
     known = {  # shapes public ports check against the published header
         "mm_audio_embeddings.tok_embeddings.weight": (131072, 3072),
@@ -54,7 +54,7 @@ def test_the_published_key_set():
 
 
 def test_the_published_config_and_presets():
-    config = VoxtralConfig.from_params(REAL_PARAMS)
+    config = VoxtralConfig.from_dict(REAL_PARAMS)
     assert config.codec.samples_per_frame == 1920 and config.codec.sampling_rate == 24000
     assert config.codec.first_window == 2 and config.acoustic.decoding_steps == 7
     assert list(config.voices)[:5] == ["casual_female", "casual_male", "cheerful_female", "neutral_female", "neutral_male"]

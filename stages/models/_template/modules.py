@@ -1,15 +1,15 @@
-"""The tiny test family's torch modules: a Qwen-style talker and a causal conv codec decoder."""
+"""The template family's torch modules: a Qwen-style talker and a causal conv codec decoder."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from tests.tiny_tts.config import CodecConfig, TalkerConfig
 from vocalis.stages.layers.audio_blocks import CausalConv1d, summed_lookup
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
+from vocalis.stages.models._template.config import CodecConfig, TalkerConfig
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.kv_cache import SlotKVCache
 

@@ -1,10 +1,13 @@
-"""Configuration of the tiny test TTS family, read from its config.json."""
+"""Configuration of the template family, read from its config.json (`from_json` for each section; `from_dir` is the
+entry point the loader calls)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from vocalis.stages.api.config_json import from_json, read_json
 
 MODEL_TYPE = "vocalis_tiny_tts"
 
@@ -57,10 +60,8 @@ class TinyConfig:
 
     @classmethod
     def from_dir(cls, path: Path) -> TinyConfig:
-        data = json.loads((path / "config.json").read_text())
-        if data.get("model_type") != MODEL_TYPE:
-            raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {MODEL_TYPE!r}")
-        return cls(talker=TalkerConfig(**data["talker_config"]), codec=CodecConfig(**data["codec_config"]))
+        data = read_json(path, MODEL_TYPE)
+        return from_json(cls, data, talker=from_json(TalkerConfig, data["talker_config"]), codec=from_json(CodecConfig, data["codec_config"]))
 
     def to_json(self) -> str:
         return json.dumps(

@@ -1,4 +1,5 @@
-"""Build a random tiny checkpoint in the family's layout: config.json + model.safetensors."""
+"""Build a random tiny checkpoint in the template family's layout: config.json + model.safetensors (what the tests
+serve; a real family's tiny checkpoints are built by its tests, `tests/goldens/<family>/`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from tests.tiny_tts.config import CodecConfig, TalkerConfig, TinyConfig
-from tests.tiny_tts.modules import TinyCodecDecoder, TinyTalker
+from vocalis.stages.models._template.config import CodecConfig, TalkerConfig, TinyConfig
+from vocalis.stages.models._template.modules import TinyCodecDecoder, TinyTalker
 
 
 def build_checkpoint(

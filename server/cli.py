@@ -57,6 +57,8 @@ def main() -> None:
 @click.option("--voice-store", default=None, metavar="URL",
               help="Keep uploaded voices in PostgreSQL (postgresql://user@host:port/db), shared by replicas on any "
                    "machine, instead of --voice-dir.")
+@click.option("--voice-store-timeout", default=1.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds a voice store call waits for the database before answering UNAVAILABLE (503, Retry-After).")
 @click.option("--custom-voice-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Precomputed voices: a directory with a manifest.json.")
 @click.option("--max-voices", default=1000, show_default=True, type=int, help="Most uploaded voices the store holds.")
@@ -93,6 +95,7 @@ def serve(
     forced_aligner: Path | None,
     voice_dir: Path | None,
     voice_store: str | None,
+    voice_store_timeout: float,
     custom_voice_dir: Path | None,
     max_voices: int,
     allow_ref_audio_host: tuple[str, ...],
@@ -154,6 +157,7 @@ def serve(
         voices=VoiceConfig(
             voice_dir=voice_dir,
             voice_store=voice_store,
+            voice_store_timeout_s=voice_store_timeout,
             custom_voice_dir=custom_voice_dir,
             max_voices=max_voices,
             allowed_ref_hosts=allow_ref_audio_host,

@@ -50,6 +50,8 @@ class VoiceConfig:
     """Uploaded voices (shared by every process pointing at it). None: under the user's data dir."""
     voice_store: str | None = None
     """Where uploaded voices live when not in voice_dir: a postgresql:// URL (shared by replicas on any machine)."""
+    voice_store_timeout_s: float = 1.0
+    """The longest a voice store call waits for the database before answering UNAVAILABLE."""
     custom_voice_dir: Path | None = None
     """Precomputed voices: a directory with a manifest.json."""
     max_voices: int = 1000

@@ -272,8 +272,25 @@ class UpstreamPools:
         return False
 
     async def get_metrics(self) -> metrics_pb2.GetMetricsResponse:
-        """The default pool's metrics (expositions of several servers cannot be merged into one; scrape each replica)."""
-        return await self._call(self.default, lambda c: c.get_metrics())
+        """The default pool's metrics (expositions of several servers cannot be merged into one; scrape each replica),
+        with the gateway's own view of every pool: its members, and how many take requests (0: the pool is down)."""
+        exposition = await self._call(self.default, lambda c: c.get_metrics())
+        lines = [
+            "# HELP vocalis_gateway_pool_members Upstream servers in each pool of this gateway.",
+            "# TYPE vocalis_gateway_pool_members gauge",
+            *(f'vocalis_gateway_pool_members{{pool="{name or "default"}"}} {len(pool.members)}' for name, pool in self.pools.items()),
+            "# HELP vocalis_gateway_pool_members_up Members of each pool taking requests (passing their health checks).",
+            "# TYPE vocalis_gateway_pool_members_up gauge",
+            *(f'vocalis_gateway_pool_members_up{{pool="{name or "default"}"}} {sum(m.up for m in pool.members)}'
+              for name, pool in self.pools.items()),
+        ]
+        text, end = exposition.text, ""
+        if text.rstrip().endswith("# EOF"):  # OpenMetrics: families go before the end marker
+            text, end = text.rstrip()[: -len("# EOF")], "# EOF\n"
+        merged = metrics_pb2.GetMetricsResponse()
+        merged.CopyFrom(exposition)
+        merged.text = text.rstrip("\n") + "\n" + "\n".join(lines) + "\n" + end
+        return merged
 
     async def _gather(self, call) -> list:  # noqa: ANN001
         """`call` on one live member of each pool (the next one when it fails before reaching it)."""

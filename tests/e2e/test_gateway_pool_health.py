@@ -91,6 +91,10 @@ def test_a_dead_member_is_left_out_and_ready_says_so(pool):
     assert body["degraded"] == ["tiny"] and body["down"] == []
     assert body["members"]["tiny"] == {a.grpc_target: "up", b.grpc_target: "down"}
     assert "taken out of its pool" in log_path.read_text()
+    exposition = httpx.get(f"{url}/metrics", timeout=10).text
+    assert 'vocalis_gateway_pool_members{pool="tiny"} 2' in exposition
+    assert 'vocalis_gateway_pool_members_up{pool="tiny"} 1' in exposition
+    assert "vocalis_audio_seconds_total" in exposition  # the live member's own metrics, as before
 
     assert httpx.delete(f"{url}/v1/audio/voices/pooled", timeout=30).status_code == 200
     assert all(speak(url).status_code == 200 for _ in range(4))

@@ -4,12 +4,14 @@ Eight HTTP clients, each one `httpx.Client` keeping its cookies (as the OpenAI S
 short speech requests without pause through the proxy. One run:
   - a rolling restart: each replica in turn gets SIGTERM, exits, starts again on its ports and rejoins: 0 requests lost;
   - one replica SIGKILLed: only requests in flight at that moment may fail; it leaves the pool and comes back;
-  - nine requests from one cookie-keeping client are answered by more than one replica.
+  - nine requests from one cookie-keeping client are answered by more than one replica;
+  - requests that meet a replica refusing with 503, or a closed gRPC port, are retried on another (retry-on).
 The figures (requests lost per step, time to leave the pool, to rejoin) are printed for BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import signal
@@ -17,13 +19,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
 from tests.fleet import start_proxy
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
-from tests.serving import RunningServer, start_server
+from tests.serving import RunningServer, free_port, start_server
 from tests.tiny_tts.build import build_checkpoint
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
@@ -172,23 +175,28 @@ def test_rolling_restart_and_a_kill_under_load(fleet):
             assert not failed, (name, failed)
             assert up_at > step_start
 
-        # SIGKILL: only requests in flight at that moment may fail.
+        # SIGKILL: only requests in flight at that moment may fail, and gRPC calls the proxy sent to the dead replica
+        # before its checks noticed (refused streams, UNAVAILABLE: never processed, so a client may retry them;
+        # HAProxy cannot, as it does not hold a gRPC call's requests, which arrive over the session's life). HTTP
+        # requests sent there are retried by the proxy.
         victim = replicas[1]
         killed_at = time.monotonic()
         os.kill(victim.process.pid, signal.SIGKILL)
         out_after = proxy.wait_for("r2", "DOWN", timeout=15)
+        out_at = time.monotonic()
         victim.process.wait(10)
         time.sleep(1.0)
         after_kill = load.between(killed_at, time.monotonic())
         in_flight = [o for o in load.outcomes if o.started < killed_at <= o.ended]
         failed_in_flight = [o for o in in_flight if not o.ok]
-        failed_after = [o.detail for o in after_kill if not o.ok]
+        refused = [o for o in after_kill if not o.ok and o.started < out_at and o.detail.startswith("grpc UNAVAILABLE")]
+        failed_after = [o.detail for o in after_kill if not o.ok and o not in refused]
         assert not failed_after, failed_after
         assert len(failed_in_flight) <= HTTP_CLIENTS + GRPC_CLIENTS
         replicas[1] = _restart(victim, root, args, 9)
         rejoined_after = proxy.wait_for("r2", "UP", timeout=30)
         report.append(f"SIGKILL r2: {len(in_flight)} in flight, {len(failed_in_flight)} of them failed, {len(after_kill)} started "
-                      f"after it, {len(failed_after)} failed; out of the pool after {out_after:.1f} s, back {rejoined_after:.1f} s "
+                      f"after it, {len(refused)} gRPC calls refused before the proxy noticed; out of the pool after {out_after:.1f} s, back {rejoined_after:.1f} s "
                       "after it answered")
         time.sleep(1.0)
     total = len(load.outcomes)
@@ -196,5 +204,55 @@ def test_rolling_restart_and_a_kill_under_load(fleet):
     report.append(f"total: {total} requests at concurrency {HTTP_CLIENTS + GRPC_CLIENTS}, {len(failed_total)} failed "
                   f"({', '.join(o.detail for o in failed_total) or 'none'})")
     print("\n" + "\n".join(report))
-    # Whatever failed was in flight on the killed replica.
-    assert all(o.started < killed_at <= o.ended for o in failed_total), [o.detail for o in failed_total]
+    # Whatever failed was in flight on the killed replica, or a gRPC call refused there before the proxy noticed.
+    assert all(o.started < killed_at <= o.ended or o in refused for o in failed_total), [o.detail for o in failed_total]
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """A replica that passes its health checks but refuses all work with 503, as one does between its drain delay
+    and its exit; its gRPC port has nothing listening (a replica that is gone)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(200 if self.path == "/ready" else 503)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self._answer(503)
+
+    def _answer(self, status: int) -> None:
+        body = b'{"status": "ready"}' if status == 200 else b'{"error": {"message": "the server is shutting down"}}'
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Quiet(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        pass  # HAProxy closes its check connections as soon as it has the status line
+
+
+def test_what_never_reached_a_replica_is_retried_on_another(fleet, tmp_path):
+    replicas, _, _, _ = fleet
+    refusing = _Quiet(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=refusing.serve_forever, daemon=True).start()
+    fake = SimpleNamespace(grpc_target=f"127.0.0.1:{free_port()}", http_port=refusing.server_address[1])
+    proxy = start_proxy([replicas[0], replicas[2], fake], tmp_path, check_inter="1s", check_fall=CHECK_FALL)
+    try:
+        proxy.wait_for("r3", "UP", timeout=15)
+        # Every third request meets the refusing "replica" (HTTP: a 503 before any work) or its closed gRPC port.
+        with httpx.Client(base_url=proxy.http_url, timeout=30) as client:
+            answers = [client.post("/v1/audio/speech", json={"input": "retried", "max_new_tokens": TOKENS, "response_format": "pcm"})
+                       for _ in range(12)]
+        assert [r.status_code for r in answers] == [200] * 12, [r.text for r in answers if r.status_code != 200]
+        assert {r.headers["x-vocalis-replica"] for r in answers} <= {"r1", "r2"}
+        config = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, max_new_tokens=TOKENS)
+        with Client(proxy.grpc_target, timeout=30) as client:
+            assert all(len(client.synthesize(config, "retried").audio) > 0 for _ in range(9))
+    finally:
+        proxy.stop()
+        refusing.shutdown()

@@ -211,17 +211,23 @@ class UpstreamPools:
         return await self._call(self.default, lambda c: c.get_voice(name))
 
     async def create_voice(self, request: voices_pb2.CreateVoiceRequest) -> voices_pb2.Voice:
+        return (await self.upload(request))[0]
+
+    async def upload(self, request: voices_pb2.CreateVoiceRequest) -> tuple[voices_pb2.Voice, dict[str, str]]:
         """Stored through one live member of every pool. The answer is what was stored: the voice when a pool stored
-        it (a pool that could not is logged, and takes the voice on the next upload), the error when none did."""
+        it, with each pool's outcome ("stored", or why not: that pool takes the voice on the next upload), the error
+        when none did."""
         outcomes = await asyncio.gather(*(self._call(pool, lambda c: c.create_voice(request)) for pool in self.pools),
                                         return_exceptions=True)
         stored = [o for o in outcomes if isinstance(o, voices_pb2.Voice)]
+        if not stored:
+            raise next(o for o in outcomes if isinstance(o, BaseException))
+        report: dict[str, str] = {}
         for pool, outcome in zip(self.pools, outcomes, strict=True):
-            if isinstance(outcome, BaseException) and stored:
+            report[pool or "default"] = "stored" if isinstance(outcome, voices_pb2.Voice) else str(outcome)
+            if isinstance(outcome, BaseException):
                 log.warning("upload of %r: stored, but not through pool %r: %s", request.name, pool or "default", outcome)
-        if stored:
-            return stored[0]
-        raise next(o for o in outcomes if isinstance(o, BaseException))
+        return stored[0], report
 
     async def delete_voice(self, name: str) -> str:
         outcomes = await asyncio.gather(*(self._call(pool, lambda c: c.delete_voice(name)) for pool in self.pools), return_exceptions=True)

@@ -108,7 +108,7 @@ def validation_message(errors: Sequence[Any], required: Sequence[str] = ()) -> t
 def error_response(error: VocalisError) -> JSONResponse:
     status = http_status(error)
     headers = {}
-    if status == 429:
+    if status in (429, 503):  # overloaded, draining or the voice store away: try again after this
         headers["Retry-After"] = error.metadata.get("retry_after_s", "1")
     return JSONResponse(error_body(status, error.message, http_field(error.field), error.reason or None), status, headers)
 

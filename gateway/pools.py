@@ -6,6 +6,11 @@ no model. The pools look like one AsyncClient to the routes: synthesis goes to t
 turn; a WebSocket keeps the member it opened with), /v1/models and /v1/audio/voices merge every pool's answer, and an
 upload or delete goes to every pool, so that each pool's store has the voice (pools that share one voice store
 simply get a new generation of the same clip).
+
+Members are health-checked as a proxy would (gateway/members.py): one that fails its checks, or whose call fails
+before reaching it, gets no requests until it passes again. A call that failed with UNAVAILABLE before any answer
+(connection refused, a draining replica's refusal) did no work, so it is made again on the next live member; one
+that had begun answering is never repeated.
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ import binascii
 import copy
 import itertools
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 import grpc
 
 from vocalis.clients.aio import AsyncClient, AsyncTextSession
 from vocalis.clients.errors import FieldViolation, InvalidArgument, NotFound, VocalisError
+from vocalis.gateway.members import Member, Watch, never_reached
 from vocalis.tts.v1 import metrics_pb2, models_pb2, synthesizer_pb2, voices_pb2
+
+log = logging.getLogger(__name__)
 
 
 def parse_upstreams(values: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -41,14 +50,25 @@ def parse_upstreams(values: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 
 class Pool:
-    """The servers of one model: calls go to them in turn."""
+    """The servers of one model: calls go to the live ones in turn."""
 
     def __init__(self, clients: Sequence[AsyncClient]) -> None:
-        self.clients = list(clients)
-        self._turn = itertools.cycle(range(len(self.clients)))
+        self.members = [Member(client) for client in clients]
+        self._turn = itertools.count()
+
+    @property
+    def clients(self) -> list[AsyncClient]:
+        return [member.client for member in self.members]
+
+    def order(self) -> list[Member]:
+        """Every member, the live ones first, starting at the next in turn (the down ones last: if all are down, they
+        are tried anyway, and the caller hears why they failed)."""
+        start = next(self._turn) % len(self.members)
+        turn = self.members[start:] + self.members[:start]
+        return [m for m in turn if m.up] + [m for m in turn if not m.up]
 
     def next(self) -> AsyncClient:
-        return self.clients[next(self._turn)]
+        return self.order()[0].client
 
 
 class UpstreamPools:
@@ -58,6 +78,7 @@ class UpstreamPools:
         if not pools:
             raise ValueError("no upstream pools")
         self.pools = {model: Pool([AsyncClient(a, root_certificates=root_certificates) for a in addresses]) for model, addresses in pools.items()}
+        self._watch = Watch([member for pool in self.pools.values() for member in pool.members])
         self.default = "" if "" in self.pools else next(iter(self.pools))
         self.metadata: tuple[tuple[str, str], ...] = ()
         self._names: dict[str, str] = {}
@@ -69,13 +90,26 @@ class UpstreamPools:
         return view
 
     def _client(self, pool: str) -> AsyncClient:
+        self._watch.start()
         return self.pools[pool].next().with_metadata(self.metadata)
 
-    def _every(self) -> list[AsyncClient]:
-        """One member of each pool."""
-        return [self._client(pool) for pool in self.pools]
+    async def _call(self, pool: str, call):  # noqa: ANN001, ANN202
+        """`call(client)` on the pool's next live member; made again on the next one while it fails before reaching one."""
+        self._watch.start()
+        failure: VocalisError | None = None
+        for member in self.pools[pool].order():
+            try:
+                return await call(member.client.with_metadata(self.metadata))
+            except VocalisError as error:
+                if not never_reached(error):
+                    raise
+                member.call_failed(error)
+                failure = error
+        assert failure is not None
+        raise failure
 
     async def close(self) -> None:
+        await self._watch.stop()
         for pool in self.pools.values():
             for client in pool.clients:
                 await client.close()
@@ -99,7 +133,7 @@ class UpstreamPools:
     async def _learn_names(self) -> None:
         for pool in self.pools:
             try:
-                models = await self._client(pool).list_models()
+                models = await self._call(pool, lambda c: c.list_models())
             except VocalisError:
                 continue  # that pool is down: its names are learnt next time
             for model in models:
@@ -111,9 +145,20 @@ class UpstreamPools:
     async def synthesize(
         self, config: synthesizer_pb2.SessionConfig, text: str, *, timeout: float | None = None
     ) -> AsyncIterator[synthesizer_pb2.SynthesizeResponse]:
-        client = self._client(await self._pool_for(config.model))
-        async for response in client.synthesize(config, text, timeout=timeout):
-            yield response
+        pool = await self._pool_for(config.model)
+        self._watch.start()
+        members = self.pools[pool].order()
+        for index, member in enumerate(members):
+            answered = False
+            try:
+                async for response in member.client.with_metadata(self.metadata).synthesize(config, text, timeout=timeout):
+                    answered = True
+                    yield response
+                return
+            except VocalisError as error:
+                if answered or not never_reached(error) or index == len(members) - 1:
+                    raise
+                member.call_failed(error)
 
     async def session(self, config: synthesizer_pb2.SessionConfig, *, timeout: float | None = None) -> AsyncTextSession:
         return await self._client(await self._pool_for(config.model)).session(config, timeout=timeout)
@@ -133,13 +178,13 @@ class UpstreamPools:
         return list(merged.values())
 
     async def get_model(self, name: str) -> models_pb2.Model:
-        return await self._client(await self._pool_for(name)).get_model(name)
+        return await self._call(await self._pool_for(name), lambda c: c.get_model(name))
 
     # -- voices: merged listings, changes on every pool -------------------------------------
 
     async def list_voices(self, model: str = "") -> list[voices_pb2.Voice]:
         if model:
-            return await self._client(await self._pool_for(model)).list_voices(model)
+            return await self._call(await self._pool_for(model), lambda c: c.list_voices(model))
         merged: dict[str, voices_pb2.Voice] = {}
         for voices in await self._gather(lambda c: c.list_voices()):
             for voice in voices:
@@ -154,7 +199,7 @@ class UpstreamPools:
     async def list_voices_page(self, model: str = "", *, page_size: int = 0, page_token: str = "") -> tuple[list[voices_pb2.Voice], str]:
         if model or len(self.pools) == 1:
             pool = await self._pool_for(model) if model else self.default
-            return await self._client(pool).list_voices_page(model, page_size=page_size, page_token=page_token)
+            return await self._call(pool, lambda c: c.list_voices_page(model, page_size=page_size, page_token=page_token))
         after = _read_token(page_token)
         voices = [v for v in await self.list_voices() if v.name.lower() > after]
         size = page_size or 100
@@ -163,14 +208,29 @@ class UpstreamPools:
         return page, (_token(page[-1].name.lower()) if more and page else "")
 
     async def get_voice(self, name: str) -> voices_pb2.Voice:
-        return await self._client(self.default).get_voice(name)
+        return await self._call(self.default, lambda c: c.get_voice(name))
 
     async def create_voice(self, request: voices_pb2.CreateVoiceRequest) -> voices_pb2.Voice:
-        results = await self._gather(lambda c: c.create_voice(request))
-        return results[0]
+        return (await self.upload(request))[0]
+
+    async def upload(self, request: voices_pb2.CreateVoiceRequest) -> tuple[voices_pb2.Voice, dict[str, str]]:
+        """Stored through one live member of every pool. The answer is what was stored: the voice when a pool stored
+        it, with each pool's outcome ("stored", or why not: that pool takes the voice on the next upload), the error
+        when none did."""
+        outcomes = await asyncio.gather(*(self._call(pool, lambda c: c.create_voice(request)) for pool in self.pools),
+                                        return_exceptions=True)
+        stored = [o for o in outcomes if isinstance(o, voices_pb2.Voice)]
+        if not stored:
+            raise next(o for o in outcomes if isinstance(o, BaseException))
+        report: dict[str, str] = {}
+        for pool, outcome in zip(self.pools, outcomes, strict=True):
+            report[pool or "default"] = "stored" if isinstance(outcome, voices_pb2.Voice) else str(outcome)
+            if isinstance(outcome, BaseException):
+                log.warning("upload of %r: stored, but not through pool %r: %s", request.name, pool or "default", outcome)
+        return stored[0], report
 
     async def delete_voice(self, name: str) -> str:
-        outcomes = await asyncio.gather(*(c.delete_voice(name) for c in self._every()), return_exceptions=True)
+        outcomes = await asyncio.gather(*(self._call(pool, lambda c: c.delete_voice(name)) for pool in self.pools), return_exceptions=True)
         deleted = [o for o in outcomes if isinstance(o, str)]
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         other = [f for f in failures if not isinstance(f, NotFound)]
@@ -189,29 +249,58 @@ class UpstreamPools:
         )
 
     async def probe(self, service: str, timeout: float = 2.0) -> tuple[bool, dict]:
-        """Every pool has a member that passes `service`; the admission state of the first that did, per pool."""
-        results = await asyncio.gather(*(self._probe_pool(pool, service, timeout) for pool in self.pools))
-        return all(ok for ok, _ in results), {"pools": {pool or "default": admission for pool, (_, admission) in zip(self.pools, results, strict=True)}}
-
-    async def _probe_pool(self, pool: str, service: str, timeout: float) -> tuple[bool, dict]:
-        for client in self.pools[pool].clients:
-            ok, admission = await client.with_metadata(self.metadata).probe(service, timeout)
-            if ok:
-                return ok, admission
-        return False, {}
+        """Every pool has a member that passes `service`. Per pool: the admission state of the first that did, and
+        every member's state: "up", "down" (did not pass), or "rising" (passes again, but takes requests only after
+        `rise` checks); `degraded` names the pools with a member not up, `down` those with no member passing."""
+        self._watch.start()
+        answers = await asyncio.gather(*(
+            asyncio.gather(*(m.client.with_metadata(self.metadata).probe(service, timeout) for m in pool.members))
+            for pool in self.pools.values()
+        ))
+        admission: dict[str, dict] = {}
+        members: dict[str, dict[str, str]] = {}
+        degraded, down = [], []
+        for (name, pool), results in zip(self.pools.items(), answers, strict=True):
+            label = name or "default"
+            admission[label] = next((a for ok, a in results if ok), {})
+            members[label] = {m.client.target: ("up" if m.up else "rising") if ok else "down"
+                              for m, (ok, _) in zip(pool.members, results, strict=True)}
+            if any(state != "up" for state in members[label].values()):
+                degraded.append(label)
+            if not any(ok for ok, _ in results):
+                down.append(label)
+        return not down, {"pools": admission, "members": members, "degraded": degraded, "down": down}
 
     async def _any_member(self, pool: str, check) -> bool:  # noqa: ANN001
-        for client in self.pools[pool].clients:
-            if await check(client.with_metadata(self.metadata)):
+        for member in self.pools[pool].order():
+            if await check(member.client.with_metadata(self.metadata)):
                 return True
         return False
 
     async def get_metrics(self) -> metrics_pb2.GetMetricsResponse:
-        """The default pool's metrics (expositions of several servers cannot be merged into one; scrape each replica)."""
-        return await self._client(self.default).get_metrics()
+        """The default pool's metrics (expositions of several servers cannot be merged into one; scrape each replica),
+        with the gateway's own view of every pool: its members, and how many take requests (0: the pool is down)."""
+        exposition = await self._call(self.default, lambda c: c.get_metrics())
+        lines = [
+            "# HELP vocalis_gateway_pool_members Upstream servers in each pool of this gateway.",
+            "# TYPE vocalis_gateway_pool_members gauge",
+            *(f'vocalis_gateway_pool_members{{pool="{name or "default"}"}} {len(pool.members)}' for name, pool in self.pools.items()),
+            "# HELP vocalis_gateway_pool_members_up Members of each pool taking requests (passing their health checks).",
+            "# TYPE vocalis_gateway_pool_members_up gauge",
+            *(f'vocalis_gateway_pool_members_up{{pool="{name or "default"}"}} {sum(m.up for m in pool.members)}'
+              for name, pool in self.pools.items()),
+        ]
+        text, end = exposition.text, ""
+        if text.rstrip().endswith("# EOF"):  # OpenMetrics: families go before the end marker
+            text, end = text.rstrip()[: -len("# EOF")], "# EOF\n"
+        merged = metrics_pb2.GetMetricsResponse()
+        merged.CopyFrom(exposition)
+        merged.text = text.rstrip("\n") + "\n" + "\n".join(lines) + "\n" + end
+        return merged
 
     async def _gather(self, call) -> list:  # noqa: ANN001
-        return list(await asyncio.gather(*(call(client) for client in self._every())))
+        """`call` on one live member of each pool (the next one when it fails before reaching it)."""
+        return list(await asyncio.gather(*(self._call(pool, call) for pool in self.pools)))
 
 
 def _token(after: str) -> str:

@@ -13,13 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
-WHOLE_FILE_FORMATS = ("flac",)
-"""Sent as one whole file unless a stream is asked for: a streamed FLAC cannot hold its length, and libsndfile
-(soundfile) then refuses to read it. Every other format leaves as it is made (chunked transfer) whatever the
-request says, as OpenAI's speech endpoint does."""
-STREAMED_FILE_FORMATS = ("wav",)
-"""Files whose header must say "unknown length" to leave as they are made: asked for without a stream, they are
-still streamed (AUDIO_DELIVERY_STREAM), since WAV is the default format that SDK users get without asking."""
+WHOLE_FILE_FORMATS = ("flac", "wav")
+"""Sent as one whole file, with its exact length in its header and a Content-Length, unless a stream is asked for
+(`stream_format`, `stream`): a streamed FLAC cannot hold its length (libsndfile then refuses it), and a streamed
+WAV's header says "unknown length" (0xFFFFFFFF), which Python's `wave` reads as a 27-hour clip. Asked for as a
+stream, both leave as they are made; every other format leaves as it is made (chunked transfer) whatever the request
+says, as OpenAI's speech endpoint does."""
 MAX_PARAMS_DEPTH = 8
 """Deepest nesting in extra_params, as the server allows."""
 
@@ -181,7 +180,7 @@ class SpeechRequest(_Body):
     def stream_delivery(self) -> bool:
         """Whether to ask for AUDIO_DELIVERY_STREAM (else a file, which still leaves as it is made where the
         format allows: PCM, MP3, Opus, AAC)."""
-        return self.streaming or self.response_format in STREAMED_FILE_FORMATS
+        return self.streaming
 
 
 class _BatchFields(BaseModel):

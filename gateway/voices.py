@@ -11,6 +11,7 @@ from google.protobuf import json_format
 
 from vocalis.clients.errors import FieldViolation, VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
+from vocalis.gateway.pools import UpstreamPools
 from vocalis.tts.v1 import voices_pb2
 
 router = APIRouter(tags=["voices"])
@@ -77,6 +78,9 @@ async def create_voice(
             raise HTTPException(400, "speaker_embedding must be a JSON array of numbers")
         request.speaker_embedding.extend(values)
     try:
+        if isinstance(client, UpstreamPools) and len(client.pools) > 1:  # several stores: say which took the voice
+            voice, outcomes = await client.upload(request)
+            return {"success": True, "voice": voice_json(voice), "pools": outcomes}
         voice = await client.create_voice(request)
     except VocalisError as error:
         raise _with_form_names(error) from None

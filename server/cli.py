@@ -19,7 +19,7 @@ from vocalis.clients.voices_cli import voices
 from vocalis.gateway.config import GatewayConfig
 from vocalis.gateway.flags import gateway_options
 from vocalis.server.auth import load_keys
-from vocalis.server.config import SecurityConfig, ServerConfig, VoiceConfig
+from vocalis.server.config import DRAIN_DELAY_S, SecurityConfig, ServerConfig, VoiceConfig
 
 
 def _configure_logging(level: str) -> None:
@@ -57,6 +57,8 @@ def main() -> None:
 @click.option("--voice-store", default=None, metavar="URL",
               help="Keep uploaded voices in PostgreSQL (postgresql://user@host:port/db), shared by replicas on any "
                    "machine, instead of --voice-dir.")
+@click.option("--voice-store-timeout", default=1.0, show_default=True, type=click.FloatRange(min=0.05),
+              help="Seconds a voice store call waits for the database before answering UNAVAILABLE (503, Retry-After).")
 @click.option("--custom-voice-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Precomputed voices: a directory with a manifest.json.")
 @click.option("--max-voices", default=1000, show_default=True, type=int, help="Most uploaded voices the store holds.")
@@ -75,7 +77,12 @@ def main() -> None:
 @click.option("--max-sessions-per-key", default=0, show_default=True, type=int, help="Open sessions one key may hold (0: no limit).")
 @click.option("--session-idle-timeout", default=60.0, show_default=True, type=float,
               help="Seconds a Synthesize session may wait between its config and its first text.")
-@click.option("--drain-grace", default=30.0, show_default=True, type=float, help="Seconds running sessions get to finish on SIGTERM.")
+@click.option("--drain-delay", default=DRAIN_DELAY_S, show_default=True, type=click.FloatRange(min=0),
+              help="On SIGTERM, seconds new work is still admitted after /ready turns 503, so the proxy's health checks "
+                   "take the replica out before it refuses anything (default: fall x (inter + timeout) of "
+                   "deploy/haproxy/haproxy.cfg, 2 x (1 s + 1 s)).")
+@click.option("--drain-grace", default=30.0, show_default=True, type=float,
+              help="Then, seconds running sessions get to finish before the process exits.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @gateway_options
 def serve(
@@ -93,6 +100,7 @@ def serve(
     forced_aligner: Path | None,
     voice_dir: Path | None,
     voice_store: str | None,
+    voice_store_timeout: float,
     custom_voice_dir: Path | None,
     max_voices: int,
     allow_ref_audio_host: tuple[str, ...],
@@ -106,6 +114,7 @@ def serve(
     tls_key: Path | None,
     max_sessions_per_key: int,
     session_idle_timeout: float,
+    drain_delay: float,
     drain_grace: float,
     log_level: str,
     gateway_config: GatewayConfig,
@@ -154,12 +163,14 @@ def serve(
         voices=VoiceConfig(
             voice_dir=voice_dir,
             voice_store=voice_store,
+            voice_store_timeout_s=voice_store_timeout,
             custom_voice_dir=custom_voice_dir,
             max_voices=max_voices,
             allowed_ref_hosts=allow_ref_audio_host,
             ref_audio_dir=ref_audio_dir,
         ),
         security=security,
+        drain_delay_s=drain_delay,
         drain_grace_s=drain_grace,
     )
     # Imported here: client commands should start fast, without torch and the engine.

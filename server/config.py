@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+PROXY_CHECK_FALL, PROXY_CHECK_INTER_S, PROXY_CHECK_TIMEOUT_S = 2, 1.0, 1.0
+"""The health-check timing deploy/haproxy/haproxy.cfg documents (fall 2, inter 1s, timeout check 1s)."""
+DRAIN_DELAY_S = PROXY_CHECK_FALL * (PROXY_CHECK_INTER_S + PROXY_CHECK_TIMEOUT_S)
+"""The longest such a proxy takes to mark a replica down: `fall` checks, each up to an interval plus its timeout (4 s)."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -50,6 +55,8 @@ class VoiceConfig:
     """Uploaded voices (shared by every process pointing at it). None: under the user's data dir."""
     voice_store: str | None = None
     """Where uploaded voices live when not in voice_dir: a postgresql:// URL (shared by replicas on any machine)."""
+    voice_store_timeout_s: float = 1.0
+    """The longest a voice store call waits for the database before answering UNAVAILABLE."""
     custom_voice_dir: Path | None = None
     """Precomputed voices: a directory with a manifest.json."""
     max_voices: int = 1000
@@ -108,7 +115,9 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     voices: VoiceConfig = field(default_factory=VoiceConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    drain_delay_s: float = DRAIN_DELAY_S
+    """On SIGTERM, how long new work is still admitted after the probes turn NOT_SERVING (the proxies noticing)."""
     drain_grace_s: float = 30.0
-    """On SIGTERM, how long running sessions may take to finish before the process exits."""
+    """Then, how long running sessions may take to finish before the process exits."""
     retry_after_s: int = 1
     """Seconds a client is told to wait after RESOURCE_EXHAUSTED."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -55,10 +57,14 @@ class GrpcServer:
         await self.health.set(STARTUP, health_pb2.HealthCheckResponse.SERVING)  # Watch on the probe names; Check computes them
         await self.set_serving(True)
 
-    async def drain(self, grace: float) -> bool:
-        """Refuse new sessions, report NOT_SERVING, wait up to `grace` s for the running ones."""
+    async def drain(self, delay: float, grace: float) -> bool:
+        """Leave in two steps: report NOT_SERVING at once but admit new sessions for `delay` s, the time the proxies'
+        health checks take to stop sending (what they send meanwhile is served, not refused); then refuse new
+        sessions and wait up to `grace` s for the running ones. True when they all finished."""
         self.lifecycle.state = State.DRAINING
         await self.set_serving(False)
+        await asyncio.sleep(delay)
+        self.lifecycle.state = State.STOPPING
         return await self.lifecycle.wait_idle(grace)
 
     async def set_serving(self, serving: bool) -> None:

@@ -1,9 +1,10 @@
-"""Whether the server takes new sessions: starting, serving, draining; and how many run per key.
+"""Whether the server takes new sessions: starting, serving, draining, stopping; and how many run per key.
 
 One interceptor sees every call. Before the model is warmed up and once a drain has
-begun, new calls (other than health, reflection and metrics) get UNAVAILABLE at once; while
-serving, a key may hold at most `max_sessions_per_key` Synthesize sessions. It also
-counts the sessions in flight, so a drain can wait for them to finish.
+closed the door (STOPPING), new calls (other than health, reflection and metrics) get UNAVAILABLE
+at once; while serving, and in the first step of a drain (DRAINING: not ready, so the proxies
+stop sending, but what they still send is served), a key may hold at most `max_sessions_per_key`
+Synthesize sessions. It also counts the sessions in flight, so a drain can wait for them to finish.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class State(enum.Enum):
     STARTING = "starting"
     SERVING = "serving"
     DRAINING = "draining"
+    """Not ready (probes say NOT_SERVING) but still admitting: the proxies are noticing."""
+    STOPPING = "stopping"
+    """New work refused; running work finishing."""
 
 
 class Lifecycle:
@@ -54,7 +58,7 @@ class Lifecycle:
         if self.state is State.STARTING:
             return StatusError(grpc.StatusCode.UNAVAILABLE, "the server is starting: the model is loading", "STARTING",
                                metadata={"retry_after_s": str(self.retry_after_s)})
-        if self.state is State.DRAINING:
+        if self.state is State.STOPPING:
             return StatusError(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; use another replica", "DRAINING",
                                metadata={"retry_after_s": str(self.retry_after_s)})
         return None

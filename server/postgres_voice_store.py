@@ -30,6 +30,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vocalis.server.audio_decoding import DecodedAudio
 from vocalis.server.errors import StatusError
+from vocalis.server.store_outage import Outage
 from vocalis.server.voice_store import (
     CANONICAL_RATE,
     NAME_PATTERN,
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 CHANNEL = "vocalis_voices"
 """NOTIFY channel; payload "retired <generation>"."""
 WRITE_LOCK = 0x766F696365  # "voice": advisory lock serialising writers (count check, pointer swap)
+RECONNECT_S = 2.0
+"""How long the pool retries a lost connection (attempts at 0, 1 and 2 s) before the next call starts afresh."""
+CONNECT_TIMEOUT_S = 2
+"""libpq's connect_timeout (whole seconds, 2 at least): a host that does not answer at all."""
 
 _RECORD_COLUMNS = (
     "g.name, g.generation, g.consent, g.created_at, g.ref_text, g.description, g.content_hash, g.mime_type, g.duration_s, g.embedding_dim"
@@ -53,9 +58,11 @@ _RECORD_COLUMNS = (
 
 class PostgresVoiceStore:
     def __init__(
-        self, url: str, retire_after_s: float = 300.0, cache_bytes: int = 64 * 2**20, pool_size: int = 4, wait_s: float = 5.0
+        self, url: str, retire_after_s: float = 300.0, cache_bytes: int = 64 * 2**20, pool_size: int = 4, wait_s: float = 1.0
     ) -> None:
         self.url = url
+        self.wait_s = wait_s
+        """The longest a call waits for a connection before the store is reported UNAVAILABLE."""
         self.retire_after_s = retire_after_s
         """How long a replaced or deleted generation stays readable by requests that read its pointer before the change."""
         try:
@@ -63,10 +70,16 @@ class PostgresVoiceStore:
                 migrate(connection)
         except psycopg.Error as error:
             raise ValueError(f"cannot open the voice store at {describe(url)}: {error}") from None
+        # Outages: a call waits at most `wait_s` for a connection; a pooled connection is checked before use (one
+        # that died with the server is replaced, not handed out); reconnect attempts back off for at most
+        # RECONNECT_S before the pool gives up and the next call starts a fresh one (the default, 5 minutes of
+        # doubling delays, kept replicas failing for half a minute after the database was back).
         self._pool = ConnectionPool(
-            url, min_size=1, max_size=pool_size, timeout=wait_s, kwargs={"autocommit": True, "connect_timeout": 5}, open=True,
+            url, min_size=1, max_size=pool_size, timeout=wait_s, check=ConnectionPool.check_connection,
+            reconnect_timeout=RECONNECT_S, kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, open=True,
             name="vocalis-voices",
         )
+        self._outage = Outage(hold_s=wait_s)
         self._cache = DecodedClipCache(cache_bytes)
         self._embeddings: dict[str, np.ndarray | None] = {}
         self._lock = threading.Lock()
@@ -217,17 +230,28 @@ class PostgresVoiceStore:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection; the database out of reach is UNAVAILABLE to the caller, not an internal error."""
+        """A pooled connection; the database out of reach is UNAVAILABLE to the caller, not an internal error.
+        Within `wait_s` of a failed call, calls fail at once (Outage) rather than each waiting for the pool."""
+        if self._outage.recent():
+            raise self._unavailable()
         try:
             with self._pool.connection() as connection:
                 yield connection
         except (psycopg.OperationalError, PoolTimeout) as error:
-            raise StatusError(
-                grpc.StatusCode.UNAVAILABLE,
-                f"the voice store (PostgreSQL at {describe(self.url)}) cannot be reached; retry shortly",
-                "VOICE_STORE_UNAVAILABLE",
-                metadata={"retry_after_s": "1"},
-            ) from error
+            if self._outage.failed():  # one line per outage, not one per call
+                log.warning("voice store: PostgreSQL at %s cannot be reached (%s); answering UNAVAILABLE", describe(self.url),
+                            str(error).strip() or type(error).__name__)
+            raise self._unavailable() from None
+        if self._outage.succeeded():
+            log.warning("voice store: PostgreSQL at %s reachable again", describe(self.url))
+
+    def _unavailable(self) -> StatusError:
+        return StatusError(
+            grpc.StatusCode.UNAVAILABLE,
+            f"the voice store (PostgreSQL at {describe(self.url)}) cannot be reached; retry shortly",
+            "VOICE_STORE_UNAVAILABLE",
+            metadata={"retry_after_s": "1"},
+        )
 
     @contextmanager
     def _writing(self) -> Iterator[psycopg.Connection]:

@@ -1,9 +1,10 @@
 """Start-up and shut-down of a serving process: model, engine, gRPC server, gateway.
 
 Start-up: load the model, listen (health NOT_SERVING, sessions UNAVAILABLE), warm the
-model up with one short utterance, then SERVING. On SIGTERM or SIGINT: drain — health
-NOT_SERVING, new sessions UNAVAILABLE, running ones get `drain_grace_s` to finish —
-then stop the gateway and the gRPC server and exit 0.
+model up with one short utterance, then SERVING. On SIGTERM or SIGINT: drain in two steps —
+health NOT_SERVING at once while new sessions are still admitted for `drain_delay_s` (the proxies'
+checks notice and stop sending; SIGINT skips this step), then new sessions UNAVAILABLE and running ones get `drain_grace_s`
+to finish — then stop the gateway and the gRPC server and exit 0.
 """
 
 from __future__ import annotations
@@ -100,9 +101,10 @@ async def run_server(
     catalog = build_voice_catalog(engine, config.voices)
     grpc_server = await start_grpc_server(engine, config, catalog)
     stop = asyncio.Event()
+    received: list[signal.Signals] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, lambda sig=sig: (received.append(sig), stop.set()))
     http = None
     serving: asyncio.Task | None = None
     try:
@@ -119,7 +121,10 @@ async def run_server(
             await asyncio.wait([serving, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
         else:
             await stop.wait()
-        finished = await grpc_server.drain(config.drain_grace_s)
+        # SIGTERM is an orchestrator's or a proxy's operator taking the replica out: give the proxies the drain delay.
+        # SIGINT is someone at a terminal: no proxy to wait for.
+        delay = config.drain_delay_s if signal.SIGTERM in received else 0.0
+        finished = await grpc_server.drain(delay, config.drain_grace_s)
         if not finished:
             log.warning("drain: %d sessions still running after %.0f s; stopping them", grpc_server.lifecycle.in_flight, config.drain_grace_s)
     finally:

@@ -168,6 +168,6 @@ def build_voice_catalog(engine: Engine, config: VoiceConfig) -> VoiceCatalog:
     from vocalis.server.precomputed_voices import load_precomputed
     from vocalis.server.voice_store_backend import open_voice_store
 
-    store = open_voice_store(config.voice_store or config.voice_dir or default_voice_dir())
+    store = open_voice_store(config.voice_store or config.voice_dir or default_voice_dir(), config.voice_store_timeout_s)
     precomputed = load_precomputed(config.custom_voice_dir) if config.custom_voice_dir else []
     return VoiceCatalog(list(engine.models.values()), store, precomputed)

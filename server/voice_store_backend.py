@@ -56,10 +56,10 @@ def is_postgres_url(location: str) -> bool:
     return location.startswith(POSTGRES_SCHEMES)
 
 
-def open_voice_store(location: str | Path) -> VoiceStoreBackend:
-    """The store at `location`: a postgresql:// URL, or a directory (created if missing)."""
+def open_voice_store(location: str | Path, timeout_s: float = 1.0) -> VoiceStoreBackend:
+    """The store at `location`: a postgresql:// URL (calls wait at most `timeout_s` for it), or a directory (created if missing)."""
     if isinstance(location, str) and is_postgres_url(location):
         from vocalis.server.postgres_voice_store import PostgresVoiceStore  # psycopg only when asked for
 
-        return PostgresVoiceStore(location)
+        return PostgresVoiceStore(location, wait_s=timeout_s)
     return VoiceStore(Path(location))

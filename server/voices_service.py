@@ -62,9 +62,9 @@ class VoicesService(voices_pb2_grpc.VoicesServicer):
         try:
             size = page_size(request.page_size)
             after = read_page_token(request.page_token, request.model)
-        except StatusError as error:
+            voices, more = await asyncio.to_thread(self.catalog.page, request.model, after, size)
+        except StatusError as error:  # the store out of reach (UNAVAILABLE) too
             await abort(context, error)
-        voices, more = await asyncio.to_thread(self.catalog.page, request.model, after, size)
         token = page_token(voices[-1].name.lower(), request.model) if more and voices else ""
         return voices_pb2.ListVoicesResponse(voices=[to_proto(v) for v in voices], next_page_token=token)
 
@@ -129,6 +129,8 @@ class VoicesService(voices_pb2_grpc.VoicesServicer):
             record = await asyncio.to_thread(self.catalog.store.delete, name)
         except VoiceNotFound:
             await abort(context, not_found(name, [], field="name"))
+        except StatusError as error:  # the store out of reach
+            await abort(context, error)
         return voices_pb2.DeleteVoiceResponse(name=record.name)
 
 

@@ -6,6 +6,7 @@ The config lists three replicas; with fewer, the spare server lines point at the
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
+import soundfile as sf
 
 from tests.serving import ROOT, RunningServer, free_port
 
@@ -23,6 +26,16 @@ CONFIG = ROOT / "deploy" / "haproxy" / "haproxy.cfg"
 SLOTS = 3
 _STATUS = re.compile(r'^haproxy_server_status\{([^}]*)\}\s+(\S+)$', re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def voice_clip(seed: int, seconds: float = 1.5, rate: int = 16000) -> bytes:
+    """A WAV an upload accepts as a speaker's clip, different for every `seed`."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t + rng.uniform(0, 6))
+    buffer = io.BytesIO()
+    sf.write(buffer, (0.3 * envelope * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate, format="WAV")
+    return buffer.getvalue()
 
 
 @dataclass

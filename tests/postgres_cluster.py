@@ -64,6 +64,18 @@ class Cluster:
             command = [runuser(), "-u", self.user, "--", *command]
         subprocess.run(command, check=True, timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
+    options: str = ""
+
+    def halt(self) -> None:
+        """Stop the server (its clients cut off at once), keeping its data for `resume`. Fast, not immediate: with
+        synchronous_commit off, an immediate stop may lose the last commits."""
+        self._run("pg_ctl", "stop", "-D", str(self.directory / "data"), "-m", "fast", timeout=30)
+
+    def resume(self) -> None:
+        """Start it again on the same port, with the same data."""
+        data = self.directory / "data"
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(data), "-l", str(self.directory / "log"), "-o", self.options, timeout=90)
+
     def stop(self) -> None:
         try:
             self._run("pg_ctl", "stop", "-D", str(self.directory / "data"), "-m", "immediate", timeout=30)
@@ -84,12 +96,13 @@ def start_cluster() -> Cluster:
     if user:
         entry = pwd.getpwnam(user)
         os.chown(directory, entry.pw_uid, entry.pw_gid)
-    cluster = Cluster(directory, free_port(), bindir, user)
+    port = free_port()
+    options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    cluster = Cluster(directory, port, bindir, user, options)
     data = directory / "data"
     cluster._run("initdb", "-D", str(data), "-U", "vocalis", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
-    options = f"-p {cluster.port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     try:
-        cluster._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(data), "-l", str(directory / "log"), "-o", options, timeout=90)
+        cluster.resume()
     except subprocess.CalledProcessError as error:
         log = (directory / "log").read_text() if (directory / "log").exists() else ""
         shutil.rmtree(directory, ignore_errors=True)

@@ -57,10 +57,12 @@ def start_server(
     tls_root: bytes | None = None,
     health_metadata: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
+    ports: tuple[int, int] | None = None,
 ) -> RunningServer:
     """Start `vocalis serve` with `args`; `health_metadata` (a key) when its health checks need one (--closed-health);
-    `env`: variables set for the server beside the test's own (HF_HOME, HF_HUB_OFFLINE, ...)."""
-    grpc_port, http_port = free_port(), free_port()
+    `env`: variables set for the server beside the test's own (HF_HOME, HF_HUB_OFFLINE, ...); `ports`: (gRPC, HTTP)
+    to listen on, e.g. a replica's own again after a restart (default: free ones)."""
+    grpc_port, http_port = ports or (free_port(), free_port())
     log_path = log_dir / f"server-{grpc_port}.log"
     command = [
         sys.executable, "-m", "vocalis.server", "serve",

@@ -30,6 +30,7 @@ EVERYTHING = {
     "servedModelName": "qwen3-tts",
     "extraArgs": ["--max-queued-requests", "32"],
     "drainGrace": 45,
+    "modelCache": {"enabled": True},
     "voiceStore": {"url": "postgresql://vocalis:secret@postgres:5432/vocalis"},
     "apiKeys": {"keys": ["key-one", "key-two"]},
     "gpu": {"enabled": True, "count": 2},
@@ -68,15 +69,23 @@ def serve_flags() -> set[str]:
 def test_defaults_render_valid_objects():
     documents = render_chart(CHART)
     validate(documents)
-    assert sorted(by_kind(documents)) == ["Deployment", "PersistentVolumeClaim", "PodDisruptionBudget", "Service"]
+    # No claim by default: a ReadWriteMany claim would keep the pods Pending on a cluster without an RWX class.
+    assert sorted(by_kind(documents)) == ["Deployment", "PodDisruptionBudget", "Service"]
     (deployment,) = by_kind(documents)["Deployment"]
     spec = deployment["spec"]["template"]["spec"]
     assert deployment["spec"]["replicas"] == 2
-    assert spec["terminationGracePeriodSeconds"] == 30 + 10
     main = container(documents)
-    assert main["args"][main["args"].index("--drain-grace") + 1] == "30"
-    assert "--voice-store" not in main["args"] and "--api-key-file" not in main["args"]
-    assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == by_kind(documents)["PersistentVolumeClaim"][0]["metadata"]["name"]
+    args = main["args"]
+    # Leaving: preStop sleep 5, then SIGTERM: drain delay 4 (HAProxy's fall x (inter + timeout)), drain grace 30.
+    assert main["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
+    assert args[args.index("--drain-delay") + 1] == "4" and args[args.index("--drain-grace") + 1] == "30"
+    assert spec["terminationGracePeriodSeconds"] == 5 + 4 + 30 + 10
+    assert "--voice-store" not in args and "--api-key-file" not in args
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["cache"] == {"name": "cache", "emptyDir": {"sizeLimit": "20Gi"}}
+    # Without a voice store, each pod keeps its uploads in its own emptyDir, as values.yaml says.
+    assert args[args.index("--voice-dir") + 1] == "/voices" and "emptyDir" in volumes["voices"]
+    assert {m["mountPath"] for m in main["volumeMounts"]} == {"/cache", "/voices"}
     (pdb,) = by_kind(documents)["PodDisruptionBudget"]
     assert pdb["spec"]["maxUnavailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
 
@@ -91,12 +100,16 @@ def test_everything_on_renders_valid_objects():
     (deployment,) = kinds["Deployment"]
     assert "replicas" not in deployment["spec"]  # the HPA owns the count
     spec = deployment["spec"]["template"]["spec"]
-    assert spec["terminationGracePeriodSeconds"] == 45 + 10
+    assert spec["terminationGracePeriodSeconds"] == 5 + 4 + 45 + 10
+    (claim,) = kinds["PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # enabled: one claim mounted by pods on several nodes
+    assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
     main = container(documents)
     args = main["args"]
     assert args[:2] == ["serve", EVERYTHING["model"]] and args[-2:] == ["--max-queued-requests", "32"]
     assert args[args.index("--drain-grace") + 1] == "45"
     assert main["resources"]["limits"] == {"memory": "8Gi", "nvidia.com/gpu": 2}
+    assert "--voice-dir" not in args and "voices" not in {v["name"] for v in spec["volumes"]}
 
     (secret,) = kinds["Secret"]
     assert secret["stringData"] == {"url": EVERYTHING["voiceStore"]["url"], "keys": "key-one\nkey-two"}

@@ -90,7 +90,8 @@ def test_voices_reach_every_pool_and_list_once(pools):
     t = np.arange(24000) / 16000
     sf.write(buffer, (0.3 * np.sin(2 * np.pi * 3 * t) * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 16000, format="WAV")
     files = {"audio_sample": ("v.wav", buffer.getvalue(), "audio/wav")}
-    assert httpx.post(f"{url}/v1/audio/voices", data={"name": "Pooled", "consent": "ok"}, files=files, timeout=60).status_code == 200
+    uploaded = httpx.post(f"{url}/v1/audio/voices", data={"name": "Pooled", "consent": "ok"}, files=files, timeout=60)
+    assert uploaded.status_code == 200 and uploaded.json()["pools"] == {"tiny-a": "stored", "tiny-b": "stored"}, uploaded.text
     for server in (a, b):
         assert "Pooled" in httpx.get(f"{server.http_url}/v1/audio/voices", timeout=10).json()["voices"]
     merged = httpx.get(f"{url}/v1/audio/voices", timeout=10).json()

@@ -1,4 +1,5 @@
-"""HTTP sends every format as it is made (chunked transfer), with or without stream flags.
+"""HTTP sends every format as it is made (chunked transfer) when a stream is asked for, and all but WAV and FLAC
+without one (those come whole, with their exact length).
 
 The gated tone family makes the last of three sentences only once the test has opened its
 gate, and the test opens it only after the first bytes of the body have arrived: a server
@@ -9,6 +10,8 @@ while and leaves a marker, which fails the test).
 from __future__ import annotations
 
 import io
+import struct
+import wave
 
 import av
 import httpx
@@ -42,7 +45,7 @@ def decoded_seconds(body: bytes, response_format: str) -> float:
     "extra",
     [
         {"response_format": "pcm"},
-        {"response_format": "wav"},  # the default format: streamed with an "unknown length" header
+        {"response_format": "wav", "stream_format": "audio"},  # streamed with an "unknown length" header
         {"response_format": "mp3"},
         {"response_format": "opus"},
         {"response_format": "aac"},
@@ -71,8 +74,8 @@ def test_first_bytes_leave_before_the_last_sentence_is_made(gated, extra):
     assert 3 * TONE_SECONDS <= seconds <= 3 * TONE_SECONDS + 0.2  # all three sentences, plus codec padding
 
 
-@pytest.mark.parametrize("response_format", ["flac"])
-def test_a_flac_file_is_whole_with_its_length(gated, response_format):
+@pytest.mark.parametrize("response_format", ["flac", "wav"])
+def test_a_file_is_whole_with_its_length(gated, response_format):
     server, checkpoint = gated
     (checkpoint / "gate").touch()
     body = {"input": TEXT, "response_format": response_format}
@@ -81,9 +84,14 @@ def test_a_flac_file_is_whole_with_its_length(gated, response_format):
     with sf.SoundFile(io.BytesIO(response.content)) as audio:
         assert audio.samplerate == RATE and audio.frames == 3 * int(RATE * TONE_SECONDS)  # from the header
         assert np.abs(audio.read()).max() > 0.3
+    if response_format == "wav":  # the sizes in the header are the real ones, as Python's wave module reads them
+        riff_size, data_size = struct.unpack_from("<I", response.content, 4)[0], struct.unpack_from("<I", response.content, 40)[0]
+        assert riff_size == len(response.content) - 8 and data_size == len(response.content) - 44
+        with wave.open(io.BytesIO(response.content)) as clip:
+            assert clip.getnframes() / clip.getframerate() == pytest.approx(3 * TONE_SECONDS, abs=1 / RATE)
 
 
-@pytest.mark.parametrize("response_format", ["mp3", None])  # None: the SDK sends none, so WAV
+@pytest.mark.parametrize("response_format", ["mp3", None])  # None: the SDK sends none, so WAV, streamed when asked
 def test_the_openai_sdk_streams(gated, response_format):
     from openai import OpenAI
 
@@ -91,7 +99,7 @@ def test_the_openai_sdk_streams(gated, response_format):
     gate = checkpoint / "gate"
     gate.unlink(missing_ok=True)
     client = OpenAI(base_url=f"{server.http_url}/v1", api_key="unused")
-    extra = {"response_format": response_format} if response_format else {}
+    extra = {"response_format": response_format} if response_format else {"stream_format": "audio"}
     with client.audio.speech.with_streaming_response.create(model="gated-tones", voice="tone", input=TEXT, **extra) as response:
         pieces = response.iter_bytes()
         body = bytearray(next(pieces))

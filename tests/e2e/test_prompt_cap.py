@@ -47,7 +47,7 @@ def assert_prompt_refused(response: httpx.Response) -> None:
 
 @pytest.mark.parametrize("extra", [
     {"response_format": "flac"},  # a whole file
-    {"response_format": "wav"},  # chunked as it is made
+    {"response_format": "wav", "stream_format": "audio"},  # chunked as it is made
     {"response_format": "pcm", "stream_format": "sse"},
 ])
 def test_http_prompt_longer_than_the_cache_is_400(tiny, extra):

@@ -7,7 +7,6 @@ a replica.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -18,12 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import httpx
-import numpy as np
 import pytest
-import soundfile as sf
 from websockets.sync.client import connect
 
-from tests.fleet import start_nginx, start_proxy
+from tests.fleet import start_nginx, start_proxy, voice_clip
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from tests.serving import start_server
 from tests.ws_session import audio, receive, ws_session
@@ -38,15 +35,6 @@ CHECK_INTER_S = 0.5
 CHECK_FALL = 2
 TOKENS = 20
 HOP = 160
-
-
-def clip(seed: int, seconds: float = 1.5, rate: int = 16000) -> bytes:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * rate)) / rate
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t + rng.uniform(0, 6))
-    buffer = io.BytesIO()
-    sf.write(buffer, (0.3 * envelope * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate, format="WAV")
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +69,7 @@ def fleet(tmp_path_factory):
 
 
 def upload(url: str, name: str, seed: int) -> httpx.Response:
-    files = {"audio_sample": ("voice.wav", clip(seed), "audio/wav")}
+    files = {"audio_sample": ("voice.wav", voice_clip(seed), "audio/wav")}
     return httpx.post(f"{url}/v1/audio/voices", data={"name": name, "consent": "ok"}, files=files, timeout=60)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.serving import start_server
 from tests.ws_session import events, ws_session
@@ -182,7 +183,7 @@ def test_tls_round_trip(tmp_path):
 
 
 def test_sigterm_drains(tmp_path):
-    running = start_server(tmp_path, "--drain-grace", "120")
+    running = start_server(tmp_path, "--drain-grace", "120", "--drain-delay", "2")
     text = " ".join(["This sentence keeps the voice busy for a little while."] * 5)
     results: dict[int, str] = {}
     started = threading.Barrier(5)
@@ -204,7 +205,16 @@ def test_sigterm_drains(tmp_path):
         thread.start()
     started.wait(30)
     running.process.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
     time.sleep(0.3)
+    # Step one, the drain delay: not ready (the proxies take the replica out), but what still arrives is served.
+    with grpc.insecure_channel(running.grpc_target) as channel:
+        ready = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service="vocalis.ready"), timeout=5)
+        assert ready.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        late = list(synthesizer_pb2_grpc.SynthesizerStub(channel).Synthesize(iter(session("Just in time.")), timeout=60))
+        assert late[-1].WhichOneof("response") == "session_done"
+    # Step two, past the delay: new work refused, the running streams finish.
+    time.sleep(max(0.0, signalled + 2.5 - time.monotonic()))
     with grpc.insecure_channel(running.grpc_target) as channel:
         with pytest.raises(grpc.RpcError) as caught:
             list(synthesizer_pb2_grpc.SynthesizerStub(channel).Synthesize(iter(session("Too late.")), timeout=10))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import grpc
 
 from vocalis.server import session_config
-from vocalis.server.audio_encoding import MEDIA_TYPES
+from vocalis.server.audio_encoding import media_type
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
@@ -139,7 +139,7 @@ class Session:
             encoding=session_config.PROTO_ENCODINGS[resolved.encoding],
             sample_rate=self.encoder.rate,
             channels=1,
-            media_type=MEDIA_TYPES[resolved.encoding],
+            media_type=media_type(resolved.encoding, stream=self.encoder.stream and not self.file_per_utterance),
             limits=pb.SessionLimits(
                 max_buffered_chars=self.limits.max_buffered_chars, max_input_chars=self.limits.max_input_chars
             ),

@@ -177,7 +177,7 @@ class Session:
                         "UNEXPECTED_MESSAGE",
                     )
             if not self.has_text:
-                raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
+                self._instructions_only()
             self._flush(None)
             self._end_carry()
             self._push(_END)
@@ -225,6 +225,19 @@ class Session:
         self.has_text = self.has_text or bool(text.strip())
         self._take_units(self.splitter.feed(text, time.monotonic()), "")
         self._arm_idle_timer()
+
+    def _instructions_only(self) -> None:
+        """A session without text: one empty unit where the model's instructions carry the content (AuK), else
+        EMPTY_INPUT."""
+        model = self.resolved.model
+        if not model.capabilities.instructions_carry_text:
+            raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
+        if not str(self.resolved.settings.params.get("instructions") or "").strip():
+            raise invalid_argument(
+                "text", "EMPTY_INPUT", f"input text and instructions are both empty: {model.name} takes its content from either"
+            )
+        self.splitter.clear()  # whitespace the caller sent is no unit
+        self._take_units([TextUnit("", 0, 0)], "", final=True)
 
     def _buffered_chars(self) -> int:
         """Text received and not yet in the engine: the splitter's buffer and the units waiting their turn."""

@@ -40,6 +40,10 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 log = logging.getLogger(__name__)
 
 FILE_CHUNK_BYTES = 1024 * 1024
+DRAIN_QUIET_S = 0.3
+"""A refused session ends once the client has sent nothing for this long (see Session._drain)."""
+DRAIN_MAX_S = 2.0
+"""... or after this long at most, whatever the client still sends."""
 
 
 @dataclass
@@ -182,12 +186,26 @@ class Session:
             self._end_carry()
             self._push(_END)
         except StatusError as error:
+            self._abort_units()
+            self.plan.clear()
+            await self._drain(requests)
             self._fail(error)
         except Exception:  # noqa: BLE001 - the writer must learn of it, or it would wait forever
             log.exception("reading session %s failed", self.request_id)
             self._fail(StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {self.request_id}", "INTERNAL"))
         finally:
             self._stop_idle_timer()
+
+    async def _drain(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> None:
+        """Read and drop what the client is still sending, until it stops (DRAIN_QUIET_S without a message) or
+        DRAIN_MAX_S have passed, before the call is ended: a client whose write races the end of its call gets
+        gRPC's own INTERNAL "Internal error from Core" instead of the status that says what was wrong (grpc.aio
+        replaces the call's status with it), as server/auth.py's take_first_message avoids for a refused config."""
+        deadline = time.monotonic() + DRAIN_MAX_S
+        messages = aiter(requests)
+        with contextlib.suppress(Exception):
+            while (left := deadline - time.monotonic()) > 0:
+                await asyncio.wait_for(anext(messages), min(DRAIN_QUIET_S, left))
 
     async def _until_idle(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> AsyncIterator[pb.SynthesizeRequest]:
         """`requests`; DEADLINE_EXCEEDED if no text comes within session_idle_timeout_s of the config."""

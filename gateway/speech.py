@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Coroutine
-from typing import Annotated, Any
+from collections.abc import AsyncIterator
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
+from vocalis.gateway.disconnect import ClientGone, unless_disconnected
 from vocalis.gateway.errors import error_body, http_field, http_status
 from vocalis.gateway.schemas import SpeechRequest
 from vocalis.gateway.translate import session_config
@@ -51,41 +50,10 @@ async def create_speech(
     timeout = max(x_request_timeout or config.request_timeout_s, MIN_DEADLINE_S)
     responses = client.synthesize(session_config(body, request_id), body.input, timeout=timeout)
     try:
-        return await _unless_disconnected(request, _answer(body, responses))
+        return await unless_disconnected(request, _answer(body, responses))
     except ClientGone:
         await responses.aclose()  # cancels the call: the server stops synthesizing for nobody
         return Response(status_code=499)
-
-
-class ClientGone(Exception):
-    """The HTTP client disconnected before the response began."""
-
-
-async def _unless_disconnected(request: Request, answer: Coroutine[Any, Any, Response]) -> Response:
-    """`answer`'s response, or ClientGone (with `answer` cancelled) if the client goes away first.
-
-    Starlette cancels a StreamingResponse whose client leaves, but not the wait before a response
-    starts: without this, an abandoned non-streaming request would synthesize to its end.
-    """
-    answering = asyncio.ensure_future(answer)
-    leaving = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({answering, leaving}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        leaving.cancel()
-        if not answering.done():
-            answering.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await answering
-    if answering.cancelled():
-        raise ClientGone
-    return answering.result()
-
-
-async def _disconnected(request: Request) -> None:
-    with contextlib.suppress(Exception):  # a receive channel that fails is a client that is gone
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
 
 
 async def _answer(body: SpeechRequest, responses: AsyncIterator[pb.SynthesizeResponse]) -> Response:

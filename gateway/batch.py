@@ -24,7 +24,7 @@ from vocalis.clients.aio import AsyncClient
 from vocalis.clients.errors import ResourceExhausted, VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
 from vocalis.gateway.disconnect import ClientGone, unless_disconnected
-from vocalis.gateway.errors import error_body, validation_message
+from vocalis.gateway.errors import TOO_LARGE_REASONS, error_body, validation_message
 from vocalis.gateway.schemas import BatchItemResult, BatchSpeechRequest, BatchSpeechResponse, SpeechRequest
 from vocalis.gateway.translate import session_config
 
@@ -93,6 +93,6 @@ async def _synthesize_item(client: AsyncClient, index: int, fields: dict, reques
         return BatchItemResult(index=index, status="error", error=validation_message(error.errors())[0])
     except VocalisError as error:
         result = BatchItemResult(index=index, status="error", error=error.message)
-        result.busy = isinstance(error, ResourceExhausted)
+        result.busy = isinstance(error, ResourceExhausted) and error.reason not in TOO_LARGE_REASONS
         return result
     return BatchItemResult(index=index, status="success", audio_data=base64.b64encode(audio).decode(), media_type=media_type)

@@ -486,6 +486,7 @@ class Session:
                     index = self._next_index()
                 words.index = index
                 self.seconds_fed += len(samples) / self.resolved.model.capabilities.sample_rate / self.resolved.settings.speed
+                self._check_audio_cap()
                 words.received += len(samples)
                 if own_file is not None:
                     held += own_file.feed(samples)[0]
@@ -539,6 +540,16 @@ class Session:
                 flush_id=utterance.flush_id,
             )
         )
+
+    def _check_audio_cap(self) -> None:
+        cap = self.limits.max_audio_seconds
+        if cap and self.seconds_fed > cap:
+            raise StatusError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the session made more than {cap:g} s of audio, the most one session may (--max-audio-seconds): "
+                "send less text, or split it over several requests",
+                "AUDIO_TOO_LONG",
+            )
 
     def _stage_warnings(self, request: SynthesisRequest) -> list[pb.SynthesizeResponse]:
         """The request's stage warnings not yet sent, once per code and field in the session (the first says what

@@ -143,3 +143,42 @@ def test_grpc_g711(server, reference, fmt, delivery):
     else:
         assert started.media_type == "audio/wav"
         assert_same_speech(wav_g711(data, fmt), reference)
+
+
+def test_the_twilio_media_streams_bridge_speaks_into_a_call(server):
+    """clients/telephone_bridge.py, driven as Twilio drives it: the call's socket sends `connected` and `start`, and
+    gets base64 mu-law in 20 ms `media` frames, then the done mark."""
+    import asyncio
+    import base64
+    import json
+
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import serve
+
+    from tests.serving import free_port
+    from vocalis.clients.telephone_bridge import DONE_MARK, call_handler
+
+    vocalis = f"ws://127.0.0.1:{server.http_port}/v1/audio/speech/stream"
+
+    async def call() -> list[dict]:
+        port = free_port()
+        async with serve(call_handler(vocalis, TEXT), "127.0.0.1", port), connect(f"ws://127.0.0.1:{port}") as twilio:
+            await twilio.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+            await twilio.send(json.dumps({"event": "start", "streamSid": "MZ1", "start": {"streamSid": "MZ1", "callSid": "CA1",
+                                          "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}}}))
+            received = []
+            while not received or received[-1]["event"] != "mark":
+                received.append(json.loads(await asyncio.wait_for(twilio.recv(), 60)))
+            await twilio.send(json.dumps({"event": "stop", "streamSid": "MZ1"}))
+            return received
+
+    events = asyncio.run(call())
+    media, mark = events[:-1], events[-1]
+    assert mark == {"event": "mark", "streamSid": "MZ1", "mark": {"name": DONE_MARK}}
+    assert media and all(e["event"] == "media" and e["streamSid"] == "MZ1" for e in media)
+    payloads = [base64.b64decode(e["media"]["payload"]) for e in media]
+    assert all(len(p) == 160 for p in payloads)  # 20 ms at 8 kHz
+    pcm = audio(ws_session(server, {"response_format": "pcm", "stream_audio": True, "sample_rate": 8000}, TEXT, refuse_errors=True))
+    seconds = len(pcm) / 2 / 8000  # the same text as PCM (Piper's durations vary by a few percent from draw to draw)
+    assert abs(len(payloads) * 0.02 - seconds) <= 0.15 * seconds, (len(payloads) * 0.02, seconds)
+    assert_speech(raw_g711(b"".join(payloads), "ulaw"), 8000)

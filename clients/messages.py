@@ -15,6 +15,8 @@ FORMATS = {
     "mp3": audio_pb2.AUDIO_ENCODING_MP3,
     "opus": audio_pb2.AUDIO_ENCODING_OPUS,
     "aac": audio_pb2.AUDIO_ENCODING_AAC,
+    "ulaw": audio_pb2.AUDIO_ENCODING_MULAW,
+    "alaw": audio_pb2.AUDIO_ENCODING_ALAW,
 }
 """Format name (as in HTTP's response_format) to proto encoding."""
 GRANULARITIES = {

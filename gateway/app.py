@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from vocalis import __version__
 from vocalis.clients.aio import AsyncClient
 from vocalis.gateway import batch, catalog, demo, errors, speech, stream, voices
+from vocalis.gateway.batch_items import BatchItemCap
 from vocalis.gateway.config import GatewayConfig
 from vocalis.gateway.middleware import RequestLimits, TrailingSlash
 from vocalis.gateway.pools import UpstreamPools
@@ -40,6 +41,7 @@ def create_app(
     app = FastAPI(title="Vocalis", version=__version__, lifespan=lifespan)
     app.state.config = config  # read by routes only through dependencies.Config
     errors.install(app)
+    app.add_middleware(BatchItemCap, max_items=config.batch.max_items)  # inside RequestLimits: the body is bounded first
     app.add_middleware(RequestLimits, max_body_bytes=config.max_body_bytes)
     app.add_middleware(TrailingSlash)
     app.include_router(speech.router)

@@ -16,14 +16,15 @@ import base64
 import functools
 import uuid
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from vocalis.clients.aio import AsyncClient
 from vocalis.clients.errors import ResourceExhausted, VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
-from vocalis.gateway.errors import error_body, validation_message
+from vocalis.gateway.disconnect import ClientGone, unless_disconnected
+from vocalis.gateway.errors import TOO_LARGE_REASONS, error_body, validation_message
 from vocalis.gateway.schemas import BatchItemResult, BatchSpeechRequest, BatchSpeechResponse, SpeechRequest
 from vocalis.gateway.translate import session_config
 
@@ -31,7 +32,9 @@ router = APIRouter(tags=["speech"])
 
 
 @router.post("/v1/audio/speech/batch", response_model=BatchSpeechResponse)
-async def create_speech_batch(body: BatchSpeechRequest, client: Upstream, config: Config) -> BatchSpeechResponse | JSONResponse:
+async def create_speech_batch(
+    body: BatchSpeechRequest, client: Upstream, config: Config, request: Request
+) -> BatchSpeechResponse | Response:
     limits = config.batch
     if len(body.items) > limits.max_items:
         message = f"items: a batch holds at most {limits.max_items} items, got {len(body.items)}; split it"
@@ -69,7 +72,10 @@ async def create_speech_batch(body: BatchSpeechRequest, client: Upstream, config
                     if finished == seen:
                         return result  # nothing of this batch is left to make room: the server is busy with others
 
-    results = await asyncio.gather(*(run(i) for i in range(len(body.items))))
+    try:  # a client that leaves cancels every item still running or waiting, as the speech route does
+        results = await unless_disconnected(request, asyncio.gather(*(run(i) for i in range(len(body.items)))))
+    except ClientGone:
+        return Response(status_code=499)
     succeeded = sum(result.status == "success" for result in results)
     return BatchSpeechResponse(id=batch_id, results=results, total=len(results), succeeded=succeeded, failed=len(results) - succeeded)
 
@@ -87,6 +93,6 @@ async def _synthesize_item(client: AsyncClient, index: int, fields: dict, reques
         return BatchItemResult(index=index, status="error", error=validation_message(error.errors())[0])
     except VocalisError as error:
         result = BatchItemResult(index=index, status="error", error=error.message)
-        result.busy = isinstance(error, ResourceExhausted)
+        result.busy = isinstance(error, ResourceExhausted) and error.reason not in TOO_LARGE_REASONS
         return result
     return BatchItemResult(index=index, status="success", audio_data=base64.b64encode(audio).decode(), media_type=media_type)

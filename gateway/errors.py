@@ -58,9 +58,13 @@ WS_FIELDS = {
 }
 
 
+TOO_LARGE_REASONS = frozenset({"AUDIO_TOO_LONG"})
+"""RESOURCE_EXHAUSTED reasons that are the request's own size, not the server's load: 413, not 429."""
+
+
 def http_status(error: VocalisError) -> int:
-    if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and not error.reason:
-        return 413  # gRPC's own message-size limit (the server's refusals for load always carry a reason)
+    if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and (not error.reason or error.reason in TOO_LARGE_REASONS):
+        return 413  # gRPC's own message-size limit (the server's refusals for load carry a reason of their own)
     return HTTP_STATUS.get(error.code, 500)
 
 

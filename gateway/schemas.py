@@ -12,13 +12,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac"]
-WHOLE_FILE_FORMATS = ("flac", "wav")
+ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus", "aac", "ulaw", "alaw", "mulaw", "pcm_mulaw", "pcm_alaw", "ulaw_8000", "alaw_8000"]
+FORMAT_ALIASES = {"mulaw": "ulaw", "pcm_mulaw": "ulaw", "pcm_alaw": "alaw", "ulaw_8000": "ulaw", "alaw_8000": "alaw"}
+"""Other names clients send for G.711: FFmpeg's codec names, and ElevenLabs' `ulaw_8000`/`alaw_8000` (its
+`output_format`), which fix the rate at 8000 Hz and are raw bytes even when not streamed (RAW_FORMATS), as
+ElevenLabs sends them. A request's response_format is the canonical name once validated."""
+RAW_FORMATS = frozenset({"ulaw_8000", "alaw_8000"})
+G711_FORMATS = ("ulaw", "alaw")
+RAW_STREAM_FORMATS = ("pcm", *G711_FORMATS)
+"""Headerless sample formats: what the WebSocket's stream_audio can send chunk by chunk."""
+WHOLE_FILE_FORMATS = ("flac", "wav", *G711_FORMATS)
 """Sent as one whole file, with its exact length in its header and a Content-Length, unless a stream is asked for
-(`stream_format`, `stream`): a streamed FLAC cannot hold its length (libsndfile then refuses it), and a streamed
-WAV's header says "unknown length" (0xFFFFFFFF), which Python's `wave` reads as a 27-hour clip. Asked for as a
-stream, both leave as they are made; every other format leaves as it is made (chunked transfer) whatever the request
-says, as OpenAI's speech endpoint does."""
+(`stream_format`, `stream`): a streamed FLAC cannot hold its length (libsndfile then refuses it), a streamed WAV's
+header says "unknown length" (0xFFFFFFFF), which Python's `wave` reads as a 27-hour clip, and G.711 as a file is a
+WAV of format tag 7 (mu-law) or 6 (A-law) with exact sizes, since a reader cannot tell raw G.711 bytes from any other.
+Asked for as a stream, they leave as they are made; every other format leaves as it is made (chunked transfer)
+whatever the request says, as OpenAI's speech endpoint does."""
 MAX_PARAMS_DEPTH = 8
 """Deepest nesting in extra_params, as the server allows."""
 
@@ -85,6 +94,8 @@ class SpeechRequest(_Body):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     _more_references: list[Reference] = PrivateAttr(default_factory=list)
     """`references` after the first (the first becomes ref_audio/ref_text)."""
+    _raw: bool = PrivateAttr(default=False)
+    """Raw headerless audio even when not streamed (response_format `ulaw_8000`/`alaw_8000`)."""
 
     input: str = Field(description="Text to speak.")
     model: str | None = Field(default=None, description="Model name from /v1/models; omitted: the default model.")
@@ -131,6 +142,11 @@ class SpeechRequest(_Body):
 
     @model_validator(mode="after")
     def _aliases(self) -> SpeechRequest:
+        if self.response_format in FORMAT_ALIASES:
+            if self.response_format in RAW_FORMATS and self.sample_rate not in (None, 8000):
+                raise ValueError(f"response_format {self.response_format} is 8000 Hz; sample_rate {self.sample_rate} conflicts")
+            self._raw = self.response_format in RAW_FORMATS
+            self.response_format = FORMAT_ALIASES[self.response_format]
         if self.speaker is not None:
             if self.voice is not None:
                 raise ValueError("give voice or speaker, not both")
@@ -174,13 +190,13 @@ class SpeechRequest(_Body):
     @property
     def progressive(self) -> bool:
         """Whether the response body leaves as it is made (chunked transfer)."""
-        return self.streaming or self.response_format not in WHOLE_FILE_FORMATS
+        return self.streaming or self._raw or self.response_format not in WHOLE_FILE_FORMATS
 
     @property
     def stream_delivery(self) -> bool:
         """Whether to ask for AUDIO_DELIVERY_STREAM (else a file, which still leaves as it is made where the
         format allows: PCM, MP3, Opus, AAC)."""
-        return self.streaming
+        return self.streaming or self._raw
 
 
 class _BatchFields(BaseModel):

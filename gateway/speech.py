@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import json
+import logging
 import uuid
-from collections.abc import AsyncIterator, Coroutine
-from typing import Annotated, Any
+from collections.abc import AsyncIterator
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Send
 
 from vocalis.clients.errors import VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
+from vocalis.gateway.disconnect import ClientGone, unless_disconnected
 from vocalis.gateway.errors import error_body, http_field, http_status
 from vocalis.gateway.schemas import SpeechRequest
 from vocalis.gateway.translate import session_config
 from vocalis.gateway.word_timestamps import word_dicts, word_timestamp_headers
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["speech"])
 
 AUDIO_RESPONSES = {
@@ -51,41 +53,10 @@ async def create_speech(
     timeout = max(x_request_timeout or config.request_timeout_s, MIN_DEADLINE_S)
     responses = client.synthesize(session_config(body, request_id), body.input, timeout=timeout)
     try:
-        return await _unless_disconnected(request, _answer(body, responses))
+        return await unless_disconnected(request, _answer(body, responses))
     except ClientGone:
         await responses.aclose()  # cancels the call: the server stops synthesizing for nobody
         return Response(status_code=499)
-
-
-class ClientGone(Exception):
-    """The HTTP client disconnected before the response began."""
-
-
-async def _unless_disconnected(request: Request, answer: Coroutine[Any, Any, Response]) -> Response:
-    """`answer`'s response, or ClientGone (with `answer` cancelled) if the client goes away first.
-
-    Starlette cancels a StreamingResponse whose client leaves, but not the wait before a response
-    starts: without this, an abandoned non-streaming request would synthesize to its end.
-    """
-    answering = asyncio.ensure_future(answer)
-    leaving = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({answering, leaving}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        leaving.cancel()
-        if not answering.done():
-            answering.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await answering
-    if answering.cancelled():
-        raise ClientGone
-    return answering.result()
-
-
-async def _disconnected(request: Request) -> None:
-    with contextlib.suppress(Exception):  # a receive channel that fails is a client that is gone
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
 
 
 async def _answer(body: SpeechRequest, responses: AsyncIterator[pb.SynthesizeResponse]) -> Response:
@@ -114,10 +85,29 @@ async def _answer(body: SpeechRequest, responses: AsyncIterator[pb.SynthesizeRes
             break
     warnings = [r.warning for r in prefetched if r.WhichOneof("response") == "warning"]
     if not body.sse:  # raw bytes in chunked transfer: OpenAI's SDK reads them as they come
-        return _with_warnings(StreamingResponse(_raw(prefetched, responses), media_type=started.media_type, headers=headers), warnings)
+        return _with_warnings(CutStream(_raw(prefetched, responses), media_type=started.media_type, headers=headers), warnings)
     return _with_warnings(
         StreamingResponse(_sse(prefetched, responses, body.response_format), media_type="text/event-stream", headers=headers), warnings
     )
+
+
+class CutStream(StreamingResponse):
+    """A raw audio body that a failure after its first bytes (the deadline, the audio cap, a model fault) cuts:
+    it ends without its last chunk, so the connection closes and every HTTP client reports an incomplete body
+    rather than a complete-looking 200 of truncated audio; the gateway logs one line, no traceback. (A raw body
+    has no room for an error event: SSE ends with speech.audio.error instead, and a whole file, which waits
+    for its end, gets a proper status.)"""
+
+    async def stream_response(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        try:
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except VocalisError as error:
+            log.warning("audio response cut after its first bytes, the connection closed: %s (%s)",
+                        error.message, error.reason or error.code.name)
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 WARNING_HEADER = "X-Vocalis-Warning"

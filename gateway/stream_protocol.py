@@ -26,7 +26,7 @@ The messages are vLLM-Omni's, plus flush and clear. Client to server, JSON text 
 
 Server to client, for every unit of text: `audio.start` (utterance and sentence index, the
 sentence, the real `format` and `sample_rate`), the audio as binary frames (with
-`stream_audio`, raw PCM16 chunks as they are made; otherwise one complete file in
+`stream_audio`, raw chunks as they are made: PCM16, or G.711 bytes for `ulaw`/`alaw`; otherwise one complete file in
 `response_format`), then `audio.done`. Besides: `session.configured {session_id, model, response_format, sample_rate}`
 after every accepted session.config (SGLang-Omni's acknowledgement; vLLM-Omni clients skip it),
 `warning {code, message, param}` for fields accepted but ignored (server/field_policy.py; unknown
@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.messages import GRANULARITIES
 from vocalis.gateway.errors import http_status, ws_field
-from vocalis.gateway.schemas import SpeechRequest
+from vocalis.gateway.schemas import RAW_STREAM_FORMATS, SpeechRequest
 from vocalis.gateway.translate import session_config
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -72,7 +72,7 @@ class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["session.config"]
-    stream_audio: bool = Field(default=False, description="Raw PCM chunks as they are made (needs response_format pcm).")
+    stream_audio: bool = Field(default=False, description="Raw chunks as they are made (needs response_format pcm, ulaw or alaw).")
     split_granularity: Literal["auto", "sentence", "clause", "none"] = Field(default="auto", description="Where text is cut into units.")
     max_unit_chars: int | None = Field(default=None, ge=1, le=2**31 - 1, description="Longest unit, in characters.")
     idle_flush_ms: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1, description="Flush buffered text after this long without text; 0: never.")
@@ -116,8 +116,8 @@ def parse_config(message: dict[str, Any]) -> StreamConfig:
         body = SpeechRequest.model_validate({**{k: v for k, v in message.items() if k not in OWN_FIELDS}, "input": ""})
     except ValidationError as error:
         raise ConfigError(*_validation_message(error)) from None
-    if options.stream_audio and body.response_format != "pcm":
-        raise ConfigError("stream_audio requires response_format pcm", "stream_audio")
+    if options.stream_audio and body.response_format not in RAW_STREAM_FORMATS:
+        raise ConfigError(f"stream_audio requires a raw response_format: {', '.join(RAW_STREAM_FORMATS)}", "stream_audio")
     timestamps = None
     if body.word_timestamps:
         timestamps = options.word_timestamps_format or ("peer" if options.stream_audio else "incremental")

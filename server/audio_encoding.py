@@ -3,8 +3,8 @@
 Models produce mono float32 audio at their own rate; clients ask for a
 container/codec and maybe a different rate and speed. This is the one place that knows
 about audio formats, so the gRPC and HTTP layers only deal in bytes and
-sample counts. Codecs come from libsndfile (via soundfile) and FFmpeg (via
-PyAV), each written as it is fed; resampling is soxr and speed change Sonic
+sample counts. Codecs come from libsndfile (via soundfile: WAV, FLAC, and G.711
+mu-law/A-law for telephone lines) and FFmpeg (via PyAV), each written as it is fed; resampling is soxr and speed change Sonic
 (server/time_stretch.py), both run as streams so chunk boundaries don't matter.
 """
 
@@ -28,6 +28,7 @@ __all__ = [
     "StreamEncoder",
     "encodable_rate",
     "encode_file",
+    "media_type",
     "output_rate",
 ]
 
@@ -39,6 +40,8 @@ class Encoding(enum.StrEnum):
     MP3 = "mp3"
     OPUS = "opus"  # in an Ogg container
     AAC = "aac"  # in an ADTS stream
+    MULAW = "mulaw"  # G.711 mu-law: raw bytes streamed, a WAV of format tag 7 as a file
+    ALAW = "alaw"  # G.711 A-law: raw bytes streamed, a WAV of format tag 6 as a file
 
 
 MEDIA_TYPES: dict[Encoding, str] = {
@@ -48,7 +51,21 @@ MEDIA_TYPES: dict[Encoding, str] = {
     Encoding.MP3: "audio/mpeg",
     Encoding.OPUS: "audio/ogg",
     Encoding.AAC: "audio/aac",
+    Encoding.MULAW: "audio/PCMU",
+    Encoding.ALAW: "audio/PCMA",
 }
+"""Media type of each encoding as it streams; G.711's are the RTP names (RFC 3551), raw bytes as on a phone line."""
+
+G711_RATE = 8000
+"""G.711's own rate, the output rate of MULAW and ALAW unless the caller asks for another."""
+_G711_SUBTYPES = {Encoding.MULAW: "ULAW", Encoding.ALAW: "ALAW"}
+
+
+def media_type(encoding: Encoding, stream: bool) -> str:
+    """The media type of `encoding`'s bytes: G.711 as a file is a WAV (format tag 7 or 6), streamed raw."""
+    if not stream and encoding in _G711_SUBTYPES:
+        return MEDIA_TYPES[Encoding.WAV]
+    return MEDIA_TYPES[encoding]
 
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 # Rates the MP3 (LAME) and AAC encoders accept, checked up front: a bad rate is refused before any synthesis.
@@ -63,7 +80,7 @@ _STREAMING_SIZE = 0xFFFFFFFF  # "unknown length" in RIFF and data chunk sizes
 
 def output_rate(encoding: Encoding, source_rate: int, requested_rate: int | None) -> int:
     """The sample rate the output will have (0 or None means "source rate")."""
-    rate = requested_rate or source_rate
+    rate = requested_rate or (G711_RATE if encoding in _G711_SUBTYPES else source_rate)
     if rate <= 0:
         raise ValueError(f"sample rate must be positive, got {rate}")
     if encoding is Encoding.OPUS and rate not in OPUS_RATES:
@@ -131,8 +148,8 @@ _CONTAINERS: dict[Encoding, tuple[str, str, dict[str, str]]] = {
     Encoding.AAC: ("adts", "aac", {"flush_packets": "1"}),
     Encoding.FLAC: ("flac", "flac", {"flush_packets": "1"}),
 }
-_WHOLE_FILE_ENCODINGS = (Encoding.WAV, Encoding.FLAC)
-"""Their headers hold the length (WAV sizes, FLAC's STREAMINFO sample count): exact in a file, unknown in a stream
+_WHOLE_FILE_ENCODINGS = (Encoding.WAV, Encoding.FLAC, Encoding.MULAW, Encoding.ALAW)
+"""Their headers hold the length (WAV sizes, FLAC's STREAMINFO sample count; G.711 as a file is a WAV): exact in a file, unknown in a stream
 (and libsndfile cannot read a FLAC stream without it). MP3 streams even as a file, as OpenAI's does: its LAME tag,
 which would tell decoders the encoder's delay, can only be written at the end."""
 _FLAC_FRAME = 4608  # FLAC takes frames of any size: this is its encoder's default block size
@@ -196,9 +213,9 @@ class _ContainerStream:
 class StreamEncoder:
     """Encode one stream of audio fed in chunks, changing its speed and rate on the way.
 
-    Streaming, every format gives bytes as soon as it has them: PCM and WAV per
-    sample, MP3/AAC per frame, Opus per Ogg page, FLAC per block. As a file
-    (stream=False), WAV and FLAC wait for finish() to write exact lengths in their
+    Streaming, every format gives bytes as soon as it has them: PCM, WAV and G.711 per
+    sample (G.711 as raw bytes), MP3/AAC per frame, Opus per Ogg page, FLAC per block. As a file
+    (stream=False), WAV, FLAC and G.711 (in a WAV) wait for finish() to write exact lengths in their
     headers; the others still give bytes as they come. The counts returned by feed()
     and finish() add up to samples_out.
 
@@ -235,7 +252,7 @@ class StreamEncoder:
     @property
     def streams_incrementally(self) -> bool:
         """Whether feed() returns audio bytes before finish(): always when streaming; as a file
-        (stream=False) WAV and FLAC wait for the end, to write the exact length in their headers."""
+        (stream=False) WAV, FLAC and G.711 (a WAV) wait for the end, to write the exact length in their headers."""
         return self.stream or self.encoding not in _WHOLE_FILE_ENCODINGS
 
     def feed(self, samples: np.ndarray) -> tuple[bytes, int]:
@@ -296,16 +313,22 @@ class StreamEncoder:
             return b"", len(samples)
         if not len(samples):
             return b"", 0
-        data = _to_s16(samples).tobytes()
+        s16 = _to_s16(samples)
+        if self.encoding in _G711_SUBTYPES:  # stateless, sample by sample: each chunk is encoded alone
+            return _soundfile_bytes(s16, self.rate, "RAW", _G711_SUBTYPES[self.encoding]), len(samples)
+        data = s16.tobytes()
         if self.encoding is Encoding.WAV and not self._header_sent:
             data = _wav_stream_header(self.rate) + data
             self._header_sent = True
         return data, len(samples)
+
     def _encode_whole(self, audio: np.ndarray) -> bytes:
         if self.encoding is Encoding.WAV:
             return _soundfile_bytes(_to_s16(audio), self.rate, "WAV", "PCM_16")
         if self.encoding is Encoding.FLAC:
             return _soundfile_bytes(_to_s16(audio), self.rate, "FLAC", "PCM_16")
+        if self.encoding in _G711_SUBTYPES:
+            return _soundfile_bytes(_to_s16(audio), self.rate, "WAV", _G711_SUBTYPES[self.encoding])
         raise AssertionError(f"{self.encoding} is never buffered")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from vocalis.server import field_lengths
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
 from vocalis.server.field_policy import IGNORED_BY_PEERS
@@ -65,6 +66,7 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
 
     async def GetModel(self, request: models_pb2.GetModelRequest, context: grpc.aio.ServicerContext) -> models_pb2.GetModelResponse:
         try:
+            field_lengths.check_value("name", request.name, field_lengths.MAX_CHARS["model"])
             model = self.engine.model(request.name)
         except StatusError as error:
             await abort(context, error)

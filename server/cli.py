@@ -45,6 +45,8 @@ def main() -> None:
 @click.option("--host", default="0.0.0.0", show_default=True, help="HTTP gateway listen host.")
 @click.option("--port", default=8091, show_default=True, type=int, help="HTTP gateway port (0: no gateway).")
 @click.option("--max-input-chars", default=5000, show_default=True, type=int, help="Longest text a session may send.")
+@click.option("--max-audio-seconds", default=1800.0, show_default=True, type=click.FloatRange(min=0),
+              help="Audio one session (one HTTP request) may produce, in seconds; past it: 413 / RESOURCE_EXHAUSTED. 0: no cap.")
 @click.option("--max-queued-requests", default=64, show_default=True, type=int, help="Utterances admitted per model before 429.")
 @click.option("--deploy-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="YAML merged over the family's deploy defaults (per-stage max_num_seqs, chunk sizes, dtype, ...).")
@@ -93,6 +95,7 @@ def serve(
     host: str,
     port: int,
     max_input_chars: int,
+    max_audio_seconds: float,
     max_queued_requests: int,
     deploy_config: Path | None,
     stage_overrides: str | None,
@@ -137,6 +140,7 @@ def serve(
         max_input_chars=max_input_chars,
         max_buffered_chars=max_input_chars,
         max_queued_requests=max_queued_requests,
+        max_audio_seconds=max_audio_seconds,
         max_sessions_per_key=max_sessions_per_key,
         session_idle_timeout_s=session_idle_timeout,
     )

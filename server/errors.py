@@ -36,14 +36,30 @@ class StatusError(Exception):
         self.metadata = metadata or {}
 
     def to_status(self) -> grpc.Status:
+        """The status to send: its message and details bounded, since gRPC carries them in trailing metadata, which
+        a peer refuses above 16 KiB (a caller's value quoted in a message must not turn a 400 into a broken stream)."""
+        message = bounded(self.message)
         details = []
-        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=ERROR_DOMAIN, metadata=self.metadata)
+        metadata = {bounded(key): bounded(value) for key, value in self.metadata.items()}
+        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=ERROR_DOMAIN, metadata=metadata)
         details.append(_pack(info))
         if self.field:
-            violation = error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.message)
+            violation = error_details_pb2.BadRequest.FieldViolation(field=bounded(self.field), description=message)
             details.append(_pack(error_details_pb2.BadRequest(field_violations=[violation])))
-        proto = status_pb2.Status(code=_CODES[self.code], message=self.message, details=details)
+        proto = status_pb2.Status(code=_CODES[self.code], message=message, details=details)
         return rpc_status.to_status(proto)
+
+
+MAX_STATUS_TEXT_CHARS = 1024
+"""Longest message (or detail) a status carries: sent twice (message and BadRequest), percent-encoded or base64,
+it stays well within gRPC's 8 KiB default metadata budget."""
+
+
+def bounded(text: str) -> str:
+    """`text`, cut to MAX_STATUS_TEXT_CHARS with a note of its full length."""
+    if len(text) <= MAX_STATUS_TEXT_CHARS:
+        return text
+    return f"{text[: MAX_STATUS_TEXT_CHARS - 40]}... ({len(text)} characters in all)"
 
 
 def invalid_argument(field: str, reason: str, message: str) -> StatusError:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import grpc
 
 from vocalis.server import session_config
-from vocalis.server.audio_encoding import MEDIA_TYPES
+from vocalis.server.audio_encoding import media_type
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
@@ -40,6 +40,10 @@ from vocalis.tts.v1 import synthesizer_pb2 as pb
 log = logging.getLogger(__name__)
 
 FILE_CHUNK_BYTES = 1024 * 1024
+DRAIN_QUIET_S = 0.3
+"""A refused session ends once the client has sent nothing for this long (see Session._drain)."""
+DRAIN_MAX_S = 2.0
+"""... or after this long at most, whatever the client still sends."""
 
 
 @dataclass
@@ -139,7 +143,7 @@ class Session:
             encoding=session_config.PROTO_ENCODINGS[resolved.encoding],
             sample_rate=self.encoder.rate,
             channels=1,
-            media_type=MEDIA_TYPES[resolved.encoding],
+            media_type=media_type(resolved.encoding, stream=self.encoder.stream and not self.file_per_utterance),
             limits=pb.SessionLimits(
                 max_buffered_chars=self.limits.max_buffered_chars, max_input_chars=self.limits.max_input_chars
             ),
@@ -177,17 +181,31 @@ class Session:
                         "UNEXPECTED_MESSAGE",
                     )
             if not self.has_text:
-                raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
+                self._instructions_only()
             self._flush(None)
             self._end_carry()
             self._push(_END)
         except StatusError as error:
+            self._abort_units()
+            self.plan.clear()
+            await self._drain(requests)
             self._fail(error)
         except Exception:  # noqa: BLE001 - the writer must learn of it, or it would wait forever
             log.exception("reading session %s failed", self.request_id)
             self._fail(StatusError(grpc.StatusCode.INTERNAL, f"internal error in session {self.request_id}", "INTERNAL"))
         finally:
             self._stop_idle_timer()
+
+    async def _drain(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> None:
+        """Read and drop what the client is still sending, until it stops (DRAIN_QUIET_S without a message) or
+        DRAIN_MAX_S have passed, before the call is ended: a client whose write races the end of its call gets
+        gRPC's own INTERNAL "Internal error from Core" instead of the status that says what was wrong (grpc.aio
+        replaces the call's status with it), as server/auth.py's take_first_message avoids for a refused config."""
+        deadline = time.monotonic() + DRAIN_MAX_S
+        messages = aiter(requests)
+        with contextlib.suppress(Exception):
+            while (left := deadline - time.monotonic()) > 0:
+                await asyncio.wait_for(anext(messages), min(DRAIN_QUIET_S, left))
 
     async def _until_idle(self, requests: AsyncIterator[pb.SynthesizeRequest]) -> AsyncIterator[pb.SynthesizeRequest]:
         """`requests`; DEADLINE_EXCEEDED if no text comes within session_idle_timeout_s of the config."""
@@ -225,6 +243,19 @@ class Session:
         self.has_text = self.has_text or bool(text.strip())
         self._take_units(self.splitter.feed(text, time.monotonic()), "")
         self._arm_idle_timer()
+
+    def _instructions_only(self) -> None:
+        """A session without text: one empty unit where the model's instructions carry the content (AuK), else
+        EMPTY_INPUT."""
+        model = self.resolved.model
+        if not model.capabilities.instructions_carry_text:
+            raise invalid_argument("text", "EMPTY_INPUT", "input text is empty: send some text to synthesize")
+        if not str(self.resolved.settings.params.get("instructions") or "").strip():
+            raise invalid_argument(
+                "text", "EMPTY_INPUT", f"input text and instructions are both empty: {model.name} takes its content from either"
+            )
+        self.splitter.clear()  # whitespace the caller sent is no unit
+        self._take_units([TextUnit("", 0, 0)], "", final=True)
 
     def _buffered_chars(self) -> int:
         """Text received and not yet in the engine: the splitter's buffer and the units waiting their turn."""
@@ -455,6 +486,7 @@ class Session:
                     index = self._next_index()
                 words.index = index
                 self.seconds_fed += len(samples) / self.resolved.model.capabilities.sample_rate / self.resolved.settings.speed
+                self._check_audio_cap()
                 words.received += len(samples)
                 if own_file is not None:
                     held += own_file.feed(samples)[0]
@@ -508,6 +540,16 @@ class Session:
                 flush_id=utterance.flush_id,
             )
         )
+
+    def _check_audio_cap(self) -> None:
+        cap = self.limits.max_audio_seconds
+        if cap and self.seconds_fed > cap:
+            raise StatusError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the session made more than {cap:g} s of audio, the most one session may (--max-audio-seconds): "
+                "send less text, or split it over several requests",
+                "AUDIO_TOO_LONG",
+            )
 
     def _stage_warnings(self, request: SynthesisRequest) -> list[pb.SynthesizeResponse]:
         """The request's stage warnings not yet sent, once per code and field in the session (the first says what

@@ -31,6 +31,8 @@ ENCODINGS = {
     audio_pb2.AUDIO_ENCODING_MP3: Encoding.MP3,
     audio_pb2.AUDIO_ENCODING_OPUS: Encoding.OPUS,
     audio_pb2.AUDIO_ENCODING_AAC: Encoding.AAC,
+    audio_pb2.AUDIO_ENCODING_MULAW: Encoding.MULAW,
+    audio_pb2.AUDIO_ENCODING_ALAW: Encoding.ALAW,
 }
 PROTO_ENCODINGS = {encoding: value for value, encoding in ENCODINGS.items() if value}
 

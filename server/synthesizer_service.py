@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from vocalis.server import field_policy, session_config
+from vocalis.server import field_lengths, field_policy, session_config
 from vocalis.server.auth import take_first_message
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine
@@ -92,6 +92,7 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
                 "CONFIG_REQUIRED",
             )
         config = first.config
+        field_lengths.check(config)  # before a name is looked up, or a value could come back in the status
         model = self.engine.model(config.model)
         splitter = session_config.text_splitter(config, whole_input=model.capabilities.whole_input)
         model_config = pb.SessionConfig()

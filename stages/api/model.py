@@ -38,6 +38,9 @@ class Capabilities:
     whole_input: bool = False
     """The model takes a session's whole text as one unit (an instruction, not sentences): the server does not
     split it unless the caller asks for a granularity."""
+    instructions_carry_text: bool = False
+    """`instructions` can hold all of a request's content (AuK's canonical request: the instruction names what to say):
+    an empty input with non-blank instructions is synthesized as one unit, where other models refuse it (EMPTY_INPUT)."""
     min_speed: float = 0.25
     max_speed: float = 4.0
     warmup_fields: tuple[tuple[str, Any], ...] = ()

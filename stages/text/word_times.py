@@ -12,6 +12,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from vocalis.stages.text.spoken_form import SYMBOLS
+
 
 @dataclass(frozen=True)
 class WordTime:
@@ -33,10 +35,11 @@ _TOKEN = re.compile(r"\S+")
 
 
 def _is_edge_mark(char: str) -> bool:
-    """Punctuation or a symbol that ends or opens a word without being spoken by itself ("Hello," "(see").
+    """Punctuation that ends or opens a word without being spoken by itself ("Hello," "(see").
 
-    Currency and other symbols that are read aloud ("$", "%", "&") stay part of the word."""
-    return unicodedata.category(char)[0] == "P"
+    Currency and other symbols that are read aloud ("$", "%", "&", "#", "@", "+") stay part of the word, and one
+    standing alone ("&") is a word of its own."""
+    return unicodedata.category(char)[0] == "P" and char not in SYMBOLS
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ class TextWord:
 
 def text_words(text: str) -> list[TextWord]:
     """The words of `text` in order: runs of non-space characters less leading and trailing punctuation
-    ("Hello," -> "Hello"); a run that is only punctuation ("--", "...") is no word."""
+    ("Hello," -> "Hello", "(100%)" -> "100%"); a run that is only punctuation ("--", "...") is no word, a symbol
+    read aloud ("&") is one."""
     words = []
     for match in _TOKEN.finditer(text):
         start, end = match.span()

@@ -73,6 +73,7 @@ class AuKAdapter:
             streaming=True,
             voice_cloning=True,
             whole_input=True,
+            instructions_carry_text=True,
             warmup_fields=(("duration_seconds", WARMUP_SECONDS),),
         )
 

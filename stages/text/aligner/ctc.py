@@ -42,7 +42,7 @@ def forced_align(log_probs: np.ndarray, tokens: list[int], blank: int) -> list[t
     path = np.empty(frames, dtype=np.int64)
     for t in range(frames - 1, -1, -1):
         path[t] = state
-        state -= back[t, state]
+        state -= int(back[t, state])  # a Python int: int8 arithmetic (NumPy 2) would overflow past state 127
     spans: list[tuple[int, int]] = []
     for index in range(len(tokens)):
         at = np.flatnonzero(path == 2 * index + 1)

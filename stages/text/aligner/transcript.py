@@ -1,8 +1,10 @@
 """The text of an utterance as a CTC model's tokens, word by word.
 
-Characters the vocabulary lacks (digits, most punctuation, other scripts) are left out; a word left
-with no token at all cannot be placed and gets no time. Letters take the vocabulary's case
-(wav2vec2 English checkpoints spell in capitals, MMS ones in lower case).
+A word written with digits or symbols read aloud is spelled as it is spoken ("$3.50" as "three dollars fifty
+cents", stages/text/spoken_form.py), its spoken words apart as words are, and its time is the caller's word's.
+Characters the vocabulary still lacks (most punctuation, other scripts) are left out; a word left with no token
+at all cannot be placed and gets no time. Letters take the vocabulary's case (wav2vec2 English checkpoints spell
+in capitals, MMS ones in lower case).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from vocalis.stages.text.spoken_form import spoken_form
 from vocalis.stages.text.word_times import TextWord, text_words
 
 
@@ -28,8 +31,13 @@ def transcript(text: str, vocab: dict[str, int], word_delimiter: str | None = "|
     tokens: list[int] = []
     words: list[tuple[TextWord, int, int]] = []
     for word in text_words(text):
-        spelled = unicodedata.normalize("NFC", word.text.lower() if lower else word.text.upper())
-        ids = [vocab[c] for c in spelled if c in vocab]
+        ids: list[int] = []
+        for part in spoken_form(word.text).split():
+            spelled = unicodedata.normalize("NFC", part.lower() if lower else part.upper())
+            part_ids = [vocab[c] for c in spelled if c in vocab]
+            if part_ids and ids and delimiter is not None:
+                ids.append(delimiter)
+            ids += part_ids
         if not ids:
             continue
         if tokens and delimiter is not None:

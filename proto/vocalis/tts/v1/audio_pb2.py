@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1avocalis/tts/v1/audio.proto\x12\x0evocalis.tts.v1*\xc1\x01\n\rAudioEncoding\x12\x1e\n\x1a\x41UDIO_ENCODING_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41UDIO_ENCODING_PCM\x10\x01\x12\x16\n\x12\x41UDIO_ENCODING_WAV\x10\x02\x12\x17\n\x13\x41UDIO_ENCODING_FLAC\x10\x03\x12\x16\n\x12\x41UDIO_ENCODING_MP3\x10\x04\x12\x17\n\x13\x41UDIO_ENCODING_OPUS\x10\x05\x12\x16\n\x12\x41UDIO_ENCODING_AAC\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1avocalis/tts/v1/audio.proto\x12\x0evocalis.tts.v1*\xf4\x01\n\rAudioEncoding\x12\x1e\n\x1a\x41UDIO_ENCODING_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41UDIO_ENCODING_PCM\x10\x01\x12\x16\n\x12\x41UDIO_ENCODING_WAV\x10\x02\x12\x17\n\x13\x41UDIO_ENCODING_FLAC\x10\x03\x12\x16\n\x12\x41UDIO_ENCODING_MP3\x10\x04\x12\x17\n\x13\x41UDIO_ENCODING_OPUS\x10\x05\x12\x16\n\x12\x41UDIO_ENCODING_AAC\x10\x06\x12\x18\n\x14\x41UDIO_ENCODING_MULAW\x10\x07\x12\x17\n\x13\x41UDIO_ENCODING_ALAW\x10\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,5 +32,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vocalis.tts.v1.audio_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_AUDIOENCODING']._serialized_start=47
-  _globals['_AUDIOENCODING']._serialized_end=240
+  _globals['_AUDIOENCODING']._serialized_end=291
 # @@protoc_insertion_point(module_scope)

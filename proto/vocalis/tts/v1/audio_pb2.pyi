@@ -13,6 +13,8 @@ class AudioEncoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUDIO_ENCODING_MP3: _ClassVar[AudioEncoding]
     AUDIO_ENCODING_OPUS: _ClassVar[AudioEncoding]
     AUDIO_ENCODING_AAC: _ClassVar[AudioEncoding]
+    AUDIO_ENCODING_MULAW: _ClassVar[AudioEncoding]
+    AUDIO_ENCODING_ALAW: _ClassVar[AudioEncoding]
 AUDIO_ENCODING_UNSPECIFIED: AudioEncoding
 AUDIO_ENCODING_PCM: AudioEncoding
 AUDIO_ENCODING_WAV: AudioEncoding
@@ -20,3 +22,5 @@ AUDIO_ENCODING_FLAC: AudioEncoding
 AUDIO_ENCODING_MP3: AudioEncoding
 AUDIO_ENCODING_OPUS: AudioEncoding
 AUDIO_ENCODING_AAC: AudioEncoding
+AUDIO_ENCODING_MULAW: AudioEncoding
+AUDIO_ENCODING_ALAW: AudioEncoding

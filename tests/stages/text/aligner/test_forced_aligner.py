@@ -102,7 +102,7 @@ def test_words_are_placed_in_order_over_the_audio(aligner):
     audio = np.tile(golden_input(), 4)
     rate = 24000  # resampled to the aligner's 16 kHz
     words = aligner.align(audio, rate, text)
-    assert [w.word for w in words] == ["Hello", "there", "brave", "new", "world"]
+    assert [w.word for w in words] == ["Hello", "there", "42", "brave", "new", "world"]  # 42 is spelled "forty two"
     assert all(text[w.char_start : w.char_end] == w.word for w in words)
     assert all(0 <= w.start_sample < w.end_sample <= len(audio) for w in words)
     assert all(a.end_sample <= b.start_sample for a, b in zip(words, words[1:], strict=False))
@@ -154,3 +154,12 @@ def test_a_long_unit_leaves_only_its_last_window_for_after_its_audio(aligner):
     words = aligner.align(audio, rate, "Hello there, brave new world.", emissions)
     assert [w.word for w in words] == ["Hello", "there", "brave", "new", "world"]
     assert all(a.end_sample <= b.start_sample for a, b in zip(words, words[1:], strict=False))
+
+
+def test_a_transcript_of_more_than_63_tokens_aligns():
+    """The walk back once overflowed int8 past state 127: every unit of more than 63 tokens lost its words."""
+    rng = np.random.default_rng(0)
+    log_probs = np.log(rng.dirichlet(np.ones(30), size=800))
+    tokens = [int(t) for t in rng.integers(1, 30, size=200)]
+    spans = forced_align(log_probs, tokens, 0)
+    assert len(spans) == 200 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))

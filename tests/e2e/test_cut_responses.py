@@ -49,7 +49,7 @@ def test_a_whole_file_past_the_cap_is_a_413(capped):
 
 
 def test_a_raw_stream_past_the_cap_ends_incomplete(capped):
-    with httpx.stream("POST", f"{capped.http_url}/v1/audio/speech", json={"input": LONG, "response_format": "wav"}, timeout=120) as response:
+    with httpx.stream("POST", f"{capped.http_url}/v1/audio/speech", json={"input": LONG, "response_format": "wav", "stream_format": "audio"}, timeout=120) as response:
         assert response.status_code == 200  # the header left with the first audio
         with pytest.raises(httpx.RemoteProtocolError):
             response.read()
@@ -84,7 +84,7 @@ def test_grpc_past_the_cap_is_resource_exhausted(capped):
 
 
 def test_a_deadline_after_the_first_byte_cuts_the_raw_stream_visibly(server):
-    body = {"input": " ".join([SENTENCE] * 50), "response_format": "wav"}
+    body = {"input": " ".join([SENTENCE] * 50), "response_format": "wav", "stream_format": "audio"}
     with httpx.stream("POST", f"{server.http_url}/v1/audio/speech", json=body, headers={"X-Request-Timeout": "4"}, timeout=60) as response:
         assert response.status_code == 200
         with pytest.raises(httpx.RemoteProtocolError):
@@ -92,7 +92,8 @@ def test_a_deadline_after_the_first_byte_cuts_the_raw_stream_visibly(server):
     assert_no_traceback(server)
 
 
-def test_a_deadline_on_a_whole_file_is_a_504(server):
-    body = {"input": " ".join([SENTENCE] * 50), "response_format": "flac"}
+@pytest.mark.parametrize("response_format", ["flac", "wav"])
+def test_a_deadline_on_a_whole_file_is_a_504(server, response_format):
+    body = {"input": " ".join([SENTENCE] * 50), "response_format": response_format}
     response = httpx.post(f"{server.http_url}/v1/audio/speech", json=body, headers={"X-Request-Timeout": "4"}, timeout=60)
     assert response.status_code == 504, response.text[:300]

@@ -105,15 +105,15 @@ def test_opus_is_resampled(gepard):
 
 
 def test_only_the_default_voice(gepard):
-    """Gepard's voices are fixed (Capabilities.fixed_voices): another name is a bad argument naming the one there is,
-    as the peer answers (400), not a stored voice that is missing (the 404 of the families that clone)."""
+    """Gepard speaks one voice: another name is an unknown voice, 404 / NOT_FOUND with reason UNKNOWN_VOICE, as on every
+    family (docs/API.md, the edge policy; the peer answers 400 here, we answer as for any other family)."""
     response = speak(gepard, voice="alice")
-    assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
-    assert "'alice'" in response.json()["error"]["message"] and "only 'default'" in response.json()["error"]["message"]
+    assert response.status_code == 404 and response.json()["error"]["param"] == "voice"
+    assert "'alice'" in response.json()["error"]["message"]
     with Client(gepard.grpc_target, timeout=60) as client:
         with pytest.raises(VocalisError) as caught:
             client.synthesize(pb.SessionConfig(voice="Alice", encoding=audio_pb2.AUDIO_ENCODING_PCM, **PINNED), TEXT)
-    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "only 'default'" in caught.value.message
+    assert caught.value.code == grpc.StatusCode.NOT_FOUND and caught.value.reason == "UNKNOWN_VOICE"
     assert np.array_equal(pcm(speak(gepard, voice="default", response_format="pcm")), pcm(speak(gepard, response_format="pcm")))
 
 

@@ -1,0 +1,43 @@
+"""The two samplers of the CosyVoice line, chosen per request with `extra_params.sampler`: RAS (repetition-aware
+nucleus sampling, the published default) or the family's alternative (CosyVoice3's standard sampler with a
+repetition penalty, GLM-TTS's plain top-k). A key that only the other sampler reads is refused by name."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.api.standard_adapter import SamplingTable
+from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
+from vocalis.stages.runtime.sampling import SamplingParams
+
+RAS = "ras"
+RAS_KEYS = ("top_p", "top_k", "win_size", "tau_r")
+"""The extra params RAS reads (beside the temperature)."""
+RAS_TEMPERATURE = {"temperature": 1.0}
+
+
+@dataclass(frozen=True)
+class SamplerChoice:
+    alternative: str
+    """The other sampler's name in `extra_params.sampler`."""
+    defaults: Mapping[str, Any]
+    """The alternative's SamplingParams defaults."""
+    keys: tuple[str, ...]
+    """The extra params the alternative reads (SamplingParams fields of the same names)."""
+
+    def sampling(self, extra: dict[str, Any], ras: RASParams, seed: int | None) -> tuple[SamplingParams, RASParams | None]:
+        """The request's sampling, and its RAS settings (None with the alternative) from `ras` and its extra params."""
+        mode = extra.pop("sampler", RAS)
+        reads = self.keys if mode == self.alternative else ("temperature", *RAS_KEYS)
+        for key in extra:
+            if key not in reads:
+                other = RAS if mode == self.alternative else self.alternative
+                raise InvalidField(f"extra_params.{key}", "FIELD_NOT_SUPPORTED", f"{key} applies to the {other} sampler only")
+        if mode == self.alternative:
+            return SamplingTable.same_names(*self.keys).params(extra, self.defaults, seed=seed), None
+        chosen = dataclasses.replace(ras, **{key: extra[key] for key in RAS_KEYS if key in extra})
+        return SamplingTable.same_names("temperature").params(extra, RAS_TEMPERATURE, seed=seed), chosen

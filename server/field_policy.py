@@ -36,7 +36,7 @@ from __future__ import annotations
 from google.protobuf import struct_pb2
 
 from vocalis.server.errors import StatusError, invalid_argument
-from vocalis.server.session_config import enum_name
+from vocalis.server.session_config import enum_name, plain_struct
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
 from vocalis.stages.api.model import LoadedModel
 from vocalis.tts.v1 import synthesizer_pb2 as pb
@@ -114,6 +114,7 @@ def _drop_undeclared_extra_params(config: pb.SessionConfig, model: LoadedModel, 
     """Keys of `extra_params` the model does not declare are dropped (rule 2), and an empty `extra_params` with them."""
     if not config.HasField("extra_params"):
         return
+    plain_struct(config.extra_params, "extra_params", 1)  # what JSON cannot hold is refused, declared or not
     declared = {param.name for param in model.capabilities.extra_params}
     for key in sorted(set(config.extra_params.fields) - declared):
         del config.extra_params.fields[key]

@@ -122,6 +122,7 @@ def test_only_the_default_voice(gepard):
     [
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"max_new_tokens": 4097}, "max_new_tokens"),
+        ({"max_new_tokens": 1_000_000}, "max_new_tokens"),
     ],
 )
 def test_bad_fields_are_400_by_name(gepard, body, param):
@@ -129,3 +130,20 @@ def test_bad_fields_are_400_by_name(gepard, body, param):
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
     assert speak(gepard).status_code == 200  # the server keeps serving
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"extra_params": {"no_such_knob": 1}}, "extra_params.no_such_knob"),
+        ({"instructions": "Speak softly."}, "instructions"),
+        ({"language": "xx-notalanguage"}, "language"),
+        ({"task_type": "Base"}, "task_type"),
+    ],
+)
+def test_what_gepard_does_not_use_is_served_with_a_warning(gepard, body, field):
+    """The edge policy (docs/API.md): rule 2 of the field policy, the audio unchanged (Gepard declares no extra params,
+    takes no instructions or task, and does not select languages)."""
+    warned = speak(gepard, response_format="pcm", **body)
+    assert [w.split(":")[0] for w in warned.headers.get_list("x-vocalis-warning")] == [f"FIELD_IGNORED {field}"]
+    assert np.array_equal(pcm(warned), pcm(speak(gepard, response_format="pcm")))

@@ -145,8 +145,15 @@ def test_voice_design(voice_design):
     assert response.status_code == 200, response.text
     missing = speech(voice_design, input="Designed.")
     assert missing.status_code == 400 and missing.json()["error"]["param"] == "instructions"
-    wrong = speech(voice_design, input="Designed.", instructions="x", task_type="CustomVoice")
-    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "task_type"
+    # The instructions decide the task (docs/API.md): another task_type is ignored with a warning, its own is neutral.
+    plain = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY)
+    wrong = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY,
+                   task_type="CustomVoice")
+    assert wrong.status_code == 200 and wrong.content == plain.content, wrong.text
+    assert [w.split(":")[0] for w in wrong.headers.get_list("x-vocalis-warning")] == ["FIELD_IGNORED task_type"]
+    own = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY,
+                 task_type="VoiceDesign")
+    assert own.status_code == 200 and "x-vocalis-warning" not in own.headers
     frames, audio = chunk_frames(voice_design, config(instructions="Bright and fast.", max_new_tokens=10), "Streamed design.")
     assert frames[0] == 1 and len(audio) == sum(frames) * HOP * 2
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from vocalis.stages.api.errors import InvalidField, UnknownVoice
-from vocalis.stages.api.extra_params import ExtraParams
+from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS, checked_max_new_tokens
 from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
@@ -75,6 +75,27 @@ class Voices:
             if name.lower() == key:
                 return name
         raise UnknownVoice(voice, list(self.presets) or ["default"])
+
+
+SAMPLING_RANGES: dict[str, tuple[type, dict[str, Any]]] = {
+    "temperature": (float, {"minimum": 0}),
+    "top_k": (int, {"minimum": 0}),
+    "top_p": (float, {"minimum": 0, "maximum": 1, "exclusive_minimum": True}),
+    "repetition_penalty": (float, {"minimum": 0, "exclusive_minimum": True}),
+}
+"""The type and range of each SamplingParams field an extra param may set, as SamplingParams accepts them."""
+
+
+def sampling_params(descriptions: Mapping[str, str], prefix: str = "", minimums: Mapping[str, float] | None = None) -> list[ExtraParam]:
+    """Extra params for SamplingParams fields (`descriptions`: field -> what it does for this family, with its default),
+    named `prefix` + field, in SamplingParams's ranges (`minimums` raises a lower bound: RAS needs top_k >= 1)."""
+    params = []
+    for name, description in descriptions.items():
+        kind, bounds = SAMPLING_RANGES[name]
+        if minimums and name in minimums:
+            bounds = bounds | {"minimum": minimums[name]}
+        params.append(ExtraParam(prefix + name, kind, description, **bounds))
+    return params
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ RAS = "ras"
 RAS_KEYS = ("top_p", "top_k", "win_size", "tau_r")
 """The extra params RAS reads (beside the temperature)."""
 RAS_TEMPERATURE = {"temperature": 1.0}
+RAS_MINIMUMS = {"top_k": 1}
+"""RAS keeps at least one token: the line's top_k starts at 1."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from vocalis.stages.api.errors import InvalidField
-from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices
+from vocalis.stages.api.extra_params import ExtraParams
+from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
 from vocalis.stages.models.drama3.runtime import Drama3Input, ReferenceClip
 from vocalis.stages.models.drama3.tag_carry import TagCarry
@@ -28,12 +28,11 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 
 class Drama3Adapter(StandardAdapter[Drama3Input]):
     MODEL = "Fish Audio Drama 3"
-    EXTRA_PARAMS = ExtraParams(MODEL, [
-        ExtraParam("temperature", float, "Sampling temperature of the main token and the codes; 0 is greedy (default 1.0).",
-                   minimum=0),
-        ExtraParam("top_k", int, "Top-k of the main token (default 0, off); the codes use at most 30.", minimum=0),
-        ExtraParam("top_p", float, "Nucleus sampling, in (0, 1] (default 0.9).", minimum=0, maximum=1, exclusive_minimum=True),
-    ])
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params({
+        "temperature": "Sampling temperature of the main token and the codes; 0 is greedy (default 1.0).",
+        "top_k": "Top-k of the main token (default 0, off); the codes use at most 30.",
+        "top_p": "Nucleus sampling, in (0, 1] (default 0.9).",
+    }))
 
     def __init__(self, sample_rate: int, positions: int | None = None) -> None:
         # Cloning is this adapter's own (several clips, transcripts checked as prompt text), so no ReferencePolicy.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from vocalis.stages.api.errors import InvalidField
-from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.extra_params import ExtraParams
 from vocalis.stages.api.reference_policy import ReferencePolicy
-from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices
+from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, normalize_text
 from vocalis.stages.models.fish_speech.runtime import FishSpeechInput
 from vocalis.stages.runtime.request import RequestParams
@@ -24,14 +24,12 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p", "repetition
 
 class FishSpeechAdapter(StandardAdapter[FishSpeechInput]):
     MODEL = "Fish Speech S2 Pro"
-    EXTRA_PARAMS = ExtraParams(MODEL, [
-        ExtraParam("temperature", float, "Sampling temperature of the semantic tokens and the fast AR's codes; 0 is greedy "
-                   "(default 0.8).", minimum=0),
-        ExtraParam("top_k", int, "Top-k (default 30; 0 keeps all).", minimum=0),
-        ExtraParam("top_p", float, "Nucleus sampling, in (0, 1] (default 0.9).", minimum=0, maximum=1, exclusive_minimum=True),
-        ExtraParam("repetition_penalty", float, "Penalty on semantic tokens already generated (default 1, none).",
-                   minimum=0, exclusive_minimum=True),
-    ])
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params({
+        "temperature": "Sampling temperature of the semantic tokens and the fast AR's codes; 0 is greedy (default 0.8).",
+        "top_k": "Top-k (default 30; 0 keeps all).",
+        "top_p": "Nucleus sampling, in (0, 1] (default 0.9).",
+        "repetition_penalty": "Penalty on semantic tokens already generated (default 1, none).",
+    }))
     REFERENCE = ReferencePolicy("Fish Speech")
     """Cloning is optional; a clone needs its transcript and audio."""
 

@@ -12,9 +12,9 @@ import numpy as np
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
 from vocalis.stages.api.reference_policy import ReferencePolicy
-from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
-from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
+from vocalis.stages.models.cosyvoice_common.sampler_choice import RAS_MINIMUMS, SamplerChoice
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.glm_tts.runtime import GLMTTSInput
 from vocalis.stages.runtime.request import RequestParams
@@ -27,9 +27,11 @@ class GLMTTSAdapter(StandardAdapter[GLMTTSInput]):
     EXTRA_PARAMS = ExtraParams(MODEL, [
         ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or topk (the published "
                    "alternative: top-k sampling).", choices=("ras", "topk")),
-        ExtraParam("temperature", float, "Sampling temperature; 0 is greedy. Default 1.", minimum=0),
-        ExtraParam("top_k", int, "Tokens kept at most. Default 25.", minimum=1),
-        ExtraParam("top_p", float, "RAS only: nucleus probability, in (0, 1]. Default 0.8.", minimum=0, maximum=1, exclusive_minimum=True),
+        *sampling_params({
+            "temperature": "Sampling temperature; 0 is greedy. Default 1.",
+            "top_k": "Tokens kept at most. Default 25.",
+            "top_p": "RAS only: nucleus probability, in (0, 1]. Default 0.8.",
+        }, minimums=RAS_MINIMUMS),
         ExtraParam("win_size", int, "RAS only: tokens looked back for repetition. Default 10.", minimum=1),
         ExtraParam("tau_r", float, "RAS only: share of the window that makes a pick a repetition. Default 0.1.", minimum=0, maximum=1),
     ])

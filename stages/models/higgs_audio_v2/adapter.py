@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.reference_policy import ReferencePolicy
-from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices
+from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.higgs_audio_v2.runtime import HiggsInput
 from vocalis.stages.runtime.request import RequestParams
 
@@ -28,9 +28,11 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 class HiggsAudioV2Adapter(StandardAdapter[HiggsInput]):
     MODEL = "higgs-audio v2"
     EXTRA_PARAMS = ExtraParams(MODEL, [
-        ExtraParam("temperature", float, "sampling temperature (default 1.0; 0: greedy)", minimum=0),
-        ExtraParam("top_k", int, "keep the k most likely codes per codebook (default 50; 0 keeps all)", minimum=0),
-        ExtraParam("top_p", float, "nucleus sampling (default 0.95)", minimum=0, maximum=1, exclusive_minimum=True),
+        *sampling_params({
+            "temperature": "sampling temperature (default 1.0; 0: greedy)",
+            "top_k": "keep the k most likely codes per codebook (default 50; 0 keeps all)",
+            "top_p": "nucleus sampling (default 0.95)",
+        }),
         ExtraParam("ras_win_len", int, "repetition-aware sampling window in frames (default 7; 0: off)", minimum=0, maximum=64),
         ExtraParam("ras_win_max_num_repeat", int, "repeats of a code in the window before it is drawn again (default 2)",
                    minimum=1, maximum=64),

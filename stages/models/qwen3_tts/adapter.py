@@ -20,7 +20,7 @@ import torch
 from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
-from vocalis.stages.api.standard_adapter import Prologue, SamplingTable, StandardAdapter, Voices
+from vocalis.stages.api.standard_adapter import Prologue, SamplingTable, StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import ARTIFACT_CODES, ARTIFACT_XVECTOR, CloneSpec
@@ -40,16 +40,18 @@ class Qwen3TTSAdapter(StandardAdapter[Qwen3TTSInput]):
 
     MODEL = "Qwen3-TTS"
     EXTRA_PARAMS = ExtraParams(MODEL, [
-        ExtraParam("temperature", float, "Codebook-0 sampling temperature; 0 is greedy (the reference's do_sample=False). "
-                   "Default from generation_config.json.", minimum=0),
-        ExtraParam("top_k", int, "Codebook-0 top-k (0 keeps all).", minimum=0),
-        ExtraParam("top_p", float, "Codebook-0 nucleus sampling, in (0, 1].", minimum=0, maximum=1, exclusive_minimum=True),
-        ExtraParam("repetition_penalty", float, "Penalty on codebook-0 codes already generated (1 is none). Default 1.05.",
-                   minimum=0, exclusive_minimum=True),
-        ExtraParam("subtalker_temperature", float, "Temperature of the code predictor (codebooks 1..15); 0 is greedy "
-                   "(subtalker_dosample=False).", minimum=0),
-        ExtraParam("subtalker_top_k", int, "Top-k of the code predictor.", minimum=0),
-        ExtraParam("subtalker_top_p", float, "Top-p of the code predictor.", minimum=0, maximum=1, exclusive_minimum=True),
+        *sampling_params({
+            "temperature": "Codebook-0 sampling temperature; 0 is greedy (the reference's do_sample=False). "
+                           "Default from generation_config.json.",
+            "top_k": "Codebook-0 top-k (0 keeps all).",
+            "top_p": "Codebook-0 nucleus sampling, in (0, 1].",
+            "repetition_penalty": "Penalty on codebook-0 codes already generated (1 is none). Default 1.05.",
+        }),
+        *sampling_params({
+            "temperature": "Temperature of the code predictor (codebooks 1..15); 0 is greedy (subtalker_dosample=False).",
+            "top_k": "Top-k of the code predictor.",
+            "top_p": "Top-p of the code predictor.",
+        }, prefix="subtalker_"),
         ExtraParam("non_streaming_mode", bool, "true: the whole text in the prompt; false: text fed in as speech is generated. "
                    "Default true for CustomVoice and VoiceDesign, false for Base (as the reference)."),
     ])

@@ -86,15 +86,29 @@ SAMPLING_RANGES: dict[str, tuple[type, dict[str, Any]]] = {
 """The type and range of each SamplingParams field an extra param may set, as SamplingParams accepts them."""
 
 
-def sampling_params(descriptions: Mapping[str, str], prefix: str = "", minimums: Mapping[str, float] | None = None) -> list[ExtraParam]:
-    """Extra params for SamplingParams fields (`descriptions`: field -> what it does for this family, with its default),
-    named `prefix` + field, in SamplingParams's ranges (`minimums` raises a lower bound: RAS needs top_k >= 1)."""
+SAMPLING_TEXT = {
+    "temperature": "Sampling temperature; 0 is greedy",
+    "top_k": "Top-k: the k most likely tokens are kept",
+    "top_p": "Nucleus sampling, in (0, 1]",
+    "repetition_penalty": "Penalty on tokens already generated; 1 is none",
+}
+
+
+def sampling_params(defaults: Mapping[str, Any], notes: Mapping[str, str] | None = None, prefix: str = "",
+                    minimums: Mapping[str, float] | None = None) -> list[ExtraParam]:
+    """Extra params for the SamplingParams fields among `defaults` (field -> the family's default, or where it comes
+    from), named `prefix` + field, in SamplingParams's ranges, described the same way for every family plus the
+    family's `notes` on a field (what it samples); `minimums` raises a lower bound (RAS needs top_k >= 1)."""
     params = []
-    for name, description in descriptions.items():
+    for name, default in defaults.items():
+        if name not in SAMPLING_RANGES:
+            continue
         kind, bounds = SAMPLING_RANGES[name]
         if minimums and name in minimums:
             bounds = bounds | {"minimum": minimums[name]}
-        params.append(ExtraParam(prefix + name, kind, description, **bounds))
+        text = SAMPLING_TEXT[name] + ("; 0 keeps all" if name == "top_k" and bounds["minimum"] == 0 else "")
+        note = f" ({notes[name]})" if notes and name in notes else ""
+        params.append(ExtraParam(prefix + name, kind, f"{text}{note}. Default {default}.", **bounds))
     return params
 
 

@@ -9,34 +9,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.extra_params import ExtraParams
 from vocalis.stages.api.reference_policy import ReferencePolicy
-from vocalis.stages.api.standard_adapter import StandardAdapter, Voices, sampling_params
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.cosyvoice3.runtime import CosyVoice3Input
 from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
-from vocalis.stages.models.cosyvoice_common.sampler_choice import RAS_MINIMUMS, SamplerChoice
+from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
 from vocalis.stages.runtime.request import RequestParams
 
-STANDARD = SamplerChoice("standard", {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21},
-                         ("temperature", "top_k", "top_p", "repetition_penalty"))
+STANDARD = SamplerChoice("standard", "temperature, top-k, top-p and repetition penalty",
+                         {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21})
 
 
 class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
     MODEL = "CosyVoice3"
-    EXTRA_PARAMS = ExtraParams(MODEL, [
-        ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or standard "
-                   "(temperature, top-k, top-p and repetition penalty).", choices=("ras", "standard")),
-        *sampling_params({
-            "temperature": "Sampling temperature; 0 is greedy. Default 1 (ras), 0.7 (standard).",
-            "top_k": "Tokens kept at most. Default 25 (ras), 20 (standard).",
-            "top_p": "Nucleus probability, in (0, 1]. Default 0.8.",
-            "repetition_penalty": "Standard sampler only: penalty on tokens already generated. Default 1.21.",
-        }, minimums=RAS_MINIMUMS),
-        ExtraParam("win_size", int, "RAS only: tokens looked back for repetition. Default 10.", minimum=1),
-        ExtraParam("tau_r", float, "RAS only: share of the window that makes a pick a repetition. Default 0.1.", minimum=0, maximum=1),
-    ])
+    EXTRA_PARAMS = ExtraParams(MODEL, STANDARD.extra_params())
     REFERENCE = ReferencePolicy(MODEL, required=True, max_seconds=MAX_REFERENCE_SECONDS, recommended_seconds=RECOMMENDED_SECONDS)
     """The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 

@@ -28,11 +28,8 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 
 class Drama3Adapter(StandardAdapter[Drama3Input]):
     MODEL = "Fish Audio Drama 3"
-    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params({
-        "temperature": "Sampling temperature of the main token and the codes; 0 is greedy (default 1.0).",
-        "top_k": "Top-k of the main token (default 0, off); the codes use at most 30.",
-        "top_p": "Nucleus sampling, in (0, 1] (default 0.9).",
-    }))
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params(DEFAULTS, {"temperature": "the main token and the codes",
+                                                                 "top_k": "the main token; the codes keep at most 30"}))
 
     def __init__(self, sample_rate: int, positions: int | None = None) -> None:
         # Cloning is this adapter's own (several clips, transcripts checked as prompt text), so no ReferencePolicy.

@@ -24,12 +24,8 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p", "repetition
 
 class FishSpeechAdapter(StandardAdapter[FishSpeechInput]):
     MODEL = "Fish Speech S2 Pro"
-    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params({
-        "temperature": "Sampling temperature of the semantic tokens and the fast AR's codes; 0 is greedy (default 0.8).",
-        "top_k": "Top-k (default 30; 0 keeps all).",
-        "top_p": "Nucleus sampling, in (0, 1] (default 0.9).",
-        "repetition_penalty": "Penalty on semantic tokens already generated (default 1, none).",
-    }))
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params(DEFAULTS, {"temperature": "the semantic tokens and the fast AR's codes",
+                                                                 "repetition_penalty": "on the semantic tokens"}))
     REFERENCE = ReferencePolicy("Fish Speech")
     """Cloning is optional; a clone needs its transcript and audio."""
 

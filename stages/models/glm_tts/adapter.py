@@ -9,32 +9,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
+from vocalis.stages.api.extra_params import ExtraParams
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
 from vocalis.stages.api.reference_policy import ReferencePolicy
-from vocalis.stages.api.standard_adapter import StandardAdapter, Voices, sampling_params
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
-from vocalis.stages.models.cosyvoice_common.sampler_choice import RAS_MINIMUMS, SamplerChoice
+from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.glm_tts.runtime import GLMTTSInput
 from vocalis.stages.runtime.request import RequestParams
 
-TOP_K = SamplerChoice("topk", {"temperature": 1.0, "top_k": RASParams.top_k}, ("temperature", "top_k"))
+TOP_K = SamplerChoice("topk", "the published alternative: top-k sampling", {"temperature": 1.0, "top_k": RASParams.top_k})
 
 
 class GLMTTSAdapter(StandardAdapter[GLMTTSInput]):
     MODEL = "GLM-TTS"
-    EXTRA_PARAMS = ExtraParams(MODEL, [
-        ExtraParam("sampler", str, "ras (default: repetition-aware nucleus sampling, as published) or topk (the published "
-                   "alternative: top-k sampling).", choices=("ras", "topk")),
-        *sampling_params({
-            "temperature": "Sampling temperature; 0 is greedy. Default 1.",
-            "top_k": "Tokens kept at most. Default 25.",
-            "top_p": "RAS only: nucleus probability, in (0, 1]. Default 0.8.",
-        }, minimums=RAS_MINIMUMS),
-        ExtraParam("win_size", int, "RAS only: tokens looked back for repetition. Default 10.", minimum=1),
-        ExtraParam("tau_r", float, "RAS only: share of the window that makes a pick a repetition. Default 0.1.", minimum=0, maximum=1),
-    ])
+    EXTRA_PARAMS = ExtraParams(MODEL, TOP_K.extra_params())
     REFERENCE = ReferencePolicy(MODEL, required=True, max_seconds=MAX_REFERENCE_SECONDS, recommended_seconds=RECOMMENDED_SECONDS)
     """The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 

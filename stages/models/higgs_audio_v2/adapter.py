@@ -28,11 +28,7 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 class HiggsAudioV2Adapter(StandardAdapter[HiggsInput]):
     MODEL = "higgs-audio v2"
     EXTRA_PARAMS = ExtraParams(MODEL, [
-        *sampling_params({
-            "temperature": "sampling temperature (default 1.0; 0: greedy)",
-            "top_k": "keep the k most likely codes per codebook (default 50; 0 keeps all)",
-            "top_p": "nucleus sampling (default 0.95)",
-        }),
+        *sampling_params(DEFAULTS, {"top_k": "per codebook"}),
         ExtraParam("ras_win_len", int, "repetition-aware sampling window in frames (default 7; 0: off)", minimum=0, maximum=64),
         ExtraParam("ras_win_max_num_repeat", int, "repeats of a code in the window before it is drawn again (default 2)",
                    minimum=1, maximum=64),

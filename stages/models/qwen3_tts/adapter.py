@@ -40,18 +40,9 @@ class Qwen3TTSAdapter(StandardAdapter[Qwen3TTSInput]):
 
     MODEL = "Qwen3-TTS"
     EXTRA_PARAMS = ExtraParams(MODEL, [
-        *sampling_params({
-            "temperature": "Codebook-0 sampling temperature; 0 is greedy (the reference's do_sample=False). "
-                           "Default from generation_config.json.",
-            "top_k": "Codebook-0 top-k (0 keeps all).",
-            "top_p": "Codebook-0 nucleus sampling, in (0, 1].",
-            "repetition_penalty": "Penalty on codebook-0 codes already generated (1 is none). Default 1.05.",
-        }),
-        *sampling_params({
-            "temperature": "Temperature of the code predictor (codebooks 1..15); 0 is greedy (subtalker_dosample=False).",
-            "top_k": "Top-k of the code predictor.",
-            "top_p": "Top-p of the code predictor.",
-        }, prefix="subtalker_"),
+        *sampling_params(dict.fromkeys(TALKER.fields, "from generation_config.json"), dict.fromkeys(TALKER.fields, "codebook 0")),
+        *sampling_params(dict.fromkeys(SUBTALKER.fields.values(), "from generation_config.json"),
+                         dict.fromkeys(SUBTALKER.fields.values(), "the code predictor, codebooks 1..15"), prefix="subtalker_"),
         ExtraParam("non_streaming_mode", bool, "true: the whole text in the prompt; false: text fed in as speech is generated. "
                    "Default true for CustomVoice and VoiceDesign, false for Base (as the reference)."),
     ])

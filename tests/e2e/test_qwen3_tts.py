@@ -131,13 +131,19 @@ def test_initial_chunk_per_request_and_seeded_sampling(custom_voice):
         ({"speaker_embedding": [0.1, 0.2]}, 400, "speaker_embedding"),
         ({"x_vector_only_mode": True}, 400, "x_vector_only_mode"),
         ({"language": "Klingon"}, 400, "language"),
-        ({"extra_params": {"num_step": 2}}, 400, "extra_params"),
+        ({"extra_params": {"top_p": 0}}, 400, "extra_params.top_p"),
     ],
 )
 def test_custom_voice_errors_name_the_field(custom_voice, body, status, param):
     response = speech(custom_voice, input="Hi.", **body)
     assert response.status_code == status, response.text
     assert response.json()["error"]["param"] == param
+
+
+def test_an_undeclared_extra_params_key_is_served_with_a_warning(custom_voice):
+    response = speech(custom_voice, input="Hi.", max_new_tokens=4, extra_params={"num_step": 2})
+    assert response.status_code == 200, response.text
+    assert [w.split(":")[0] for w in response.headers.get_list("x-vocalis-warning")] == ["FIELD_IGNORED extra_params.num_step"]
 
 
 def test_voice_design(voice_design):

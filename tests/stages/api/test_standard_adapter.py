@@ -6,6 +6,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -132,6 +135,17 @@ def test_the_sampling_table_maps_extra_params_onto_defaults():
     assert (sampling.temperature, sampling.top_k, sampling.top_p, sampling.seed, sampling.max_new_tokens) == (0.9, 5, 0.8, 7, 2048)
     assert table.params({"temperature": 0.0}, defaults, max_new_tokens=12).greedy
     assert SamplingTable.same_names("top_p").params({"top_p": 0.5}, defaults).top_p == 0.5
+
+
+def test_the_standard_adapter_imports_without_torch():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now fails
+        from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
+        print(StandardAdapter(sample_rate=16000, voices=Voices.single()).resolve_voice("Default"))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "default", out.stderr
 
 
 # -- every family ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ set, in this order:
    `X-Vocalis-Warning`; SSE and WebSocket `warning` event) naming it: `instructions`,
    `task_type`, `language`, `max_new_tokens`, `initial_codec_chunk_frames`, `seed` or
    `ref_text` on a model that does not use them; a `voice` when `ref_audio` gives the voice or
-   the model has no preset voices (Qwen3-TTS VoiceDesign and Base), or `ref_audio` beside a preset
+   the model has no preset voices (Qwen3-TTS VoiceDesign and Base, AuK), or `ref_audio` beside a preset
    where the preset wins (Voxtral with its encoder, `Capabilities.preset_over_reference`); `extra_params.seed` where
    `seed` is not used (where it is, `extra_params.seed` is taken as `seed`); an `extra_params` key the model does not
    declare (`extra_params.<key>`); a `task_type` other than the checkpoint's own where `instructions` decide the task

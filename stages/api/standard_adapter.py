@@ -20,7 +20,7 @@ declares.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from vocalis.stages.api.errors import InvalidField, UnknownVoice
@@ -152,7 +152,6 @@ class Prologue:
     """The model's own speed (1 unless the family accepts `speed`: else the server time-stretches)."""
     language: str | None = None
     """As the caller wrote it (None: not set); a family that selects languages checks it (`unsupported_language`)."""
-    warnings: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class StandardAdapter(Generic[InputT]):
@@ -218,7 +217,6 @@ class StandardAdapter(Generic[InputT]):
             raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", f"initial_codec_chunk_frames must be {wanted}, got {value}")
         return int(value)
 
-
-def unsupported_language(value: str, known: str) -> InvalidField:
-    """The one refusal of a language a family that selects languages does not have (`known` says which it has)."""
-    return InvalidField("language", "UNSUPPORTED_LANGUAGE", f"language {value!r} is not supported: {known}")
+    def unsupported_language(self, value: str, known: str) -> InvalidField:
+        """The one refusal of a language that a family selecting languages does not have (`known`: which it has)."""
+        return InvalidField("language", "UNSUPPORTED_LANGUAGE", f"language {value!r} is not supported by {self.MODEL}: {known}")

@@ -60,11 +60,8 @@ class OmniVoiceAdapter(StandardAdapter[OmniVoiceInput]):
             try:
                 language = language_code(request.language)
             except KeyError:
-                raise InvalidField(
-                    "language", "UNSUPPORTED_LANGUAGE",
-                    f"language {request.language!r} is not one of this model's {len(self.capabilities.languages)} languages "
-                    "(give an ISO 639 code such as 'en', or a name such as 'English'; 'auto' to let the model tell)",
-                ) from None
+                raise self.unsupported_language(request.language, f"give one of its {len(self.capabilities.languages)} languages as an "
+                                                "ISO 639 code such as 'en' or a name such as 'English' ('auto' to let the model tell)") from None
         instruction = None
         if str(request.fields.get("instructions") or "").strip():
             instruction = str(request.fields["instructions"])

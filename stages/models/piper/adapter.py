@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
 from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.piper.runtime import PiperInput
@@ -46,8 +45,4 @@ class PiperAdapter(StandardAdapter[PiperInput]):
         family = code.split("_")[0]
         wanted = language.strip().lower().replace("-", "_")
         if wanted not in {code, family, "english" if family == "en" else code}:
-            raise InvalidField(
-                "language",
-                "UNSUPPORTED_LANGUAGE",
-                f"language {language!r} is not spoken by voice {self.voice.name}; it speaks {self.voice.language}",
-            )
+            raise self.unsupported_language(language, f"voice {self.voice.name} speaks {self.voice.language}")

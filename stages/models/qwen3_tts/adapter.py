@@ -111,8 +111,7 @@ class Qwen3TTSAdapter(StandardAdapter[Qwen3TTSInput]):
             return "auto"
         key = value.strip().lower()
         if key not in self.modules.config.languages:
-            raise InvalidField("language", "UNSUPPORTED_LANGUAGE",
-                               f"Invalid language {value!r}. Supported: {', '.join(self.capabilities.languages)}")
+            raise self.unsupported_language(value, f"it speaks {', '.join(self.capabilities.languages)}")
         return key
 
     def _sampling(self, request: Prologue) -> tuple[SamplingParams, SamplingParams]:

@@ -114,6 +114,12 @@ def test_the_common_fields_are_typed():
     assert prologue.language is None and prologue.reference is None and prologue.extra == {}
 
 
+def test_a_language_the_family_lacks_is_one_refusal_naming_the_field():
+    error = talker().unsupported_language("xx-notalanguage", "it speaks English")
+    assert (error.field, error.reason) == ("language", "UNSUPPORTED_LANGUAGE")
+    assert "'xx-notalanguage'" in error.message and "Talker" in error.message
+
+
 def test_a_declared_extra_param_out_of_range_is_refused_by_its_name():
     error = refused(talker(), params(extra_params={"temperature": -1}))
     assert (error.field, error.reason) == ("extra_params.temperature", "OUT_OF_RANGE")

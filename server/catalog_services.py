@@ -7,7 +7,7 @@ import grpc
 from vocalis.server import field_lengths
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort
-from vocalis.server.field_policy import IGNORED_BY_PEERS
+from vocalis.server.field_policy import IGNORABLE
 from vocalis.server.session_config import PROTO_ENCODINGS, UNIVERSAL_FIELDS
 from vocalis.stages.api.extra_params import ExtraParam
 from vocalis.stages.api.model import LoadedModel
@@ -19,7 +19,7 @@ _ALL_FIELDS = frozenset(f.name for f in synthesizer_pb2.SessionConfig.DESCRIPTOR
 def describe_model(model: LoadedModel, is_default: bool, max_input_chars: int) -> models_pb2.Model:
     caps = model.capabilities
     accepted = sorted(UNIVERSAL_FIELDS | caps.accepted_fields)
-    ignored = sorted(set(IGNORED_BY_PEERS) - set(accepted))
+    ignored = sorted(set(IGNORABLE) - set(accepted))
     return models_pb2.Model(
         name=model.name,
         aliases=list(model.aliases),

@@ -13,14 +13,19 @@ set, in this order:
    `X-Vocalis-Warning`; SSE and WebSocket `warning` event) naming it: `instructions`,
    `task_type`, `language`, `max_new_tokens`, `initial_codec_chunk_frames`, `seed` or
    `ref_text` on a model that does not use them; a `voice` when `ref_audio` gives the voice or
-   the model has no preset voices (Qwen3-TTS VoiceDesign and Base), or `ref_audio` beside a preset
+   the model has no preset voices (Qwen3-TTS VoiceDesign and Base, AuK), or `ref_audio` beside a preset
    where the preset wins (Voxtral with its encoder, `Capabilities.preset_over_reference`); `extra_params.seed` where
-   `seed` is not used (where it is, `extra_params.seed` is taken as `seed`); and request keys
-   the API does not know at all (`unknown_fields`, code UNKNOWN_FIELD).
+   `seed` is not used (where it is, `extra_params.seed` is taken as `seed`); an `extra_params` key the model does not
+   declare (`extra_params.<key>`); a `task_type` other than the checkpoint's own where `instructions` decide the task
+   (`Capabilities.instructions_decide_task`: AuK, Qwen3-TTS VoiceDesign); and request keys the API does not know at
+   all (`unknown_fields`, code UNKNOWN_FIELD).
 3. **Values the model cannot honour are refused** with INVALID_ARGUMENT / HTTP 400 naming the
    field: `speed` other than 1.0 where no speed change is possible, `ref_audio` or
    `speaker_embedding` on a model that cannot clone, a language or task the checkpoint does
-   not have, out-of-range values.
+   not have, out-of-range values. The API's own ranges hold whether or not the model uses the field:
+   `max_new_tokens` outside 1..4096 is refused on every model, before rule 2 could drop it.
+
+docs/API.md has the outcome of each such request, per family.
 
 With `--strict-fields` every warning of rule 2 is a refusal of rule 3 instead (reason
 FIELD_NOT_SUPPORTED or UNKNOWN_FIELD). Rule 1 holds in strict mode too.
@@ -31,11 +36,15 @@ from __future__ import annotations
 from google.protobuf import struct_pb2
 
 from vocalis.server.errors import StatusError, invalid_argument
+from vocalis.server.session_config import enum_name, plain_struct
+from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
 from vocalis.stages.api.model import LoadedModel
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 IGNORED_BY_PEERS = ("instructions", "task_type", "language", "max_new_tokens", "initial_codec_chunk_frames", "seed", "ref_text")
 """Fields vLLM-Omni accepts for every model and drops where the model has no use for them."""
+IGNORABLE = (*IGNORED_BY_PEERS, "extra_params")
+"""Fields a model that has no use for them answers with a warning (extra_params: each undeclared key is warned)."""
 FIELD_IGNORED = "FIELD_IGNORED"
 UNKNOWN_FIELD = "UNKNOWN_FIELD"
 
@@ -67,7 +76,16 @@ def apply(config: pb.SessionConfig, model: LoadedModel, strict: bool = False) ->
     if config.HasField("language") and config.language.strip().lower() == "auto":
         if "auto" not in (language.lower() for language in caps.languages):
             config.ClearField("language")
+    if config.HasField("max_new_tokens") and not 1 <= config.max_new_tokens <= PEER_MAX_NEW_TOKENS:
+        raise invalid_argument("max_new_tokens", "OUT_OF_RANGE",
+                               f"max_new_tokens must be from 1 to {PEER_MAX_NEW_TOKENS}, got {config.max_new_tokens}")
     _take_extra_seed(config, model, drop)
+    _drop_undeclared_extra_params(config, model, drop)
+    if caps.instructions_decide_task and config.task_type != pb.TASK_TYPE_UNSPECIFIED and config.instructions.strip():
+        task = enum_name(config.DESCRIPTOR.fields_by_name["task_type"], config.task_type)
+        if task != caps.task:
+            config.ClearField("task_type")
+            drop("task_type", f"instructions decide the task of model {model.name} (task_type {task} is not used)")
     for name in IGNORED_BY_PEERS:
         is_set = config.task_type != pb.TASK_TYPE_UNSPECIFIED if name == "task_type" else config.HasField(name)
         if name not in accepted and is_set:
@@ -90,6 +108,20 @@ def ignore_unknown_voice(config: pb.SessionConfig, model: LoadedModel, error: St
         return None
     voice, config.voice = config.voice, ""
     return warning("voice", FIELD_IGNORED, f"voice ignored: model {model.name} has no preset voices ({voice!r} is not used)")
+
+
+def _drop_undeclared_extra_params(config: pb.SessionConfig, model: LoadedModel, drop) -> None:
+    """Keys of `extra_params` the model does not declare are dropped (rule 2), and an empty `extra_params` with them."""
+    if not config.HasField("extra_params"):
+        return
+    plain_struct(config.extra_params, "extra_params", 1)  # what JSON cannot hold is refused, declared or not
+    declared = {param.name for param in model.capabilities.extra_params}
+    for key in sorted(set(config.extra_params.fields) - declared):
+        del config.extra_params.fields[key]
+        known = ", ".join(sorted(declared)) or "none"
+        drop(f"extra_params.{key}", f"model {model.name} does not declare it (its extra_params: {known})")
+    if not config.extra_params.fields:
+        config.ClearField("extra_params")
 
 
 def _take_extra_seed(config: pb.SessionConfig, model: LoadedModel, drop) -> None:

@@ -112,13 +112,10 @@ class VoiceCatalog:
     def reference(self, name: str, model: LoadedModel) -> ReferenceAudio | None:
         """The voice to clone that `name` stands for on `model`, or None when it is one of the model's presets.
 
-        Raises NOT_FOUND for an unknown name, INVALID_ARGUMENT when `model` cannot use the voice; a model with
-        `fixed_voices` gets None for any name (its adapter then refuses a name that is not one of its voices).
+        Raises NOT_FOUND for an unknown name, INVALID_ARGUMENT when `model` cannot use the voice.
         """
         if not name or name.lower() == "default" or name.lower() in (v.lower() for v in model.capabilities.voices):
             return None
-        if model.capabilities.fixed_voices:
-            return None  # no stored voice applies: the adapter refuses the name
         key = name.lower()
         precomputed = self.precomputed.get(key)
         if precomputed is not None:

@@ -1,4 +1,4 @@
-"""`max_new_tokens` as vLLM-Omni's clients use it: a cap from 1 to 4096, never a promise.
+"""`max_new_tokens` as vLLM-Omni's clients use it: a cap from 1 to 4096 on every family, never a promise.
 
 The peer's adapters accept 1..4096 for every family (its base rule) and its engine stops a sequence when the
 model's context is full, so clients send 4096 to mean "no limit of mine" (the GLM-TTS demo always does). A family
@@ -13,8 +13,6 @@ from vocalis.stages.runtime.request import RequestParams
 
 PEER_MAX_NEW_TOKENS = 4096
 """The peer's upper bound on max_new_tokens (`TA/base`: 1..4096)."""
-MAX_INT32 = 2**31 - 1
-"""The API's own bound (the field is an int32), for a family the peer bounds below only (higgs-audio v2)."""
 CAPPED = "MAX_NEW_TOKENS_CAPPED"
 
 

@@ -27,14 +27,15 @@ class Capabilities:
     streaming: bool = True
     """Whether audio leaves before the whole utterance is synthesized."""
     voice_cloning: bool = False
-    fixed_voices: bool = False
-    """The model speaks its `voices` and nothing else (it clones none, nor uses stored voices): another name is a bad
-    argument that its adapter's `resolve_voice` refuses naming them (400 / INVALID_ARGUMENT, the peer's Gepard), not a
-    stored voice to look up (404 / NOT_FOUND when missing)."""
     preset_over_reference: bool = False
     """A preset `voice` given beside `ref_audio` is the voice and ref_audio is ignored (vLLM-Omni's Voxtral rule); by
     default ref_audio gives the voice and the preset is ignored."""
     languages: tuple[str, ...] = ()
+    task: str = ""
+    """The checkpoint's own `task_type` (Qwen3-TTS's kind, "voice_design"); a request naming it is neutral."""
+    instructions_decide_task: bool = False
+    """Where `instructions` are given they decide the task (AuK, Qwen3-TTS VoiceDesign): a `task_type` other than `task`
+    is then ignored with a warning (the server's field policy), not honoured nor refused."""
     whole_input: bool = False
     """The model takes a session's whole text as one unit (an instruction, not sentences): the server does not
     split it unless the caller asks for a granularity."""

@@ -190,6 +190,18 @@ def test_bad_requests_are_400_naming_the_field(cosy, body, param, message):
     assert speak(cosy).status_code == 200  # and the server keeps serving
 
 
+def test_the_edge_policy_on_a_cloning_family(cosy):
+    """docs/API.md: an unknown voice is 404 where the voice would come from its name, and ignored with a warning where
+    the inline clip gives the voice; an undeclared extra_params key is ignored with a warning; the audio is unchanged."""
+    plain = pcm(speak(cosy, response_format="pcm"))
+    for body, field in (({"voice": "no-such-voice"}, "voice"), ({"extra_params": {"no_such_knob": 1}}, "extra_params.no_such_knob")):
+        warned = speak(cosy, response_format="pcm", **body)
+        assert [w.split(":")[0] for w in warned.headers.get_list("x-vocalis-warning")] == [f"FIELD_IGNORED {field}"]
+        assert pcm(warned) == plain
+    named = httpx.post(f"{cosy.http_url}/v1/audio/speech", json={"input": TEXT, "voice": "no-such-voice"}, timeout=60)
+    assert named.status_code == 404 and named.json()["error"]["param"] == "voice", named.text
+
+
 def test_the_peers_streaming_client_session(cosy):
     """The request shapes of vLLM-Omni's cosyvoice3/streaming_speech_client.py: a data-URI clip, split_granularity,
     stream_audio with pcm, and the text sent word by word (--simulate-stt)."""

@@ -66,6 +66,21 @@ def test_values_the_model_cannot_honour_are_still_refused(server):
     assert response.status_code == 400 and response.json()["error"]["param"] == "ref_audio"
 
 
+def test_max_new_tokens_outside_the_api_range_is_refused_though_the_model_has_no_tokens(server):
+    response = speech(server, max_new_tokens=1_000_000)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "max_new_tokens", response.text
+
+
+def test_an_undeclared_extra_params_key_is_a_warning_and_strict_refuses_it(server, strict):
+    plain = speech(server, extra_params=NOISELESS)
+    warned = speech(server, extra_params={**NOISELESS, "no_such_knob": 1})
+    assert warned.status_code == 200, warned.text
+    (value,) = warned.headers.get_list("x-vocalis-warning")
+    assert value.startswith("FIELD_IGNORED extra_params.no_such_knob: ") and warned.content == plain.content
+    refused = speech(strict, extra_params={**NOISELESS, "no_such_knob": 1})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "extra_params.no_such_knob", refused.text
+
+
 def test_several_warnings_each_get_a_header_and_sse_events(server):
     body = {"input": "Hello.", "instructions": "x", "max_new_tokens": 5, "stream": True, "response_format": "pcm"}
     with httpx.stream("POST", f"{server.http_url}/v1/audio/speech", json=body, timeout=60) as response:

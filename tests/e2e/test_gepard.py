@@ -105,15 +105,15 @@ def test_opus_is_resampled(gepard):
 
 
 def test_only_the_default_voice(gepard):
-    """Gepard's voices are fixed (Capabilities.fixed_voices): another name is a bad argument naming the one there is,
-    as the peer answers (400), not a stored voice that is missing (the 404 of the families that clone)."""
+    """Gepard speaks one voice: another name is an unknown voice, 404 / NOT_FOUND with reason UNKNOWN_VOICE, as on every
+    family (docs/API.md, the edge policy; the peer answers 400 here, we answer as for any other family)."""
     response = speak(gepard, voice="alice")
-    assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
-    assert "'alice'" in response.json()["error"]["message"] and "only 'default'" in response.json()["error"]["message"]
+    assert response.status_code == 404 and response.json()["error"]["param"] == "voice"
+    assert "'alice'" in response.json()["error"]["message"]
     with Client(gepard.grpc_target, timeout=60) as client:
         with pytest.raises(VocalisError) as caught:
             client.synthesize(pb.SessionConfig(voice="Alice", encoding=audio_pb2.AUDIO_ENCODING_PCM, **PINNED), TEXT)
-    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and "only 'default'" in caught.value.message
+    assert caught.value.code == grpc.StatusCode.NOT_FOUND and caught.value.reason == "UNKNOWN_VOICE"
     assert np.array_equal(pcm(speak(gepard, voice="default", response_format="pcm")), pcm(speak(gepard, response_format="pcm")))
 
 
@@ -122,6 +122,7 @@ def test_only_the_default_voice(gepard):
     [
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"max_new_tokens": 4097}, "max_new_tokens"),
+        ({"max_new_tokens": 1_000_000}, "max_new_tokens"),
     ],
 )
 def test_bad_fields_are_400_by_name(gepard, body, param):
@@ -129,3 +130,20 @@ def test_bad_fields_are_400_by_name(gepard, body, param):
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
     assert speak(gepard).status_code == 200  # the server keeps serving
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"extra_params": {"no_such_knob": 1}}, "extra_params.no_such_knob"),
+        ({"instructions": "Speak softly."}, "instructions"),
+        ({"language": "xx-notalanguage"}, "language"),
+        ({"task_type": "Base"}, "task_type"),
+    ],
+)
+def test_what_gepard_does_not_use_is_served_with_a_warning(gepard, body, field):
+    """The edge policy (docs/API.md): rule 2 of the field policy, the audio unchanged (Gepard declares no extra params,
+    takes no instructions or task, and does not select languages)."""
+    warned = speak(gepard, response_format="pcm", **body)
+    assert [w.split(":")[0] for w in warned.headers.get_list("x-vocalis-warning")] == [f"FIELD_IGNORED {field}"]
+    assert np.array_equal(pcm(warned), pcm(speak(gepard, response_format="pcm")))

@@ -97,20 +97,43 @@ def test_cloning_with_ref_audio_and_ref_text_and_the_references_alias(higgs):
     [
         ({"ref_audio": "REF"}, "ref_text"),
         ({"ref_text": "no audio"}, "ref_text"),
-        ({"instructions": "speak softly"}, "instructions"),
-        ({"language": "French"}, "language"),
-        ({"task_type": "Base"}, "task_type"),
         ({"x_vector_only_mode": True}, "x_vector_only_mode"),
         ({"extra_params": {"top_p": 0}}, "extra_params.top_p"),
-        ({"voice": "alloy"}, "voice"),
+        ({"max_new_tokens": 1_000_000}, "max_new_tokens"),
     ],
 )
-def test_what_the_peer_refuses_is_a_400_naming_the_field(higgs, body, field):
+def test_what_the_model_cannot_honour_is_a_400_naming_the_field(higgs, body, field):
     body = {k: (data_url() if v == "REF" else v) for k, v in body.items()}
     response = speech(higgs, input="Hello.", **body)
-    assert response.status_code in (400, 404), response.text
+    assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == field
     assert speech(higgs, input="Still serving.").status_code == 200
+
+
+def test_an_unknown_voice_is_404_unless_ref_audio_gives_the_voice(higgs):
+    response = speech(higgs, input="Hello.", voice="no-such-voice")
+    assert response.status_code == 404 and response.json()["error"]["param"] == "voice", response.text
+    cloned = speech(higgs, input="Hello.", voice="no-such-voice", ref_audio=data_url(), ref_text="A short reference.", seed=1)
+    assert cloned.status_code == 200, cloned.text
+    assert any(w.startswith("FIELD_IGNORED voice: ") for w in cloned.headers.get_list("x-vocalis-warning"))
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"instructions": "speak softly"}, "instructions"),
+        ({"language": "xx-notalanguage"}, "language"),
+        ({"task_type": "Base"}, "task_type"),
+        ({"extra_params": {"no_such_knob": 1}}, "extra_params.no_such_knob"),
+    ],
+)
+def test_what_the_model_does_not_use_is_served_with_a_warning(higgs, body, field):
+    """The edge policy (docs/API.md): the model reads the language from the text and takes no instructions or task, so
+    these are rule 2 of the field policy, as on every family that has no use for them; the audio is unchanged."""
+    warned = speech(higgs, input="Hello.", seed=5, **body)
+    assert warned.status_code == 200, warned.text
+    assert [w.split(":")[0] for w in warned.headers.get_list("x-vocalis-warning")] == [f"FIELD_IGNORED {field}"]
+    assert warned.content == speech(higgs, input="Hello.", seed=5).content
 
 
 def test_multi_speaker_tags_are_refused(higgs):

@@ -28,7 +28,7 @@ CASES = [
     ({"input": "Hi.", "voice": "nobody"}, 404, "voice", "nobody"),
     ({"input": "Hi.", "ref_audio": "data:audio/wav;base64,AAAA"}, 400, "ref_audio", "not supported"),
     ({"input": "Hi.", "speaker_embedding": [0.1, 0.2]}, 400, "speaker_embedding", "not supported"),
-    ({"input": "Hi.", "extra_params": {"temperature": 0.3}}, 400, "extra_params", "temperature"),
+    ({"input": "Hi.", "extra_params": {"noise_scale": 3}}, 400, "extra_params.noise_scale", "2"),
     ({"input": "Hi.", "extra_params": {"noise_scale": "loud"}}, 400, "extra_params.noise_scale", "number"),
     ({"input": "Hi.", "language": "German"}, 400, "language", "German"),
     ({"input": 42}, 400, "input", "string"),

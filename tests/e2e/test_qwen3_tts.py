@@ -131,7 +131,7 @@ def test_initial_chunk_per_request_and_seeded_sampling(custom_voice):
         ({"speaker_embedding": [0.1, 0.2]}, 400, "speaker_embedding"),
         ({"x_vector_only_mode": True}, 400, "x_vector_only_mode"),
         ({"language": "Klingon"}, 400, "language"),
-        ({"extra_params": {"num_step": 2}}, 400, "extra_params"),
+        ({"extra_params": {"top_p": 0}}, 400, "extra_params.top_p"),
     ],
 )
 def test_custom_voice_errors_name_the_field(custom_voice, body, status, param):
@@ -140,13 +140,26 @@ def test_custom_voice_errors_name_the_field(custom_voice, body, status, param):
     assert response.json()["error"]["param"] == param
 
 
+def test_an_undeclared_extra_params_key_is_served_with_a_warning(custom_voice):
+    response = speech(custom_voice, input="Hi.", max_new_tokens=4, extra_params={"num_step": 2})
+    assert response.status_code == 200, response.text
+    assert [w.split(":")[0] for w in response.headers.get_list("x-vocalis-warning")] == ["FIELD_IGNORED extra_params.num_step"]
+
+
 def test_voice_design(voice_design):
     response = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY)
     assert response.status_code == 200, response.text
     missing = speech(voice_design, input="Designed.")
     assert missing.status_code == 400 and missing.json()["error"]["param"] == "instructions"
-    wrong = speech(voice_design, input="Designed.", instructions="x", task_type="CustomVoice")
-    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "task_type"
+    # The instructions decide the task (docs/API.md): another task_type is ignored with a warning, its own is neutral.
+    plain = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY)
+    wrong = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY,
+                   task_type="CustomVoice")
+    assert wrong.status_code == 200 and wrong.content == plain.content, wrong.text
+    assert [w.split(":")[0] for w in wrong.headers.get_list("x-vocalis-warning")] == ["FIELD_IGNORED task_type"]
+    own = speech(voice_design, input="Designed.", instructions="A deep, husky voice.", max_new_tokens=8, extra_params=GREEDY,
+                 task_type="VoiceDesign")
+    assert own.status_code == 200 and "x-vocalis-warning" not in own.headers
     frames, audio = chunk_frames(voice_design, config(instructions="Bright and fast.", max_new_tokens=10), "Streamed design.")
     assert frames[0] == 1 and len(audio) == sum(frames) * HOP * 2
 

@@ -3,7 +3,9 @@
 One instruction (plus an optional source clip) selects the task: TTS, instruct TTS, editing, conversion,
 enhancement, separation. `instructions` carries the whole cookbook instruction; `input` alone is taken as the
 instruction (warned); both: `instructions` wins (warned). `task_type` CustomVoice/Base wrap the input as
-`Say the following: "<input>"` / `Say the following with the same voice: "<input>"`. `duration_seconds` is the
+`Say the following: "<input>"` / `Say the following with the same voice: "<input>"`; beside `instructions` the
+instruction decides and `task_type` is ignored with a warning (the server's field policy,
+`Capabilities.instructions_decide_task`). `duration_seconds` is the
 output length (required without `ref_audio`; with it, the clip's length). `ref_audio` is the clip to edit or the
 voice to follow; `ref_text` is not used (the field policy warns). The whole input is one unit of synthesis
 (Capabilities.whole_input): the text is an instruction, not sentences to split.
@@ -15,9 +17,9 @@ import json
 import math
 from dataclasses import dataclass
 
-from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.auk.config import MAX_SECONDS, AuKConfig
 from vocalis.stages.models.auk.schedule import Schedule, resolve, valid_t_grid
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
@@ -27,13 +29,6 @@ VAE_SAMPLE_SEED_OFFSET = 0x5EED0A0C
 """The reference-latent draw's generator is seeded apart from the diffusion noise's (vLLM-Omni's offset)."""
 TASK_PREFIXES = {"custom_voice": "Say the following: ", "base": "Say the following with the same voice: "}
 
-EXTRA_PARAMS = ExtraParams("AuK", [
-    ExtraParam("num_inference_steps", int, "flow steps (default 32; AuK-Flash: 4, fixed)", minimum=1, maximum=256),
-    ExtraParam("guidance_scale", float, "classifier-free guidance (default 2.0; 0: off; AuK-Flash: 0, fixed)", minimum=0, maximum=20),
-    ExtraParam("sway", float, "sway sampling coefficient of the time grid (default -1.0)", minimum=-1, maximum=1),
-    ExtraParam("t_grid", list, "explicit time grid: at least 2 finite, strictly increasing numbers (overrides sway)"),
-    ExtraParam("vae_sample", bool, "draw the source clip's latent from the VAE posterior instead of taking its mean"),
-])
 
 
 @dataclass(frozen=True)
@@ -61,26 +56,23 @@ WARMUP_SECONDS = 1.0
 """The warm-up utterance's length (without ref_audio AuK must be told one)."""
 
 
-class AuKAdapter:
+class AuKAdapter(StandardAdapter[AuKInput]):
+    MODEL = "AuK"
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("num_inference_steps", int, "flow steps (default 32; AuK-Flash: 4, fixed)", minimum=1, maximum=256),
+        ExtraParam("guidance_scale", float, "classifier-free guidance (default 2.0; 0: off; AuK-Flash: 0, fixed)", minimum=0, maximum=20),
+        ExtraParam("sway", float, "sway sampling coefficient of the time grid (default -1.0)", minimum=-1, maximum=1),
+        ExtraParam("t_grid", list, "explicit time grid: at least 2 finite, strictly increasing numbers (overrides sway)"),
+        ExtraParam("vae_sample", bool, "draw the source clip's latent from the VAE posterior instead of taking its mean"),
+    ])
+
     def __init__(self, config: AuKConfig) -> None:
         self.config = config
-        self.capabilities = Capabilities(
-            sample_rate=config.sample_rate,
-            voices=(),
-            default_voice="",
-            accepted_fields=frozenset({"instructions", "task_type", "duration_seconds", "ref_audio", "seed", "extra_params"}),
-            extra_params=tuple(EXTRA_PARAMS),
-            streaming=True,
-            voice_cloning=True,
-            whole_input=True,
-            instructions_carry_text=True,
-            warmup_fields=(("duration_seconds", WARMUP_SECONDS),),
-        )
-
-    def resolve_voice(self, voice: str) -> str:
-        if voice.strip().lower() in ("", "default"):
-            return ""
-        raise UnknownVoice(voice, [])
+        # No voice of its own (the instruction, or the clip, gives it); ref_audio is a clip to edit or follow, checked
+        # here, so no ReferencePolicy (there is no transcript to ask for).
+        super().__init__(sample_rate=config.sample_rate, voices=Voices.none(), voice_cloning=True, whole_input=True,
+                         fields={"instructions", "task_type", "duration_seconds", "ref_audio", "seed"},
+                         instructions_decide_task=True, instructions_carry_text=True, warmup_fields=(("duration_seconds", WARMUP_SECONDS),))
 
     def stage_input(self, params: RequestParams) -> AuKInput:
         fields = params.fields
@@ -113,11 +105,10 @@ class AuKAdapter:
                                "give a shorter clip or a duration_seconds")
         if params.reference is not None and len(params.reference.samples) == 0:
             raise InvalidField("ref_audio", "INVALID_VALUE", "AuK needs the clip's audio: ref_audio is empty")
-        extra = dict(fields.get("extra_params") or {})
-        t_grid = extra.get("t_grid")
+        settings = self.prologue(params).extra
+        t_grid = settings.get("t_grid")
         if t_grid is not None and (why := valid_t_grid(t_grid)) is not None:
             raise InvalidField("extra_params.t_grid", "INVALID_VALUE", f"extra_params.t_grid {why}")
-        settings = EXTRA_PARAMS.parse(extra)
         schedule, flash_notes = resolve(self.config, settings.get("num_inference_steps"), settings.get("guidance_scale"),
                                         settings.get("sway"), settings.get("t_grid"))
         params.warnings.extend((name, "MODEL_NOTE", note) for name, note in notes + [("extra_params", note) for note in flash_notes])

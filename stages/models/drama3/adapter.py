@@ -14,54 +14,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.stages.api.errors import InvalidField, UnknownVoice
-from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.api.extra_params import ExtraParams
+from vocalis.stages.api.standard_adapter import SamplingTable, StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.drama3.prompt import PromptTextError, check_text
 from vocalis.stages.models.drama3.runtime import Drama3Input, ReferenceClip
 from vocalis.stages.models.drama3.tag_carry import TagCarry
 from vocalis.stages.runtime.request import RequestParams
-from vocalis.stages.runtime.sampling import SamplingParams
 
-VOICE = "default"
 DEFAULTS = {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "max_new_tokens": 2048}
-
-EXTRA_PARAMS = ExtraParams("Fish Audio Drama 3", [
-    ExtraParam("temperature", float, "Sampling temperature of the main token and the codes; 0 is greedy (default 1.0).",
-               minimum=0),
-    ExtraParam("top_k", int, "Top-k of the main token (default 0, off); the codes use at most 30.", minimum=0),
-    ExtraParam("top_p", float, "Nucleus sampling, in (0, 1] (default 0.9).", minimum=0, maximum=1, exclusive_minimum=True),
-])
+SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 
 
-class Drama3Adapter:
+class Drama3Adapter(StandardAdapter[Drama3Input]):
+    MODEL = "Fish Audio Drama 3"
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params(DEFAULTS, {"temperature": "the main token and the codes",
+                                                                 "top_k": "the main token; the codes keep at most 30"}))
+
     def __init__(self, sample_rate: int, positions: int | None = None) -> None:
-        self.positions = positions
-        """The talker's KV cache length, which ends generation before a larger max_new_tokens does."""
-        self.capabilities = Capabilities(
-            sample_rate=sample_rate,
-            voices=(VOICE,),
-            default_voice=VOICE,
-            accepted_fields=frozenset({"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text", "more_references"}),
-            extra_params=tuple(EXTRA_PARAMS),
-            streaming=True,
-            voice_cloning=True,
-        )
+        # Cloning is this adapter's own (several clips, transcripts checked as prompt text), so no ReferencePolicy.
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(), positions=positions, voice_cloning=True,
+                         fields={"seed", "max_new_tokens", "ref_audio", "ref_text", "more_references"})
         self.text_carry = TagCarry()
 
-    def resolve_voice(self, voice: str) -> str:
-        if voice.strip().lower() in ("", VOICE):
-            return VOICE
-        raise UnknownVoice(voice, [VOICE])
-
     def stage_input(self, params: RequestParams) -> Drama3Input:
+        request = self.prologue(params)
         fields = params.fields
-        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
-        max_new = checked_max_new_tokens(params, self.positions) if "max_new_tokens" in fields else DEFAULTS["max_new_tokens"]
-        sampling = SamplingParams(temperature=extra.get("temperature", DEFAULTS["temperature"]),
-                                  top_k=extra.get("top_k", DEFAULTS["top_k"]), top_p=extra.get("top_p", DEFAULTS["top_p"]),
-                                  seed=fields.get("seed"), max_new_tokens=max_new)
+        sampling = SAMPLING.params(request.extra, DEFAULTS, seed=request.seed, max_new_tokens=request.max_new_tokens)
         reference = params.reference
         if reference is None:
             if params.more_references:

@@ -2,57 +2,42 @@
 
 from __future__ import annotations
 
-from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.piper.runtime import PiperInput
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.runtime.request import RequestParams
 
-EXTRA_PARAMS = ExtraParams("Piper", [
-    ExtraParam("noise_scale", float, "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",
-               minimum=0, maximum=2),
-    ExtraParam("noise_w_scale", float, "Phoneme-duration noise, 0 to 2. Default from the voice.", minimum=0, maximum=2),
-])
 
-
-class PiperAdapter:
+class PiperAdapter(StandardAdapter[PiperInput]):
     """Validates a request against one Piper voice and builds its PiperInput."""
+
+    MODEL = "Piper"
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("noise_scale", float, "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",
+                   minimum=0, maximum=2),
+        ExtraParam("noise_w_scale", float, "Phoneme-duration noise, 0 to 2. Default from the voice.", minimum=0, maximum=2),
+    ])
 
     def __init__(self, voice: LoadedPiperVoice) -> None:
         self.voice = voice
-        self.capabilities = Capabilities(
-            sample_rate=voice.sample_rate,
-            voices=(voice.name,),
-            default_voice=voice.name,
-            accepted_fields=frozenset(
-                {"speed", "language", "extra_params"}
-                | ({"seed"} if voice.seeded else set())
-                | ({"word_timestamps"} if voice.durations_output else set())
-            ),
-            extra_params=tuple(EXTRA_PARAMS),
-            streaming=True,
+        super().__init__(
+            sample_rate=voice.sample_rate, voices=Voices.single(voice.name),
+            fields={"speed", "language"} | ({"seed"} if voice.seeded else set()) | ({"word_timestamps"} if voice.durations_output else set()),
             languages=(voice.language,),
         )
 
-    def resolve_voice(self, voice: str) -> str:
-        if voice.lower() in ("", "default", self.voice.name.lower()):
-            return self.voice.name
-        raise UnknownVoice(voice, [self.voice.name])
-
     def stage_input(self, params: RequestParams) -> PiperInput:
-        fields = params.fields
-        if "language" in fields:
-            self._check_language(fields["language"])
-        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
+        request = self.prologue(params)
+        if request.language is not None:
+            self._check_language(request.language)
         config = self.voice.config
-        speed = float(fields.get("speed", 1.0))
         return PiperInput(
-            length_scale=config.length_scale / speed,
-            noise_scale=extra.get("noise_scale", config.noise_scale),
-            noise_w_scale=extra.get("noise_w_scale", config.noise_w_scale),
-            seed=fields.get("seed"),
-            word_timestamps=bool(fields.get("word_timestamps", False)),
+            length_scale=config.length_scale / request.speed,
+            noise_scale=request.extra.get("noise_scale", config.noise_scale),
+            noise_w_scale=request.extra.get("noise_w_scale", config.noise_w_scale),
+            seed=request.seed,
+            word_timestamps=bool(params.fields.get("word_timestamps", False)),
         )
 
     def _check_language(self, language: str) -> None:
@@ -60,8 +45,4 @@ class PiperAdapter:
         family = code.split("_")[0]
         wanted = language.strip().lower().replace("-", "_")
         if wanted not in {code, family, "english" if family == "en" else code}:
-            raise InvalidField(
-                "language",
-                "UNSUPPORTED_LANGUAGE",
-                f"language {language!r} is not spoken by voice {self.voice.name}; it speaks {self.voice.language}",
-            )
+            raise self.unsupported_language(language, f"voice {self.voice.name} speaks {self.voice.language}")

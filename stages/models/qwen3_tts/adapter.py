@@ -4,7 +4,10 @@ The checkpoint's kind decides the task: CustomVoice (a preset speaker, optionall
 `instructions`; the 0.6B ones take no instructions), VoiceDesign (the voice described by
 `instructions`, required) or Base (a cloned voice: `ref_audio` + `ref_text` for in-context cloning,
 or only its x-vector with `x_vector_only_mode`, or a given `speaker_embedding`). A field the kind does
-not honour is not in its accepted fields, so the server refuses it by name.
+not honour is not in its accepted fields, so the server's field policy answers it (warned or refused by name). A
+VoiceDesign checkpoint's task is its instructions': another `task_type` is ignored with a warning
+(`Capabilities.instructions_decide_task`); on CustomVoice and Base it is a task the checkpoint does not have (400).
+Sampling defaults are the checkpoint's generation_config.json.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
+from vocalis.stages.api.standard_adapter import Prologue, SamplingTable, StandardAdapter, Voices, sampling_params
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput
 from vocalis.stages.models.qwen3_tts.voices import ARTIFACT_CODES, ARTIFACT_XVECTOR, CloneSpec
@@ -27,74 +30,54 @@ from vocalis.stages.runtime.sampling import SamplingParams
 
 TASK_NAMES = {"custom_voice": "CustomVoice", "voice_design": "VoiceDesign", "base": "Base"}
 MAX_INSTRUCTIONS = 500
-MAX_NEW_TOKENS = 4096
-
-EXTRA_PARAMS = ExtraParams("Qwen3-TTS", [
-    ExtraParam("temperature", float, "Codebook-0 sampling temperature; 0 is greedy (the reference's do_sample=False). "
-               "Default from generation_config.json.", minimum=0),
-    ExtraParam("top_k", int, "Codebook-0 top-k (0 keeps all).", minimum=0),
-    ExtraParam("top_p", float, "Codebook-0 nucleus sampling, in (0, 1].", minimum=0, maximum=1, exclusive_minimum=True),
-    ExtraParam("repetition_penalty", float, "Penalty on codebook-0 codes already generated (1 is none). Default 1.05.",
-               minimum=0, exclusive_minimum=True),
-    ExtraParam("subtalker_temperature", float, "Temperature of the code predictor (codebooks 1..15); 0 is greedy "
-               "(subtalker_dosample=False).", minimum=0),
-    ExtraParam("subtalker_top_k", int, "Top-k of the code predictor.", minimum=0),
-    ExtraParam("subtalker_top_p", float, "Top-p of the code predictor.", minimum=0, maximum=1, exclusive_minimum=True),
-    ExtraParam("non_streaming_mode", bool, "true: the whole text in the prompt; false: text fed in as speech is generated. "
-               "Default true for CustomVoice and VoiceDesign, false for Base (as the reference)."),
-])
+TALKER = SamplingTable.same_names("temperature", "top_k", "top_p", "repetition_penalty")
+SUBTALKER = SamplingTable({"subtalker_temperature": "temperature", "subtalker_top_k": "top_k", "subtalker_top_p": "top_p"})
 
 
-class Qwen3TTSAdapter:
+
+class Qwen3TTSAdapter(StandardAdapter[Qwen3TTSInput]):
     """Validates a request against one Qwen3-TTS checkpoint and builds its stage input."""
 
+    MODEL = "Qwen3-TTS"
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        *sampling_params(dict.fromkeys(TALKER.fields, "from generation_config.json"), dict.fromkeys(TALKER.fields, "codebook 0")),
+        *sampling_params(dict.fromkeys(SUBTALKER.fields.values(), "from generation_config.json"),
+                         dict.fromkeys(SUBTALKER.fields.values(), "the code predictor, codebooks 1..15"), prefix="subtalker_"),
+        ExtraParam("non_streaming_mode", bool, "true: the whole text in the prompt; false: text fed in as speech is generated. "
+                   "Default true for CustomVoice and VoiceDesign, false for Base (as the reference)."),
+    ])
+    MAX_INITIAL_CODEC_CHUNK_FRAMES = 100
+
     def __init__(self, modules: Qwen3TTSModules, positions: int | None = None) -> None:
-        self.positions = positions
-        """The talker's KV cache length, which ends generation before a larger max_new_tokens does."""
         self.modules = modules
         config = modules.config
         self.kind = config.tts_model_type
-        self.speakers = {name.lower(): name for name in config.speakers}
         self.takes_instructions = self.kind == "voice_design" or (self.kind == "custom_voice" and config.tts_model_size != "0b6")
-        accepted = {"language", "task_type", "seed", "max_new_tokens", "initial_codec_chunk_frames", "extra_params"}
+        accepted = {"language", "task_type", "seed", "max_new_tokens", "initial_codec_chunk_frames"}
         if self.takes_instructions:
             accepted.add("instructions")
         if self.kind == "base":
             accepted |= {"ref_audio", "ref_text", "x_vector_only_mode", "speaker_embedding"}
-        self.capabilities = Capabilities(
+        custom = self.kind == "custom_voice"
+        super().__init__(
             sample_rate=config.speech_tokenizer.output_sample_rate,
-            voices=tuple(config.speakers),
-            default_voice=config.speakers[0] if config.speakers and self.kind == "custom_voice" else "",
-            accepted_fields=frozenset(accepted),
+            voices=Voices.preset(config.speakers, config.speakers[0] if config.speakers else "") if custom else Voices.none(),
+            fields=accepted, positions=positions, voice_cloning=self.kind == "base",
             required_fields=frozenset({"instructions"}) if self.kind == "voice_design" else frozenset(),
-            extra_params=tuple(EXTRA_PARAMS),
-            streaming=True,
-            voice_cloning=self.kind == "base",
             languages=tuple(name.title() for name in config.languages),
+            task=self.kind, instructions_decide_task=self.kind == "voice_design",
         )
 
-    # -- voices ---------------------------------------------------------------------------------
-
     def resolve_voice(self, voice: str) -> str:
-        key = voice.strip().lower()
-        if self.kind != "custom_voice":
-            if key in ("", "default"):
-                return ""
-            raise UnknownVoice(voice, ["default"])
-        if not self.speakers:
+        if self.kind == "custom_voice" and not self.voices.presets:
             raise InvalidField("voice", "NO_SPEAKERS", "this checkpoint does not support the CustomVoice task (no speakers configured)")
-        if key in ("", "default"):
-            return self.capabilities.default_voice
-        if key not in self.speakers:
-            raise UnknownVoice(voice, sorted(self.speakers.values()))
-        return self.speakers[key]
-
-    # -- the stage input ------------------------------------------------------------------------
+        return self.voices.resolve(voice)
 
     def stage_input(self, params: RequestParams) -> Qwen3TTSInput:
+        request = self.prologue(params)
         fields = params.fields
         self._check_task(fields.get("task_type"))
-        language = self._language(fields.get("language"))
+        language = self._language(request.language)
         instructions = (fields.get("instructions") or "").strip() or None
         if instructions is not None and len(instructions) > MAX_INSTRUCTIONS:
             raise InvalidField("instructions", "INSTRUCTIONS_TOO_LONG", f"instructions too long (max {MAX_INSTRUCTIONS} characters)")
@@ -102,18 +85,14 @@ class Qwen3TTSAdapter:
             raise InvalidField("instructions", "FIELD_REQUIRED", "VoiceDesign task requires 'instructions' to describe the voice")
         if self.kind != "base" and params.reference is not None:
             raise InvalidField("ref_audio", "FIELD_NOT_SUPPORTED", f"voice cloning needs a Base checkpoint; this one is {TASK_NAMES[self.kind]}")
-        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
-        non_streaming = extra.get("non_streaming_mode", self.kind != "base")
+        non_streaming = request.extra.get("non_streaming_mode", self.kind != "base")
         clone, ref_text = self._clone(params) if self.kind == "base" else (None, None)
         speaker = params.voice.lower() if self.kind == "custom_voice" else None
-        talker, subtalker = self._sampling(params, extra)
-        first_chunk = fields.get("initial_codec_chunk_frames")
-        if first_chunk is not None and not 1 <= int(first_chunk) <= 100:
-            raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be from 1 to 100")
+        talker, subtalker = self._sampling(request)
         conditioning = Conditioning(language=language, speaker=speaker, instructions=instructions if self.takes_instructions else None,
                                     ref_text=ref_text, non_streaming=non_streaming)
         return Qwen3TTSInput(conditioning=conditioning, sampling=talker, subtalker=subtalker,
-                             initial_codec_chunk_frames=int(first_chunk) if first_chunk is not None else None, clone=clone)
+                             initial_codec_chunk_frames=request.initial_codec_chunk_frames, clone=clone)
 
     def _check_task(self, value: Any) -> None:
         if value is None:
@@ -132,28 +111,20 @@ class Qwen3TTSAdapter:
             return "auto"
         key = value.strip().lower()
         if key not in self.modules.config.languages:
-            raise InvalidField("language", "UNSUPPORTED_LANGUAGE",
-                               f"Invalid language {value!r}. Supported: {', '.join(self.capabilities.languages)}")
+            raise self.unsupported_language(value, f"it speaks {', '.join(self.capabilities.languages)}")
         return key
 
-    def _sampling(self, params: RequestParams, extra: dict[str, Any]) -> tuple[SamplingParams, SamplingParams]:
-        fields = params.fields
+    def _sampling(self, request: Prologue) -> tuple[SamplingParams, SamplingParams]:
+        """The talker's and the code predictor's sampling: generation_config.json, overridden by extra_params."""
         g = self.modules.config.generation
-        max_new = checked_max_new_tokens(params, self.positions) if "max_new_tokens" in fields else min(g.max_new_tokens, MAX_NEW_TOKENS)
-        seed = fields.get("seed")
-        talker = SamplingParams(
-            temperature=extra.get("temperature", g.temperature if g.do_sample else 0.0),
-            top_k=extra.get("top_k", g.top_k),
-            top_p=extra.get("top_p", g.top_p),
-            repetition_penalty=extra.get("repetition_penalty", g.repetition_penalty),
-            seed=seed, max_new_tokens=max_new,
-        )
-        subtalker = SamplingParams(
-            temperature=extra.get("subtalker_temperature", g.subtalker_temperature if g.subtalker_dosample else 0.0),
-            top_k=extra.get("subtalker_top_k", g.subtalker_top_k),
-            top_p=extra.get("subtalker_top_p", g.subtalker_top_p),
-            seed=seed,
-        )
+        talker = TALKER.params(request.extra, {
+            "temperature": g.temperature if g.do_sample else 0.0, "top_k": g.top_k, "top_p": g.top_p,
+            "repetition_penalty": g.repetition_penalty,
+        }, seed=request.seed, max_new_tokens=request.max_new_tokens or min(g.max_new_tokens, PEER_MAX_NEW_TOKENS))
+        subtalker = SUBTALKER.params(request.extra, {
+            "temperature": g.subtalker_temperature if g.subtalker_dosample else 0.0, "top_k": g.subtalker_top_k,
+            "top_p": g.subtalker_top_p,
+        }, seed=request.seed)
         return talker, subtalker
 
     # -- cloning ------------------------------------------------------------------------------

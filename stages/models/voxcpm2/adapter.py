@@ -18,29 +18,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.api.model import Capabilities
 from vocalis.stages.api.reference_policy import ReferencePolicy
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.voices import VoiceClip
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
-VOICE = "default"
 CLONE_MODES = ("reference", "continuation", "ref_continuation")
 MAX_NEW_TOKENS = 4096
 DEFAULT_MIN_LEN = 2
 """Patches before the stop head may end an utterance (the reference's min_len: it stops after more than this)."""
-EXTRA_PARAMS = ExtraParams("VoxCPM2", [
-    ExtraParam("cfg_value", float, "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice "
-               "more closely.", minimum=0, maximum=10),
-    ExtraParam("inference_timesteps", int, "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
-               minimum=1, maximum=100),
-    ExtraParam("min_len", int, "Patches before the stop head may end the utterance, 0 to 4096 (default 2).", minimum=0, maximum=MAX_NEW_TOKENS),
-    ExtraParam("clone_mode", str, "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
-               "Default: continuation when the transcript is known, else reference.", choices=CLONE_MODES),
-])
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,52 +60,37 @@ class VoxCPM2Input:
             return "reference"
         return "continuation" if self.prompt is not None else "zero_shot"
 
-REFERENCE = ReferencePolicy("VoxCPM2", transcript=False, audio=False)
-"""Only the shared ref_text rule: which of transcript, audio or latents a clone needs depends on its clone_mode."""
+class VoxCPM2Adapter(StandardAdapter[VoxCPM2Input]):
+    MODEL = "VoxCPM2"
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("cfg_value", float, "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice "
+                   "more closely.", minimum=0, maximum=10),
+        ExtraParam("inference_timesteps", int, "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
+                   minimum=1, maximum=100),
+        ExtraParam("min_len", int, "Patches before the stop head may end the utterance, 0 to 4096 (default 2).", minimum=0, maximum=MAX_NEW_TOKENS),
+        ExtraParam("clone_mode", str, "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
+                   "Default: continuation when the transcript is known, else reference.", choices=CLONE_MODES),
+    ])
+    REFERENCE = ReferencePolicy(MODEL, transcript=False, audio=False)
+    """Only the shared ref_text rule: which of transcript, audio or latents a clone needs depends on its clone_mode."""
 
-
-class VoxCPM2Adapter:
     def __init__(self, config: VoxCPM2Config, positions: int | None = None) -> None:
         self.config = config
-        self.positions = positions
-        """The generator's KV cache length, which ends generation before a larger max_new_tokens does."""
-        self.capabilities = Capabilities(
-            sample_rate=config.audio_vae.out_sample_rate,
-            voices=(VOICE,),
-            default_voice=VOICE,
-            accepted_fields=frozenset(
-                {"seed", "max_new_tokens", "extra_params", "ref_audio", "ref_text", "initial_codec_chunk_frames"}
-            ),
-            extra_params=tuple(EXTRA_PARAMS),
-            streaming=True,
-            voice_cloning=True,
-        )
-
-    def resolve_voice(self, voice: str) -> str:
-        if voice.lower() in ("", VOICE):
-            return VOICE
-        raise UnknownVoice(voice, [VOICE])
+        super().__init__(sample_rate=config.audio_vae.out_sample_rate, voices=Voices.single(), positions=positions,
+                         fields={"seed", "max_new_tokens", "ref_text", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> VoxCPM2Input:
-        fields = params.fields
-        extra = EXTRA_PARAMS.parse(fields.get("extra_params"))
-        mode = extra.pop("clone_mode", None)
-        settings: dict[str, Any] = dict(extra)
-        if "seed" in fields:
-            settings["seed"] = int(fields["seed"])
-        if "max_new_tokens" in fields:
-            settings["max_new_tokens"] = checked_max_new_tokens(params, self.positions)
-        if "initial_codec_chunk_frames" in fields:
-            value = fields["initial_codec_chunk_frames"]
-            if value < 1:
-                raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", "initial_codec_chunk_frames must be at least 1")
-            settings["initial_codec_chunk_frames"] = int(value)
-        reference = REFERENCE.check(params)
-        if reference is None:
+        request = self.prologue(params)
+        settings: dict[str, Any] = dict(request.extra)
+        mode = settings.pop("clone_mode", None)
+        common = {"seed": request.seed, "max_new_tokens": request.max_new_tokens,
+                  "initial_codec_chunk_frames": request.initial_codec_chunk_frames}
+        settings |= {name: value for name, value in common.items() if value is not None}
+        if request.reference is None:
             if mode is not None:
                 raise InvalidField("extra_params.clone_mode", "REF_AUDIO_REQUIRED", "clone_mode needs ref_audio or a cloned voice")
             return VoxCPM2Input(**settings)
-        return VoxCPM2Input(**settings, **self._voice(reference, mode))
+        return VoxCPM2Input(**settings, **self._voice(request.reference, mode))
 
     def _voice(self, reference: ReferenceAudio, mode: str | None) -> dict[str, Any]:
         text = (reference.text or "").strip()

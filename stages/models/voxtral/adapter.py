@@ -10,20 +10,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vocalis.stages.api.errors import InvalidField, UnknownVoice
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam, ExtraParams
-from vocalis.stages.api.max_new_tokens import checked_max_new_tokens
-from vocalis.stages.api.model import Capabilities
+from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.runtime.request import RequestParams
 
 DEFAULT_CFG_ALPHA = 1.2
 VOICE_REQUIRED = "Either 'voice' (preset speaker) or 'ref_audio' (voice cloning) must be provided"
 NO_ENCODER = ("Voice cloning with 'ref_audio' requires the full Voxtral checkpoint with encoder weights. "
               "The open-source variant only supports preset voices via the 'voice' parameter.")
-EXTRA_PARAMS = ExtraParams("Voxtral TTS", [
-    ExtraParam("cfg_alpha", float, "Classifier-free guidance of the acoustic flow, 0 to 10 (default 1.2, the peer's deploy).",
-               minimum=0, maximum=10),
-])
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,33 +34,21 @@ class VoxtralInput:
     """Flow start noise to inject, [frames, 36] (tests); None draws it."""
 
 
-class VoxtralAdapter:
-    def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool, positions: int | None = None) -> None:
-        self.voices = voices
-        self.encoder_weights = encoder_weights
-        self.positions = positions
-        """The generator's KV cache length, which ends generation before a larger max_new_tokens does."""
-        self.capabilities = Capabilities(
-            sample_rate=sample_rate,
-            voices=voices,
-            default_voice="",
-            accepted_fields=frozenset({"seed", "max_new_tokens", "extra_params", "ref_audio"}),
-            extra_params=tuple(EXTRA_PARAMS),
-            streaming=True,
-            voice_cloning=encoder_weights,
-            preset_over_reference=True,
-        )
+class VoxtralAdapter(StandardAdapter[VoxtralInput]):
+    MODEL = "Voxtral TTS"
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("cfg_alpha", float, "Classifier-free guidance of the acoustic flow, 0 to 10 (default 1.2, the peer's deploy).",
+                   minimum=0, maximum=10),
+    ])
 
-    def resolve_voice(self, voice: str) -> str:
-        key = voice.strip().lower()
-        if key == "":
-            return ""
-        if key not in self.voices:
-            raise UnknownVoice(voice, list(self.voices))
-        return key
+    def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool, positions: int | None = None) -> None:
+        self.encoder_weights = encoder_weights
+        # No default voice: a preset must be named unless ref_audio clones (VOICE_REQUIRED); no ReferencePolicy, as
+        # the clip is this adapter's to check (the preset wins beside it, and the open release cannot clone).
+        super().__init__(sample_rate=sample_rate, voices=Voices.preset(voices), positions=positions,
+                         fields={"seed", "max_new_tokens", "ref_audio"}, voice_cloning=encoder_weights, preset_over_reference=True)
 
     def stage_input(self, params: RequestParams) -> VoxtralInput:
-        fields = params.fields
         reference = params.reference  # inline ref_audio, or a stored (uploaded) voice, which clones from its audio too
         if reference is not None and not self.encoder_weights:
             raise InvalidField("voice" if reference.name else "ref_audio", "VOICE_CLONING_UNAVAILABLE", NO_ENCODER)
@@ -76,9 +59,6 @@ class VoxtralAdapter:
             clip = (np.asarray(reference.samples, dtype=np.float32), int(reference.sample_rate))
         elif not params.voice:
             raise InvalidField("voice", "VOICE_REQUIRED", VOICE_REQUIRED)
-        settings: dict = {"cfg_alpha": EXTRA_PARAMS.parse(fields.get("extra_params")).get("cfg_alpha", DEFAULT_CFG_ALPHA)}
-        if "seed" in fields:
-            settings["seed"] = int(fields["seed"])
-        if "max_new_tokens" in fields:
-            settings["max_new_tokens"] = checked_max_new_tokens(params, self.positions)
-        return VoxtralInput(voice=params.voice, reference=clip, **settings)
+        request = self.prologue(params)
+        return VoxtralInput(voice=params.voice, reference=clip, cfg_alpha=request.extra.get("cfg_alpha", DEFAULT_CFG_ALPHA),
+                            seed=request.seed, max_new_tokens=request.max_new_tokens)

@@ -165,7 +165,8 @@ def family_adapters() -> list[str]:
 
 
 def test_there_are_twelve_families_with_an_adapter():
-    assert len(family_adapters()) == 12, family_adapters()
+    families = [module for module in family_adapters() if not module.split(".")[-2].startswith("_")]
+    assert len(families) == 12, families  # and the template (`_template`), which is checked below like them
 
 
 @pytest.mark.parametrize("module", family_adapters())

@@ -18,8 +18,12 @@ from tests.serving import ROOT, RunningServer, start_server
 
 TESTS = ROOT / "tests"
 
-SLOW: frozenset[str] = frozenset()
-"""Node ids (without parameters) of the tests over ~20 s on 2 cores."""
+SLOW: frozenset[str] = frozenset({
+    "tests/fuzz/test_corpus.py::test_attack_texts_fail_alone_on_every_face",  # 30 to 105 s a text, measured loaded
+    "tests/soak/test_soak_short.py::test_soak_one_minute",  # a minute by design
+    "tests/fuzz/test_fuzz_gateway.py::test_no_server_errors",
+})
+"""Node ids (without parameters) of the tests over ~20 s on 2 cores (--durations of a full run)."""
 
 
 @pytest.fixture(scope="session")

@@ -59,7 +59,9 @@ def _higgs(root: Path) -> RunningServer:
 def _fish(root: Path) -> RunningServer:
     checkpoint = root / "s2-pro-tiny"
     shutil.copytree(ROOT / "tests" / "goldens" / "fish_speech" / "tiny", checkpoint)
-    overrides = json.dumps({"dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2, "left_context_frames": 16}})
+    # A 320-position cache (16384 as deployed), so that a prompt under the 5,000-character input limit can overfill it.
+    overrides = json.dumps({"slow_ar": {"max_len": 320},
+                            "dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2, "left_context_frames": 16}})
     return start_server(root, "--stage-overrides", overrides, "--served-model-name", "fishaudio/s2-pro", str(checkpoint))
 
 

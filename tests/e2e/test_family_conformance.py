@@ -295,11 +295,12 @@ def test_raw_stream_and_sse_equal_the_whole_response(row, served):
 @cells("websocket")
 def test_websocket_session_streams_the_whole_response(row, served):
     whole = minimal_pcm(row, served)
-    config = {**row.request(response_format="pcm", stream_audio=True)}
-    config.pop("input")
-    frames = ws_session(served, config, row.text, timeout=180, refuse_errors=True)
-    assert events(frames, "audio.start")[0]["sample_rate"] == row.rate
-    assert ws_audio(frames) == whole
+    for stream_audio in (True, False):  # audio as it is made, or each sentence's audio whole
+        config = row.request(response_format="pcm", stream_audio=stream_audio)
+        config.pop("input")
+        frames = ws_session(served, config, row.text, timeout=180, refuse_errors=True)
+        assert events(frames, "audio.start")[0]["sample_rate"] == row.rate
+        assert ws_audio(frames) == whole, stream_audio
 
 
 @cells("grpc")

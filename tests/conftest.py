@@ -1,8 +1,8 @@
 """Shared fixtures (one real server on loopback for the end-to-end tests) and the test markers.
 
-Markers come from where a test lives, so that no test file names its own: tests/e2e is `e2e` (real servers);
-tests/stages/models, and any other module that reads the golden checkpoints of tests/goldens, is `golden`; everything
-else is `unit`. `slow` marks the few tests that take over ~20 s on 2 cores (SLOW, measured with --durations). CI runs
+Markers come from where a test lives, so that no test file names its own: tests/e2e, tests/fuzz and tests/soak, and
+any other test that starts a real server (the `server` fixture, `start_server`), are `e2e`; tests/stages/models, and
+any other module that reads the golden checkpoints of tests/goldens, is `golden`; everything else is `unit`. `slow` marks the few tests that take over ~20 s on 2 cores (SLOW, measured with --durations). CI runs
 `-m unit` first (.ci/run), then the rest.
 """
 
@@ -33,25 +33,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     running.stop()
 
 
+END_TO_END_DIRS = ("e2e", "fuzz", "soak")
+
+
 @cache
-def _reads_goldens(module: Path) -> bool:
-    source = module.read_text(encoding="utf-8", errors="replace")
-    return "tests.goldens" in source or "tests/goldens" in source
+def _source(module: Path) -> str:
+    return module.read_text(encoding="utf-8", errors="replace")
 
 
-def kind(path: Path) -> str:
-    """The marker of a test module at `path`: e2e, golden or unit."""
+def kind(item: pytest.Item) -> str:
+    """The marker of a collected test: e2e, golden or unit."""
+    path = Path(str(item.path))
     parts = path.resolve().relative_to(TESTS).parts
-    if parts[0] == "e2e":
+    if parts[0] in END_TO_END_DIRS or "server" in getattr(item, "fixturenames", ()) or "start_server(" in _source(path):
         return "e2e"
-    if parts[:2] == ("stages", "models") or _reads_goldens(path):
+    if parts[:2] == ("stages", "models") or "tests.goldens" in _source(path) or "tests/goldens" in _source(path):
         return "golden"
     return "unit"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        path = Path(str(item.path))
-        item.add_marker(kind(path))
+        item.add_marker(kind(item))
         if item.nodeid.split("[", 1)[0] in SLOW:
             item.add_marker("slow")

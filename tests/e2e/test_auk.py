@@ -17,7 +17,6 @@ from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-CHECKPOINT = "tests/goldens/auk/tiny"
 RATE = 24000
 HOP = 480
 FAST = {"num_inference_steps": 2}

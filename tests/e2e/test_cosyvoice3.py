@@ -39,7 +39,6 @@ def clip_wav(seconds: float = 3.2, rate: int = 16000) -> bytes:
 
 CLIP = clip_wav()
 REF = base64.b64encode(CLIP).decode()
-MAX_LEN = 160
 PINNED = {"max_new_tokens": TOKENS, "seed": 5, "ref_audio": REF, "ref_text": REF_TEXT}
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -21,7 +20,6 @@ from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-TINY = Path(__file__).resolve().parents[1] / "goldens" / "fish_speech" / "tiny"
 FRAME = 2048
 FRAMES = 6
 TEXT = "Hello world, this is a tiny voice."

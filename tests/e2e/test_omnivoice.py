@@ -17,7 +17,6 @@ from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-CHECKPOINT = "tests/goldens/omnivoice/tiny"
 RATE = 24000
 HOP = 960
 PAD = RATE // 10

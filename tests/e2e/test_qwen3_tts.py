@@ -18,7 +18,6 @@ from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-GOLDENS = "tests/goldens/qwen3_tts"
 RATE = 24000
 HOP = 1920
 MAX_LEN = 128

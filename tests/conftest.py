@@ -1,16 +1,59 @@
-"""Shared fixtures: one real server on loopback for the end-to-end tests."""
+"""Shared fixtures (one real server on loopback for the end-to-end tests) and the test markers.
+
+Markers come from where a test lives, so that no test file names its own: tests/e2e, tests/fuzz and tests/soak, and
+any other test that starts a real server (the `server` fixture, `start_server`), are `e2e`; tests/stages/models, and
+any other module that reads the golden checkpoints of tests/goldens, is `golden`; everything else is `unit`. `slow` marks the few tests that take over ~20 s on 2 cores (SLOW, measured with --durations). CI runs
+`-m unit` first (.ci/run), then the rest.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
 
 import pytest
 
-from tests.serving import RunningServer, start_server
+from tests.serving import ROOT, RunningServer, start_server
+
+TESTS = ROOT / "tests"
+
+SLOW: frozenset[str] = frozenset({
+    "tests/fuzz/test_corpus.py::test_attack_texts_fail_alone_on_every_face",  # 30 to 105 s a text, measured loaded
+    "tests/soak/test_soak_short.py::test_soak_one_minute",  # a minute by design
+    "tests/fuzz/test_fuzz_gateway.py::test_no_server_errors",
+})
+"""Node ids (without parameters) of the tests over ~20 s on 2 cores (--durations of a full run)."""
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    running = start_server(tmp_path_factory.mktemp("server"))
+    running = start_server(tmp_path_factory.mktemp("server"), "--log-level", "info")  # info: the warm-up is logged
     yield running
     running.stop()
+
+
+END_TO_END_DIRS = ("e2e", "fuzz", "soak")
+
+
+@cache
+def _source(module: Path) -> str:
+    return module.read_text(encoding="utf-8", errors="replace")
+
+
+def kind(item: pytest.Item) -> str:
+    """The marker of a collected test: e2e, golden or unit."""
+    path = Path(str(item.path))
+    parts = path.resolve().relative_to(TESTS).parts
+    if parts[0] in END_TO_END_DIRS or "server" in getattr(item, "fixturenames", ()) or "start_server(" in _source(path):
+        return "e2e"
+    if parts[:2] == ("stages", "models") or "tests.goldens" in _source(path) or "tests/goldens" in _source(path):
+        return "golden"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(kind(item))
+        if item.nodeid.split("[", 1)[0] in SLOW:
+            item.add_marker("slow")

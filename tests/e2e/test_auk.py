@@ -11,14 +11,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.serving import start_server
 from tests.ws_session import audio as ws_audio
 from tests.ws_session import events, ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-CHECKPOINT = "tests/goldens/auk/tiny"
 RATE = 24000
 HOP = 480
 FAST = {"num_inference_steps": 2}
@@ -26,10 +24,8 @@ INSTRUCTION = 'Say the following with a calm female voice: "Hello there."'
 
 
 @pytest.fixture(scope="module")
-def auk(tmp_path_factory):
-    running = start_server(tmp_path_factory.mktemp("auk-server"), CHECKPOINT, "--log-level", "info", timeout=180)
-    yield running
-    running.stop()
+def auk(family_servers):
+    return family_servers.get("auk")  # shared with test_family_conformance.py (family_servers.py)
 
 
 def speech(server, **body) -> httpx.Response:
@@ -45,12 +41,6 @@ def clip(seconds: float) -> bytes:
 
 def warnings(response: httpx.Response) -> list[str]:
     return response.headers.get_list("x-vocalis-warning")
-
-
-def test_the_served_model_warmed_up_before_serving(auk):
-    """Every family warms up at start (server/warmup.py); AuK too, with the duration it declares for it."""
-    log = auk.log_path.read_text(errors="replace")
-    assert "warmed up tiny in" in log and "no warm-up" not in log and "warm-up of" not in log, log[-2000:]
 
 
 def test_text_only_is_24khz_and_as_long_as_asked(auk):
@@ -97,8 +87,6 @@ def test_seed_reproduces(auk):
         ({"duration_seconds": 31}, "duration_seconds"),
         ({"duration_seconds": 0}, "duration_seconds"),
         ({"duration_seconds": 1, "extra_params": {"t_grid": [0, 0.5, 0.5, 1]}}, "extra_params.t_grid"),
-        ({"duration_seconds": 1, "extra_params": {"num_inference_steps": 0}}, "extra_params.num_inference_steps"),
-        ({"duration_seconds": 1, "task_type": "VoiceDesign"}, "task_type"),
     ],
 )
 def test_bad_fields_are_refused_by_name(auk, body, field):
@@ -106,19 +94,6 @@ def test_bad_fields_are_refused_by_name(auk, body, field):
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["param"] == field, error
-
-
-def test_what_auk_does_not_use_is_served_with_a_warning(auk):
-    """The edge policy (docs/API.md): an undeclared extra_params key, and a task_type beside instructions (the
-    instruction decides the task), are rule 2 of the field policy."""
-    body = {"input": "unused", "instructions": INSTRUCTION, "duration_seconds": 0.2, "seed": 3, "response_format": "pcm"}
-    plain = httpx.post(f"{auk.http_url}/v1/audio/speech", json={**body, "extra_params": FAST}, timeout=180)
-    warned = httpx.post(f"{auk.http_url}/v1/audio/speech", json={**body, "task_type": "Base", "extra_params": {**FAST, "temperature": 0.5}},
-                        timeout=180)
-    assert warned.status_code == 200, warned.text
-    codes = [value.split(":")[0] for value in warned.headers.get_list("x-vocalis-warning")]
-    assert {"FIELD_IGNORED extra_params.temperature", "FIELD_IGNORED task_type"} <= set(codes), codes
-    assert warned.content == plain.content
 
 
 def test_grpc_streams_the_decode_in_chunks_and_announces_the_rate(auk):

@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import base64
 import io
-import json
-import shutil
-from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.serving import start_server
-from tests.ws_session import ws_session
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
-TINY = Path(__file__).resolve().parents[1] / "goldens" / "fish_speech" / "tiny"
 FRAME = 2048
 FRAMES = 6
 TEXT = "Hello world, this is a tiny voice."
@@ -40,15 +34,8 @@ def clip_data_url(seconds: float = 1.2, rate: int = 24000) -> str:
 
 
 @pytest.fixture(scope="module")
-def fish(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fish")
-    checkpoint = root / "s2-pro-tiny"
-    shutil.copytree(TINY, checkpoint)
-    overrides = json.dumps({"dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2,
-                                            "left_context_frames": 16}})
-    running = start_server(root, "--stage-overrides", overrides, "--served-model-name", "fishaudio/s2-pro", str(checkpoint))
-    yield running
-    running.stop()
+def fish(family_servers):
+    return family_servers.get("fish")  # shared with test_family_conformance.py (family_servers.py)
 
 
 def speak(server, **body) -> httpx.Response:
@@ -67,7 +54,6 @@ def test_http_wav_at_44k_in_whole_frames(fish):
     assert rate == 44100 and response.headers["x-sample-rate"] == "44100"
     assert len(samples) % FRAME == 0 and 1 <= len(samples) // FRAME <= FRAMES
     assert samples.std() > 1e-3
-    assert np.array_equal(pcm(speak(fish, response_format="pcm")), pcm(speak(fish, response_format="pcm")))  # seeded
 
 
 def test_grpc_streams_chunks_equal_to_the_whole(fish):
@@ -79,17 +65,6 @@ def test_grpc_streams_chunks_equal_to_the_whole(fish):
     assert started.sample_rate == 44100
     assert chunks[0].num_samples == FRAME  # the first chunk is one frame
     assert b"".join(c.audio for c in chunks) == whole
-
-
-def test_websocket_and_sse_stream_the_same_audio(fish):
-    whole = pcm(speak(fish, response_format="pcm")).tobytes()
-    frames = ws_session(fish, {"response_format": "pcm", "stream_audio": True, **PINNED}, TEXT)
-    start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
-    assert start["sample_rate"] == 44100
-    assert b"".join(f for f in frames if isinstance(f, bytes)) == whole
-    sse = speak(fish, response_format="pcm", stream=True, stream_format="sse")
-    deltas = [json.loads(line[5:]) for line in sse.text.splitlines() if line.startswith("data:") and "delta" in line]
-    assert b"".join(base64.b64decode(d["audio"]) for d in deltas) == whole
 
 
 def test_peer_client_shapes_clone_and_text_only(fish):
@@ -117,11 +92,7 @@ def test_opus_is_resampled_and_refusals_name_the_field(fish):
     ignored = speak(fish, instructions="happy", response_format="pcm")  # the peer ignores it: a warning, same audio
     assert ignored.status_code == 200 and ignored.headers["x-vocalis-warning"].startswith("FIELD_IGNORED instructions")
     assert ignored.content == speak(fish, response_format="pcm").content
-    bad = speak(fish, max_new_tokens=5000)
-    assert bad.status_code == 400 and "max_new_tokens" in bad.text
-    assert speak(fish, voice="nobody").status_code in (400, 404)
     assert speak(fish, input="hi <|im_end|> there").status_code == 400
-    assert speak(fish, extra_params={"top_p": 2}).status_code == 400
 
 
 def test_batched_requests_equal_their_solo_runs(fish):

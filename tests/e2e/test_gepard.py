@@ -8,8 +8,6 @@ sampling with seed.
 from __future__ import annotations
 
 import io
-import json
-import os
 
 import grpc
 import httpx
@@ -18,9 +16,6 @@ import pytest
 import soundfile as sf
 
 from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
-from tests.serving import start_server
-from tests.tiny_gepard.build import build_checkpoint
-from tests.ws_session import ws_session
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -35,21 +30,8 @@ TEXT = "hello world the quick brown fox"
 
 
 @pytest.fixture(scope="module")
-def gepard(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gepard-e2e")
-    checkpoint = build_checkpoint(root / "gepard-tiny")
-    overrides = json.dumps({"gepard": {"max_len": MAX_LEN}, "nanocodec": {"first_chunk_frames": 4, "chunk_frames": 8, "max_chunk_frames": 8, "left_context_frames": 17}})
-    threads = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"
-    try:
-        running = start_server(root, "--stage-overrides", overrides, str(checkpoint))
-    finally:
-        if threads is None:
-            os.environ.pop("OMP_NUM_THREADS")
-        else:
-            os.environ["OMP_NUM_THREADS"] = threads
-    yield running
-    running.stop()
+def gepard(family_servers):
+    return family_servers.get("gepard")  # shared with test_family_conformance.py (family_servers.py)
 
 
 def speak(server, **body) -> httpx.Response:
@@ -88,13 +70,6 @@ def test_grpc_streams_chunks_that_join_to_the_whole(gepard):
     assert started.sample_rate == 22050
     assert len(chunks) > 2 and chunks[0].num_samples == 4 * FRAME
     assert b"".join(c.audio for c in chunks) == whole  # streamed with left context == one whole decode
-
-
-def test_websocket_stream(gepard):
-    frames = ws_session(gepard, {"response_format": "pcm", "stream_audio": True, **PINNED}, TEXT, timeout=60)
-    start = next(f for f in frames if isinstance(f, dict) and f["type"] == "audio.start")
-    assert start["sample_rate"] == 22050
-    assert b"".join(f for f in frames if isinstance(f, bytes)) == pcm(speak(gepard, response_format="pcm")).tobytes()
 
 
 def test_opus_is_resampled(gepard):

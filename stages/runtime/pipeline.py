@@ -34,7 +34,12 @@ class Pipeline:
         return {stage.name: len(stage.active_requests()) for stage in self.stages}
 
     def submit(self, request: SynthesisRequest) -> None:
+        request.on_cancel(self._wake_all)
         self.workers[0].put([StageItem(request)])
+
+    def _wake_all(self) -> None:
+        for worker in self.workers:
+            worker.wake()
 
     def close(self, timeout: float = 5.0) -> None:
         for worker in self.workers:

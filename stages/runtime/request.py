@@ -98,10 +98,20 @@ class SynthesisRequest(Generic[InputT]):
     after_audio: Callable[[SynthesisRequest], None] | None = None
     """Called (once) instead of ending the output when the last stage finishes the request; it ends it itself later."""
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+    _on_cancel: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def cancel(self) -> None:
-        """Ask every stage to drop this request at its next step."""
+        """Ask every stage to drop this request at its next step, and wake the stages that wait for more input (an
+        idle stage would otherwise hold a cancelled request until other work arrives)."""
+        first = not self._cancelled.is_set()
         self._cancelled.set()
+        if first:
+            for callback in self._on_cancel:
+                callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from the cancelling thread, cheaply) when the request is cancelled."""
+        self._on_cancel.append(callback)
 
     @property
     def cancelled(self) -> bool:

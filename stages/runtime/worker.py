@@ -47,6 +47,10 @@ class StageWorker:
     def put(self, items: Iterable[StageItem]) -> None:
         self.inbox.put(list(items))
 
+    def wake(self) -> None:
+        """Run the loop once even with nothing new: it drops the requests closed meanwhile."""
+        self.inbox.put([])
+
     def stop(self, timeout: float | None = 5.0) -> None:
         self.inbox.put(_STOP)
         self._thread.join(timeout)

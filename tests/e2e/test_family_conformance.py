@@ -120,20 +120,6 @@ FAMILIES: dict[str, Family] = {
 """The twelve families (Qwen3-TTS as its three checkpoint kinds), keyed as their ids in the test names."""
 
 XFAIL: dict[tuple[str, str], str] = {
-    **{("unknown_extra_param", key): "400 FIELD_NOT_SUPPORTED naming extra_params"
-       for key in ("qwen3-cv", "qwen3-vd", "qwen3-base", "voxcpm2", "omnivoice", "higgs", "fish", "drama3", "cosyvoice3", "glm-tts",
-                   "voxtral", "gepard", "auk")},
-    ("task_type_other", "qwen3-vd"): "400 TASK_NOT_SUPPORTED naming task_type",
-    ("task_type_other", "higgs"): "400 FIELD_NOT_SUPPORTED naming task_type",
-    ("task_type_other", "auk"): "400 INVALID_VALUE naming task_type (AuK takes CustomVoice or Base)",
-    ("instructions_unused", "higgs"): "400 FIELD_NOT_SUPPORTED naming instructions",
-    ("language_unused", "higgs"): "400 FIELD_NOT_SUPPORTED naming language",
-    ("max_new_tokens_out_of_range", "omnivoice"): "200 with FIELD_IGNORED max_new_tokens",
-    ("max_new_tokens_out_of_range", "higgs"): "200 with MAX_NEW_TOKENS_CAPPED (no upper bound)",
-    ("max_new_tokens_out_of_range", "auk"): "200 with FIELD_IGNORED max_new_tokens",
-    ("unknown_voice", "gepard"): "400 VOICE_NOT_SUPPORTED naming voice",
-    ("unknown_extra_param", "piper"): "400 FIELD_NOT_SUPPORTED naming extra_params",
-    ("max_new_tokens_out_of_range", "piper"): "200 with FIELD_IGNORED max_new_tokens",
     **{("prompt_too_long", key): "INTERNAL SYNTHESIS_FAILED from the family's own ValueError (a 500 over HTTP)"
        for key in ("qwen3-cv", "qwen3-vd", "voxcpm2", "fish", "drama3", "cosyvoice3", "glm-tts", "voxtral")},
     ("prompt_too_long", "qwen3-base"): "no error: the cloning prompt never reaches the runtime's check, audio comes back",
@@ -141,8 +127,6 @@ XFAIL: dict[tuple[str, str], str] = {
 """(cell, family) -> what the family does today, for each cell it does not pass yet (issue 30 point 6)."""
 
 RACY: dict[tuple[str, str], str] = {
-    ("cancel_frees", key): "in some runs the codec stage still holds 3 sequences (vocalis_running_sequences) a minute after the cancel (the cell waits 5 s)"
-    for key in ("qwen3-cv", "qwen3-vd", "qwen3-base", "voxcpm2", "higgs", "fish", "drama3", "gepard", "voxtral")
 }
 """(cell, family) -> a failure that depends on timing (each came in one or two of four runs): xfail, not strict, until it is fixed."""
 

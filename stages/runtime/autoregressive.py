@@ -28,7 +28,7 @@ from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 from vocalis.stages.runtime.scheduler import Scheduler
 from vocalis.stages.runtime.sequence import FinishReason, Sequence
-from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.stage import Stage, StageItem
 
 
 @dataclass
@@ -43,18 +43,23 @@ class SequenceStart:
     """What the sequence carries between steps besides the runtime's own (text still to feed in, a
     sub-model's sampler, a step count), as the model defines; handed back to `sample_frames` and
     `frame_embeds` in batch order. None for a model that needs none."""
+    fed_positions: int = 0
+    """Input positions the model feeds in during generation, one with each generated frame, after the prompt
+    (Qwen3-TTS's text in its streaming layout): the whole input must fit the cache with room for a frame after it."""
 
 
 class AutoregressiveModel(Protocol):
     """The tensor side of an autoregressive stage (e.g. a TTS talker emitting codec frames)."""
 
     cache_shape: CacheShape
-    state_shape: StateShape | None
+    state_shape: StateShape | None = None
     """The per-sequence recurrent state of linear-attention layers (Gated DeltaNet), or None (a model of attention
-    layers only may leave it out). The stage keeps one slot per seat beside the KV cache, as `cache.states`."""
+    layers only). The stage keeps one slot per seat beside the KV cache, as `cache.states`."""
     emits_eos_frame: bool
     """False: the frame `is_eos` flags ends its sequence and is not emitted (an EOS code). True: it is the
     sequence's last output (a stop head deciding beside a real frame)."""
+    forward_takes_states: bool = False
+    """True: `forward` also gets `states=`, each chunk's `SequenceStart.state` in batch order (see `forward`)."""
 
     def start(self, request: SynthesisRequest) -> SequenceStart:
         """The prompt, sampling and state of a new request, on the stage's thread: heavy per-request
@@ -80,6 +85,11 @@ class AutoregressiveModel(Protocol):
     def frame_embeds(self, frames: torch.Tensor, states: list[Any]) -> torch.Tensor:
         """[B, H] input embeddings of generated frames [B, K] (states in the same order)."""
         ...
+
+    def first_chunk_frames(self, request: SynthesisRequest) -> int | None:
+        """Frames of the next stage's first chunk for `request` (its `initial_codec_chunk_frames`, which the next
+        stage reads too), or None: the handover policy's own."""
+        return None
 
 
 @dataclass(eq=False)
@@ -140,13 +150,13 @@ class CacheFull(SynthesisFailed):
     """A sequence outgrew the KV-cache budget with the whole cache to itself."""
 
 
-class AutoregressiveStage:
+class AutoregressiveStage(Stage):
     """Runs an AutoregressiveModel. A model whose stop decision comes beside a real frame (a stop head,
     rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output.
 
     KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
     room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
-    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it.
+    A request may set its first chunk (`AutoregressiveModel.first_chunk_frames`), as the next stage reads it.
 
     A model with linear-attention layers (`state_shape`) gets `max_num_seqs` recurrent-state slots beside the KV
     cache: a sequence takes one when admitted, it is zeroed when the sequence computes position 0 (first chunk, or
@@ -174,7 +184,7 @@ class AutoregressiveStage:
         budget = kv_cache_budget(shape, dtype, device, max_num_seqs, kv_cache_bytes, kv_cache_fraction)
         self.cache = PagedKVCache.from_budget(shape, budget, block_size, dtype=dtype, device=device)
         self.device = self.cache.device
-        state_shape = getattr(model, "state_shape", None)
+        state_shape = model.state_shape
         slots = None
         if state_shape is not None:
             self.cache.states = RecurrentStates(state_shape, max_num_seqs, dtype=dtype, device=device)
@@ -204,25 +214,40 @@ class AutoregressiveStage:
     def add(self, item: StageItem) -> None:
         request = item.request
         start = self.model.start(request)
-        prompt, params, state = start.prompt_embeds, start.sampling, start.state
-        max_len = self.scheduler.max_len
-        room = max_len - prompt.shape[0]
-        if room < 1:
-            raise InvalidField(
-                "text", PROMPT_TOO_LONG,
-                f"the prompt is {prompt.shape[0]} positions (input text plus any reference text and speaker prompt) but "
-                f"{self.name}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
-                f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{self.name}\": {{\"max_len\": N}}}}')",
-            )
-        if room < params.max_new_tokens:  # a full cache ends the sequence, as vLLM's engine stops at max_model_len
-            request.warn("max_new_tokens", CAPPED, f"max_new_tokens {params.max_new_tokens} is capped by {self.name}'s "
-                                                   f"{max_len}-position cache: the prompt takes {prompt.shape[0]}, "
-                                                   f"so generation ends at {room} tokens")
-            params = replace(params, max_new_tokens=room)
+        prompt, state = start.prompt_embeds, start.state
+        params = self._fit(request, prompt.shape[0], start.fed_positions, start.sampling)
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
         self._sequences[id(request)] = seq
+
+    def _fit(self, request: SynthesisRequest, prompt_len: int, fed: int, params: SamplingParams) -> SamplingParams:
+        """The rule of prompt against cache room, for every family: an input that leaves no room to generate is a
+        request error (PROMPT_TOO_LONG); a max_new_tokens past the room is capped, as vLLM's engine stops at
+        max_model_len, with a warning when the cap was the caller's (MAX_NEW_TOKENS_CAPPED)."""
+        max_len, capacity = self.scheduler.max_len, self.cache.blocks.capacity
+        needed = prompt_len + fed
+        if needed >= max_len:
+            raise InvalidField(
+                "text", PROMPT_TOO_LONG,
+                f"the prompt is {needed} positions (input text plus any reference text and speaker prompt) but "
+                f"{self.name}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
+                f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{self.name}\": {{\"max_len\": N}}}}')",
+            )
+        if needed >= capacity:
+            raise InvalidField(
+                "text", PROMPT_TOO_LONG,
+                f"the prompt is {needed} positions but {self.name}'s KV cache holds {capacity} in all, which leaves no "
+                f"room to generate: use a shorter input or reference, or raise the stage's kv_cache_bytes",
+            )
+        room = max_len - prompt_len
+        if params.max_new_tokens <= room:
+            return params
+        asked = request.max_new_tokens
+        if asked is not None and asked > room:
+            request.warn("max_new_tokens", CAPPED, f"max_new_tokens {asked} is capped by {self.name}'s {max_len}-position "
+                                                   f"cache: the prompt takes {prompt_len}, so generation ends at {room} tokens")
+        return replace(params, max_new_tokens=room)
 
     def has_work(self) -> bool:
         return self.scheduler.has_work
@@ -267,7 +292,7 @@ class AutoregressiveStage:
             if fresh:
                 self.cache.states.reset(torch.tensor(fresh, device=self.device))
         tables, starts = [seq.block_table for seq in seqs_in], [seq.num_computed for seq in seqs_in]
-        takes_states = getattr(self.model, "forward_takes_states", False)
+        takes_states = self.model.forward_takes_states
         use_graphs = self.graphs is not None and decode_only and not takes_states
         hidden = self.graphs.run(embeds, tables, starts) if use_graphs else None
         if hidden is None:
@@ -339,7 +364,7 @@ class AutoregressiveStage:
             return False  # most steps: known without asking the policy
         policy = self.handover
         assert policy is not None
-        first = getattr(request.stage_input, "initial_codec_chunk_frames", None)
+        first = self.model.first_chunk_frames(request)
         due = False
         while True:
             size = policy.chunk_size(data.chunks, first)

@@ -57,8 +57,7 @@ class StageWorker:
                 if self.stage.has_work():
                     message = self.inbox.get_nowait()
                 else:  # idle, or a stage holding work back until more comes or a deadline (ChunkStage.wake_in)
-                    wake_in = getattr(self.stage, "wake_in", None)
-                    message = self.inbox.get(timeout=None if wake_in is None else wake_in())
+                    message = self.inbox.get(timeout=self.stage.wake_in())
             except queue.Empty:
                 message = None
             while message is not None:

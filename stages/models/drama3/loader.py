@@ -59,4 +59,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         chunk_stage(CodecDecoderModel(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages))
+                       pipeline=Pipeline(stages), text_carry=adapter.text_carry)

@@ -103,10 +103,6 @@ class GLMTTSLM(AutoregressiveModel):
         low, high = self.token_budget(request.text)
         if inputs.max_new_tokens is not None:  # a cap on the text-length budget, as the peer's GLM-TTS adapter applies it
             high = min(high, inputs.max_new_tokens)
-        room = self.cache_shape.max_len - len(ids)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(ids)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
-        high = min(high, room)
         sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
         history = SamplingHistory.start(sampling, inputs.ras, self.allowed.shape[0], self.lm.device)
         return SequenceStart(embeds, sampling, SequenceState(min(low, high), history))

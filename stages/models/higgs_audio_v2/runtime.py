@@ -129,6 +129,9 @@ class HiggsTalkerModel(AutoregressiveModel):
         return SequenceStart(self.prompt_rows(prompt), stage_input.sampling, state)
 
     @torch.inference_mode()
+    def first_chunk_frames(self, request: SynthesisRequest[HiggsInput]) -> int | None:
+        return request.stage_input.initial_codec_chunk_frames
+
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache,
                 states: list[DelayState] | None = None) -> torch.Tensor:
         """Hidden states of the step's rows. The runtime passes `states` (in batch order), whose audio positions route

@@ -22,7 +22,7 @@ class CodecDecoder(ChunkDecoder):
         self.device = next(codec.parameters()).device
 
     def start(self, request: SynthesisRequest) -> DecodeStream:
-        return DecodeStream(first_chunk_frames=getattr(request.stage_input, "initial_codec_chunk_frames", None))
+        return DecodeStream()  # Voxtral takes no initial_codec_chunk_frames: the policy's first chunk
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         return decode_windows(frames, streams, self.samples_per_frame,

@@ -93,11 +93,7 @@ class FrameGenerator(AutoregressiveModel):
             embeds = self.clone_embeds(request.text, *stage_input.reference)
         else:
             embeds = self.prompt_embeds(request.text, stage_input.voice)
-        room = self.cache_shape.max_len - len(embeds)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(embeds)} positions) leaves no room under max_len {self.cache_shape.max_len}")
-        wanted = stage_input.max_new_tokens or min(DEFAULT_MAX_FRAMES, room)
-        wanted = min(wanted, room)  # the cache ends generation, as the peer's engine caps at max_model_len
+        wanted = stage_input.max_new_tokens or DEFAULT_MAX_FRAMES  # the runtime caps it to the cache's room
         return SequenceStart(embeds, SamplingParams(seed=stage_input.seed, max_new_tokens=wanted),
                              FrameState(stage_input.cfg_alpha, stage_input.noise))
 

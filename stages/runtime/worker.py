@@ -52,6 +52,10 @@ class StageWorker:
         self._thread.join(timeout)
 
     def _loop(self) -> None:
+        with inference_mode_if_torch():  # the one place a stage's model runs in inference mode: its add() and step()
+            self._serve()
+
+    def _serve(self) -> None:
         while True:
             try:
                 if self.stage.has_work():
@@ -84,8 +88,7 @@ class StageWorker:
 
     def _step(self) -> None:
         try:
-            with inference_mode_if_torch():
-                outputs = self.stage.step()
+            outputs = self.stage.step()
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("stage %s failed a step", self.stage.name)
             self._fail(self.stage.batch_requests(), exc)

@@ -95,8 +95,7 @@ class SpeechLM(AutoregressiveModel):
         voice: VoicePrompt = request.prepared
         tokenizer = self.modules.tokenizer
         ids = tokenizer.encode(prompt_text(inputs.ref_text)) + tokenizer.encode(request.text)
-        with torch.inference_mode():
-            embeds = self.lm.prompt_embeds(ids, voice.speech_tokens)
+        embeds = self.lm.prompt_embeds(ids, voice.speech_tokens)
         low, high = self.token_budget(request.text)
         if inputs.max_new_tokens is not None:
             high = inputs.max_new_tokens

@@ -52,7 +52,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     encoder = ReferenceFrames(ReferenceEncoder(codec))
     talker = Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder)
-    adapter = Drama3Adapter(codec.sample_rate, talker.cache_shape.max_len)
+    adapter = Drama3Adapter(codec.sample_rate)
     stages = [
         PrepareStage("voices", encoder),
         autoregressive_stage(talker, talker_deploy, codec_deploy),

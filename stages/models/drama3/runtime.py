@@ -130,8 +130,7 @@ class Drama3Talker(AutoregressiveModel):
         params = inputs.sampling
         codes = dataclasses.replace(inputs.sampling, top_k=min(inputs.sampling.top_k or CODEBOOK_TOP_K, CODEBOOK_TOP_K),
                                     repetition_penalty=1.0)
-        with torch.inference_mode():
-            embeds = self.model.embed_rows(rows.to(self.device))
+        embeds = self.model.embed_rows(rows.to(self.device))
         weight = self.model.lm_head.weight
         state = Drama3Sequence(rows.to(weight.device), self.model.tower.new_cache(weight.dtype, weight.device), SamplerState(codes, stream=1),
                                torch.full((RAS_WINDOW,), -1, dtype=torch.long, device=weight.device))

@@ -77,8 +77,7 @@ class SlowARStageModel(AutoregressiveModel):
             prompt = self.prompt(request)
         except ControlTokenInText as error:
             raise InvalidField("input", "CONTROL_TOKEN_IN_TEXT", str(error)) from None
-        with torch.inference_mode():
-            embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
+        embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
         params = inputs.sampling
         seen = SeenTokens.for_params(params, self.config.text.vocab_size, self.device)
         return SequenceStart(embeds, params, SequenceState(SamplerState(inputs.sampling, stream=1), seen))

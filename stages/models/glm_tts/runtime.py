@@ -98,8 +98,7 @@ class GLMTTSLM(AutoregressiveModel):
         inputs = request.stage_input
         voice = request.prepared
         ids = self.prompt_ids(inputs.ref_text, request.text, voice.speech_tokens)
-        with torch.inference_mode():
-            embeds = self.lm.embed(ids)
+        embeds = self.lm.embed(ids)
         low, high = self.token_budget(request.text)
         if inputs.max_new_tokens is not None:  # a cap on the text-length budget, as the peer's GLM-TTS adapter applies it
             high = min(high, inputs.max_new_tokens)

@@ -67,7 +67,6 @@ def language_id(config: Qwen3TTSConfig, language: str, speaker: str | None) -> i
     return chosen
 
 
-@torch.inference_mode()
 def build_prompt(talker: Talker, config: Qwen3TTSConfig, tokenizer: TextTokenizer, text: str, cond: Conditioning) -> TalkerPrompt:
     c = config.talker
     ids = tokenizer.encode(assistant_text(text))

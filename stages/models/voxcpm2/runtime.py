@@ -93,15 +93,14 @@ class LatentGenerator(AutoregressiveModel):
 
     def prompt_embeds(self, layout: PromptLayout) -> torch.Tensor:
         """The packed rows [P, 2H + 1] of a prompt layout."""
-        with torch.inference_mode():
-            ids = layout.ids.to(self.device)
-            is_audio = layout.is_audio.to(self.device)
-            text = self.model.embed_text(ids)
-            patch_embeds = torch.zeros_like(text)
-            if bool(is_audio.any()):
-                patch_embeds[is_audio] = self.model.embed_patches(layout.feats[layout.is_audio].to(self.device, self.dtype))
-            inputs = torch.where(is_audio[:, None], patch_embeds, text)
-            return torch.cat([inputs, patch_embeds, is_audio[:, None].to(self.dtype)], dim=-1)
+        ids = layout.ids.to(self.device)
+        is_audio = layout.is_audio.to(self.device)
+        text = self.model.embed_text(ids)
+        patch_embeds = torch.zeros_like(text)
+        if bool(is_audio.any()):
+            patch_embeds[is_audio] = self.model.embed_patches(layout.feats[layout.is_audio].to(self.device, self.dtype))
+        inputs = torch.where(is_audio[:, None], patch_embeds, text)
+        return torch.cat([inputs, patch_embeds, is_audio[:, None].to(self.dtype)], dim=-1)
 
     def sampling(self, stage_input: VoxCPM2Input, target_len: int) -> SamplingParams:
         default = int(target_len * MAX_PATCHES_PER_TOKEN + MIN_DEFAULT_PATCHES)

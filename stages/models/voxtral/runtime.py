@@ -74,17 +74,15 @@ class FrameGenerator(AutoregressiveModel):
             raise ValueError("this checkpoint has no audio tokenizer encoder to clone a voice with")
         audio = torch.from_numpy(resample(samples, rate, self.tekken.sampling_rate))
         prompt = self.tekken.speech_prompt_rows(text, self.tekken.reference_rows(len(audio)))
-        with torch.inference_mode():
-            codes = self.encoder.codes(audio.to(next(self.encoder.parameters()).device), self.quantizer)
-            rows = self.lm.audio_embeddings(codes.to(self.device))
+        codes = self.encoder.codes(audio.to(next(self.encoder.parameters()).device), self.quantizer)
+        rows = self.lm.audio_embeddings(codes.to(self.device))
         if len(rows) != len(prompt.voice_positions):
             raise ValueError(f"the clip gave {len(rows)} frames; its prompt holds {len(prompt.voice_positions)}")
         return self._embed(prompt.ids, prompt.voice_positions, rows)
 
     def _embed(self, ids: list[int], positions: list[int], rows: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            embeds = self.lm.decoder.embed_tokens(torch.tensor(ids, device=self.device))
-            embeds[positions] = rows.to(embeds.dtype)
+        embeds = self.lm.decoder.embed_tokens(torch.tensor(ids, device=self.device))
+        embeds[positions] = rows.to(embeds.dtype)
         return embeds
 
     def start(self, request: SynthesisRequest[VoxtralInput]) -> SequenceStart:

@@ -74,16 +74,18 @@ class HiggsTalkerModel(AutoregressiveModel):
         """Codes [T, K] of a clip (cached by content)."""
         samples = np.asarray(reference.samples, dtype=np.float32).reshape(-1)
         key = content_key(samples, reference.sample_rate)
-        return self.references.get_or_make(key, lambda: self._encode(samples, reference.sample_rate))
+        field = "voice" if reference.name else "ref_audio"
+        return self.references.get_or_make(key, lambda: self._encode(samples, reference.sample_rate, field))
 
-    def _encode(self, samples: np.ndarray, rate: int) -> torch.Tensor:
+    def _encode(self, samples: np.ndarray, rate: int, field: str) -> torch.Tensor:
         weight = next(self.codec.parameters())
         wav = torch.from_numpy(np.ascontiguousarray(samples)).to(weight.device, torch.float32)
         target = self.codec.config.sample_rate
         if rate != target:
             wav = resample(wav[None], rate, target)[0]
         if wav.numel() < self.codec.config.hop_length:
-            raise ValueError("the reference clip is shorter than one codec frame")
+            raise InvalidField(field, "REFERENCE_TOO_SHORT", f"the reference clip is shorter than one codec frame "
+                               f"({self.codec.config.hop_length / target * 1000:.0f} ms): give a longer clip")
         codes = self.codec.encode(wav[None].to(weight.dtype))[0]
         return codes[: self.config.num_codebooks].T.to(self.device)
 

@@ -3,31 +3,34 @@
 The model supplies tensors (prompt embeddings, one forward over the flattened
 tokens of a step, frame sampling, EOS); the Scheduler decides who runs and keeps
 the books (torch-free); the PagedKVCache holds the memory. This file is the loop
-that ties them. Every tensor it makes is on the cache's device; only the EOS
-flags of a step cross to the host (frames leave as device tensors).
+that ties them; a sequence's tensors and the handover to the next stage are
+sequence_tensors.py's, the rule of prompt against cache room prompt_room.py's.
+Every tensor it makes is on the cache's device; only the EOS flags of a step
+cross to the host (frames leave as device tensors).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence as Sizes
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
-from vocalis.stages.api.errors import InvalidField, SynthesisFailed
-from vocalis.stages.api.max_new_tokens import CAPPED
+from vocalis.stages.api.errors import SynthesisFailed
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.block_manager import SlotManager, StateShape
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.decode_graphs import DecodeGraphs
 from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.runtime.linear_attention import RecurrentStates
+from vocalis.stages.runtime.prompt_room import fit_prompt
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 from vocalis.stages.runtime.scheduler import Scheduler
 from vocalis.stages.runtime.sequence import FinishReason, Sequence
+from vocalis.stages.runtime.sequence_tensors import SequenceTensors
 from vocalis.stages.runtime.stage import Stage, StageItem
 
 
@@ -90,60 +93,6 @@ class AutoregressiveModel(Protocol):
         """Frames of the next stage's first chunk for `request` (its `initial_codec_chunk_frames`, which the next
         stage reads too), or None: the handover policy's own."""
         return None
-
-
-@dataclass(eq=False)
-class SequenceTensors:
-    """The tensor side of one sequence, kept beside its torch-free bookkeeping."""
-
-    prompt: torch.Tensor
-    """[P, H] prompt embeddings."""
-    sampler: SamplerState
-    state: Any = None
-    """The model's own per-sequence state (SequenceStart.state)."""
-    max_frames: int = 0
-    frames: torch.Tensor | None = None
-    """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
-    num_frames: int = 0
-    released: int = 0
-    """Frames handed to the next stage so far."""
-    boundary: int = 0
-    """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
-    chunks: int = 0
-    due_at: int = 0
-    """Frames at which the next chunk is due (0 until first asked)."""
-    frame_embeds: list[tuple[torch.Tensor, int]] = field(default_factory=list)
-    """Input embedding of generated frame j, the input at position P + j, as (a step's [B, H] embeddings, row): kept
-    for recompute after preemption and sliced only then, so a step stores them without a torch call per sequence."""
-
-    def inputs(self, start: int, count: int) -> torch.Tensor:
-        """Input embeddings [count, H] of positions start..start+count-1."""
-        prompt_len = self.prompt.shape[0]
-        parts = []
-        if start < prompt_len:
-            parts.append(self.prompt[start : min(start + count, prompt_len)])
-        first = max(start, prompt_len) - prompt_len
-        last = start + count - prompt_len
-        if last > first:
-            parts.extend(embeds[row : row + 1] for embeds, row in self.frame_embeds[first:last])
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-    def append_frame(self, frame: torch.Tensor) -> None:
-        """Record emitted frame [K] (written in place: no copy of the history per step)."""
-        if self.frames is None:
-            self.frames = frame.new_empty((self.max_frames, *frame.shape))
-        self.frames[self.num_frames] = frame
-        self.num_frames += 1
-
-    def history(self) -> torch.Tensor:
-        """[n, K] frames emitted so far (a view)."""
-        if self.frames is None:
-            return torch.empty(0, 0, dtype=torch.long, device=self.prompt.device)
-        return self.frames[: self.num_frames]
-
-
-PROMPT_TOO_LONG = "PROMPT_TOO_LONG"
-"""The reason a request is refused when its prompt alone fills the stage's cache (max_len)."""
 
 
 class CacheFull(SynthesisFailed):
@@ -215,39 +164,12 @@ class AutoregressiveStage(Stage):
         request = item.request
         start = self.model.start(request)
         prompt, state = start.prompt_embeds, start.state
-        params = self._fit(request, prompt.shape[0], start.fed_positions, start.sampling)
+        params = fit_prompt(self.name, self.scheduler.max_len, self.cache.blocks.capacity, request, prompt.shape[0],
+                            start.fed_positions, start.sampling)
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
         self._sequences[id(request)] = seq
-
-    def _fit(self, request: SynthesisRequest, prompt_len: int, fed: int, params: SamplingParams) -> SamplingParams:
-        """The rule of prompt against cache room, for every family: an input that leaves no room to generate is a
-        request error (PROMPT_TOO_LONG); a max_new_tokens past the room is capped, as vLLM's engine stops at
-        max_model_len, with a warning when the cap was the caller's (MAX_NEW_TOKENS_CAPPED)."""
-        max_len, capacity = self.scheduler.max_len, self.cache.blocks.capacity
-        needed = prompt_len + fed
-        if needed >= max_len:
-            raise InvalidField(
-                "text", PROMPT_TOO_LONG,
-                f"the prompt is {needed} positions (input text plus any reference text and speaker prompt) but "
-                f"{self.name}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
-                f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{self.name}\": {{\"max_len\": N}}}}')",
-            )
-        if needed >= capacity:
-            raise InvalidField(
-                "text", PROMPT_TOO_LONG,
-                f"the prompt is {needed} positions but {self.name}'s KV cache holds {capacity} in all, which leaves no "
-                f"room to generate: use a shorter input or reference, or raise the stage's kv_cache_bytes",
-            )
-        room = max_len - prompt_len
-        if params.max_new_tokens <= room:
-            return params
-        asked = request.max_new_tokens
-        if asked is not None and asked > room:
-            request.warn("max_new_tokens", CAPPED, f"max_new_tokens {asked} is capped by {self.name}'s {max_len}-position "
-                                                   f"cache: the prompt takes {prompt_len}, so generation ends at {room} tokens")
-        return replace(params, max_new_tokens=room)
 
     def has_work(self) -> bool:
         return self.scheduler.has_work
@@ -329,7 +251,7 @@ class AutoregressiveStage(Stage):
             if self.handover is None:
                 outputs.append(StageItem(request, frame[None] if emitted else frames[:0], finished=finished))
             elif finished or self._chunk_due(seq.data, request):
-                outputs.append(StageItem(request, self._release(seq.data, frame[None]), finished=finished))
+                outputs.append(StageItem(request, seq.data.release(frame[None]), finished=finished))
             if finished:
                 self._sequences.pop(id(request), None)
             else:
@@ -362,27 +284,8 @@ class AutoregressiveStage(Stage):
         """Whether the next stage can decode a new chunk of this sequence's frames now."""
         if data.num_frames < data.due_at:
             return False  # most steps: known without asking the policy
-        policy = self.handover
-        assert policy is not None
-        first = self.model.first_chunk_frames(request)
-        due = False
-        while True:
-            size = policy.chunk_size(data.chunks, first)
-            if data.num_frames - data.boundary < size + policy.lookahead_frames:
-                break
-            data.boundary += size
-            data.chunks += 1
-            due = True
-        data.due_at = data.boundary + size + policy.lookahead_frames
-        return due
-
-    def _release(self, data: SequenceTensors, frame: torch.Tensor) -> torch.Tensor:
-        """The frames not yet handed over, [n, K] (n may be 0)."""
-        if data.frames is None:
-            return frame[:0]
-        pending = data.frames[data.released : data.num_frames].clone()
-        data.released = data.num_frames
-        return pending
+        assert self.handover is not None
+        return data.chunk_due(self.handover, self.model.first_chunk_frames(request))
 
     def _fail_out_of_memory(self) -> None:
         for seq in self.scheduler.out_of_memory:

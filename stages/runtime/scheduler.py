@@ -60,7 +60,7 @@ class Scheduler:
         """Finished with CACHE_FULL by the last schedule(); the stage tells their requests why."""
 
     def add(self, seq: Sequence) -> None:
-        """Queue `seq`, which its stage has fitted to the cache (AutoregressiveStage._fit: its prompt leaves room and
+        """Queue `seq`, which its stage has fitted to the cache (prompt_room.fit_prompt: its prompt leaves room and
         prompt plus max_new_tokens is within max_len)."""
         self.waiting.append(seq)
 

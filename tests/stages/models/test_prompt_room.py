@@ -18,7 +18,7 @@ import pytest
 
 from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.registry import load_model
-from vocalis.stages.runtime.autoregressive import PROMPT_TOO_LONG
+from vocalis.stages.runtime.prompt_room import PROMPT_TOO_LONG
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 
 TESTS = Path(__file__).resolve().parents[2]

@@ -15,11 +15,12 @@ from tests.tiny_tts.build import build_checkpoint
 from tests.tiny_tts.family import POISON, TinyCodecModel, TinyInput, TinyTalkerModel, load_modules
 from vocalis.stages.api.errors import InvalidField, SynthesisFailed
 from vocalis.stages.api.max_new_tokens import CAPPED
-from vocalis.stages.runtime.autoregressive import PROMPT_TOO_LONG, AutoregressiveStage
+from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.prompt_room import PROMPT_TOO_LONG
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams
 from vocalis.stages.runtime.stage import StageItem

@@ -110,10 +110,12 @@ class Engine:
         )
 
     def submit(
-        self, model: LoadedModel, text: str, stage_input: object, request_id: str, word_times: bool = False
+        self, model: LoadedModel, text: str, stage_input: object, request_id: str, word_times: bool = False,
+        max_new_tokens: int | None = None,
     ) -> UtteranceJob:
         """Admit one utterance into `model`'s pipeline, or raise RESOURCE_EXHAUSTED. `word_times`: have the
-        model's forced aligner time its words (a model that times its own is told so by its stage input)."""
+        model's forced aligner time its words (a model that times its own is told so by its stage input);
+        `max_new_tokens`: the caller's, when it set one (a stage that caps it says so)."""
         if self._outstanding[model.name] >= self.max_queued_requests:
             raise StatusError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -121,7 +123,8 @@ class Engine:
                 "QUEUE_FULL",
                 metadata={"retry_after_s": str(self.retry_after_s)},
             )
-        request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput(), request_id=request_id)
+        request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput(), request_id=request_id,
+                                   max_new_tokens=max_new_tokens)
         if word_times and model.aligner is not None:
             model.aligner.attach(request)
         self._outstanding[model.name] += 1

@@ -33,7 +33,6 @@ from vocalis.stages.api.errors import RequestError
 from vocalis.stages.runtime.output import WordTimes
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.text.sentence_splitter import SentenceSplitter, TextUnit
-from vocalis.stages.text.text_carry import text_carry
 from vocalis.stages.text.word_times import WordTime
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -118,7 +117,7 @@ class Session:
         """What the writer has still to do, in order; units at its head are in the engine."""
         self.guess: Utterance | None = None
         """The tentative unit at the end of the plan, if any."""
-        self.carry = text_carry(resolved.model.adapter)
+        self.carry = resolved.model.text_carry
         self.carried = ""
         """The text-carry context after the last committed unit."""
         self._plan_changed = asyncio.Event()
@@ -368,8 +367,10 @@ class Session:
             if entry.refused is not None or in_flight >= self.limits.max_units_in_flight:
                 return
             try:
+                settings = self.resolved.settings
                 entry.job = self.engine.submit(
-                    self.resolved.model, entry.model_text, self.resolved.stage_input, self.request_id, self.resolved.settings.aligned_words
+                    self.resolved.model, entry.model_text, self.resolved.stage_input, self.request_id, settings.aligned_words,
+                    settings.params.get("max_new_tokens"),
                 )
                 self._jobs = [job for job in self._jobs if not job.released] + [entry.job]
             except StatusError as error:

@@ -3,7 +3,8 @@
 The peer's adapters accept 1..4096 for every family (its base rule) and its engine stops a sequence when the
 model's context is full, so clients send 4096 to mean "no limit of mine" (the GLM-TTS demo always does). A family
 whose KV cache holds fewer positions accepts the value all the same, stops when the cache is full, and says so in a
-warning (code MAX_NEW_TOKENS_CAPPED) rather than refusing the request.
+warning (code MAX_NEW_TOKENS_CAPPED) rather than refusing the request: the runtime alone decides that, from the
+prompt's real length (stages/runtime/prompt_room.py), for every family.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from vocalis.stages.api.extra_params import ExtraParam
 from vocalis.stages.runtime.pipeline import Pipeline
 from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.text.text_carry import TextCarry
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,6 @@ class ModelAdapter(Protocol[InputT_co]):
     Adapters are pure and cheap: they run on the server's event loop, so they validate and package
     the request; anything that needs a model forward pass (speaker or codec encoders on a reference
     clip) runs on a stage thread, in the stage model's `start()`.
-
-    Optional: a `text_carry` attribute (stages/text/text_carry.py) for inline tags whose reach spans sentences; the
-    session rewrites each unit of the text with what the units before it left open.
     """
 
     capabilities: Capabilities
@@ -89,6 +87,9 @@ class LoadedModel(Generic[InputT]):
     aligner: Any = None
     """The forced-aligner worker (stages/text/aligner) that times the words of a model that cannot time its own
     (`--forced-aligner`); None otherwise."""
+    text_carry: TextCarry | None = None
+    """For inline tags whose reach spans sentences (stages/text/text_carry.py): the session rewrites each unit of the
+    text with what the units before it left open. None: a family whose units stand alone."""
 
     @property
     def served_names(self) -> tuple[str, ...]:

@@ -171,6 +171,9 @@ class SourceModuleHnNSF(nn.Module):
 
 
 class CausalHiFTGenerator(nn.Module):
+    lookahead_mel = 5
+    """Mel frames ahead that a sample depends on: conv_pre's 4 (look-right), the iSTFT's overlap one more."""
+
     def __init__(self, *, in_channels: int = 80, base_channels: int = 512, nb_harmonics: int = 8, sampling_rate: int = 24000,
                  nsf_alpha: float = 0.1, nsf_sigma: float = 0.003, nsf_voiced_threshold: float = 10,
                  upsample_rates: list[int], upsample_kernel_sizes: list[int], istft_params: dict[str, int],

@@ -3,32 +3,35 @@
 The model supplies tensors (prompt embeddings, one forward over the flattened
 tokens of a step, frame sampling, EOS); the Scheduler decides who runs and keeps
 the books (torch-free); the PagedKVCache holds the memory. This file is the loop
-that ties them. Every tensor it makes is on the cache's device; only the EOS
-flags of a step cross to the host (frames leave as device tensors).
+that ties them; a sequence's tensors and the handover to the next stage are
+sequence_tensors.py's, the rule of prompt against cache room prompt_room.py's.
+Every tensor it makes is on the cache's device; only the EOS flags of a step
+cross to the host (frames leave as device tensors).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence as Sizes
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
-from vocalis.stages.api.errors import InvalidField, SynthesisFailed
-from vocalis.stages.api.max_new_tokens import CAPPED
+from vocalis.stages.api.errors import SynthesisFailed
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.block_manager import SlotManager, StateShape
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.decode_graphs import DecodeGraphs
 from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache, SlotKVCache, kv_cache_budget
 from vocalis.stages.runtime.linear_attention import RecurrentStates
+from vocalis.stages.runtime.prompt_room import fit_prompt
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 from vocalis.stages.runtime.scheduler import Scheduler
 from vocalis.stages.runtime.sequence import FinishReason, Sequence
-from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.sequence_tensors import SequenceTensors
+from vocalis.stages.runtime.stage import Stage, StageItem
 
 
 @dataclass
@@ -43,18 +46,23 @@ class SequenceStart:
     """What the sequence carries between steps besides the runtime's own (text still to feed in, a
     sub-model's sampler, a step count), as the model defines; handed back to `sample_frames` and
     `frame_embeds` in batch order. None for a model that needs none."""
+    fed_positions: int = 0
+    """Input positions the model feeds in during generation, one with each generated frame, after the prompt
+    (Qwen3-TTS's text in its streaming layout): the whole input must fit the cache with room for a frame after it."""
 
 
 class AutoregressiveModel(Protocol):
     """The tensor side of an autoregressive stage (e.g. a TTS talker emitting codec frames)."""
 
     cache_shape: CacheShape
-    state_shape: StateShape | None
+    state_shape: StateShape | None = None
     """The per-sequence recurrent state of linear-attention layers (Gated DeltaNet), or None (a model of attention
-    layers only may leave it out). The stage keeps one slot per seat beside the KV cache, as `cache.states`."""
+    layers only). The stage keeps one slot per seat beside the KV cache, as `cache.states`."""
     emits_eos_frame: bool
     """False: the frame `is_eos` flags ends its sequence and is not emitted (an EOS code). True: it is the
     sequence's last output (a stop head deciding beside a real frame)."""
+    forward_takes_states: bool = False
+    """True: `forward` also gets `states=`, each chunk's `SequenceStart.state` in batch order (see `forward`)."""
 
     def start(self, request: SynthesisRequest) -> SequenceStart:
         """The prompt, sampling and state of a new request, on the stage's thread: heavy per-request
@@ -81,72 +89,23 @@ class AutoregressiveModel(Protocol):
         """[B, H] input embeddings of generated frames [B, K] (states in the same order)."""
         ...
 
-
-@dataclass(eq=False)
-class SequenceTensors:
-    """The tensor side of one sequence, kept beside its torch-free bookkeeping."""
-
-    prompt: torch.Tensor
-    """[P, H] prompt embeddings."""
-    sampler: SamplerState
-    state: Any = None
-    """The model's own per-sequence state (SequenceStart.state)."""
-    max_frames: int = 0
-    frames: torch.Tensor | None = None
-    """[max_frames, K] buffer of the emitted frames (made with the first); rows 0..num_frames-1 are in use."""
-    num_frames: int = 0
-    released: int = 0
-    """Frames handed to the next stage so far."""
-    boundary: int = 0
-    """Frames covered by the next stage's chunks so far (see AutoregressiveStage.handover)."""
-    chunks: int = 0
-    due_at: int = 0
-    """Frames at which the next chunk is due (0 until first asked)."""
-    frame_embeds: list[tuple[torch.Tensor, int]] = field(default_factory=list)
-    """Input embedding of generated frame j, the input at position P + j, as (a step's [B, H] embeddings, row): kept
-    for recompute after preemption and sliced only then, so a step stores them without a torch call per sequence."""
-
-    def inputs(self, start: int, count: int) -> torch.Tensor:
-        """Input embeddings [count, H] of positions start..start+count-1."""
-        prompt_len = self.prompt.shape[0]
-        parts = []
-        if start < prompt_len:
-            parts.append(self.prompt[start : min(start + count, prompt_len)])
-        first = max(start, prompt_len) - prompt_len
-        last = start + count - prompt_len
-        if last > first:
-            parts.extend(embeds[row : row + 1] for embeds, row in self.frame_embeds[first:last])
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-    def append_frame(self, frame: torch.Tensor) -> None:
-        """Record emitted frame [K] (written in place: no copy of the history per step)."""
-        if self.frames is None:
-            self.frames = frame.new_empty((self.max_frames, *frame.shape))
-        self.frames[self.num_frames] = frame
-        self.num_frames += 1
-
-    def history(self) -> torch.Tensor:
-        """[n, K] frames emitted so far (a view)."""
-        if self.frames is None:
-            return torch.empty(0, 0, dtype=torch.long, device=self.prompt.device)
-        return self.frames[: self.num_frames]
-
-
-PROMPT_TOO_LONG = "PROMPT_TOO_LONG"
-"""The reason a request is refused when its prompt alone fills the stage's cache (max_len)."""
+    def first_chunk_frames(self, request: SynthesisRequest) -> int | None:
+        """Frames of the next stage's first chunk for `request` (its `initial_codec_chunk_frames`, which the next
+        stage reads too), or None: the handover policy's own."""
+        return None
 
 
 class CacheFull(SynthesisFailed):
     """A sequence outgrew the KV-cache budget with the whole cache to itself."""
 
 
-class AutoregressiveStage:
+class AutoregressiveStage(Stage):
     """Runs an AutoregressiveModel. A model whose stop decision comes beside a real frame (a stop head,
     rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output.
 
     KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
     room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
-    A request may set its first chunk with `initial_codec_chunk_frames` in its stage input, as ChunkStage reads it.
+    A request may set its first chunk (`AutoregressiveModel.first_chunk_frames`), as the next stage reads it.
 
     A model with linear-attention layers (`state_shape`) gets `max_num_seqs` recurrent-state slots beside the KV
     cache: a sequence takes one when admitted, it is zeroed when the sequence computes position 0 (first chunk, or
@@ -174,7 +133,7 @@ class AutoregressiveStage:
         budget = kv_cache_budget(shape, dtype, device, max_num_seqs, kv_cache_bytes, kv_cache_fraction)
         self.cache = PagedKVCache.from_budget(shape, budget, block_size, dtype=dtype, device=device)
         self.device = self.cache.device
-        state_shape = getattr(model, "state_shape", None)
+        state_shape = model.state_shape
         slots = None
         if state_shape is not None:
             self.cache.states = RecurrentStates(state_shape, max_num_seqs, dtype=dtype, device=device)
@@ -204,21 +163,9 @@ class AutoregressiveStage:
     def add(self, item: StageItem) -> None:
         request = item.request
         start = self.model.start(request)
-        prompt, params, state = start.prompt_embeds, start.sampling, start.state
-        max_len = self.scheduler.max_len
-        room = max_len - prompt.shape[0]
-        if room < 1:
-            raise InvalidField(
-                "text", PROMPT_TOO_LONG,
-                f"the prompt is {prompt.shape[0]} positions (input text plus any reference text and speaker prompt) but "
-                f"{self.name}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
-                f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{self.name}\": {{\"max_len\": N}}}}')",
-            )
-        if room < params.max_new_tokens:  # a full cache ends the sequence, as vLLM's engine stops at max_model_len
-            request.warn("max_new_tokens", CAPPED, f"max_new_tokens {params.max_new_tokens} is capped by {self.name}'s "
-                                                   f"{max_len}-position cache: the prompt takes {prompt.shape[0]}, "
-                                                   f"so generation ends at {room} tokens")
-            params = replace(params, max_new_tokens=room)
+        prompt, state = start.prompt_embeds, start.state
+        params = fit_prompt(self.name, self.scheduler.max_len, self.cache.blocks.capacity, request, prompt.shape[0],
+                            start.fed_positions, start.sampling)
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
         seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
@@ -267,7 +214,7 @@ class AutoregressiveStage:
             if fresh:
                 self.cache.states.reset(torch.tensor(fresh, device=self.device))
         tables, starts = [seq.block_table for seq in seqs_in], [seq.num_computed for seq in seqs_in]
-        takes_states = getattr(self.model, "forward_takes_states", False)
+        takes_states = self.model.forward_takes_states
         use_graphs = self.graphs is not None and decode_only and not takes_states
         hidden = self.graphs.run(embeds, tables, starts) if use_graphs else None
         if hidden is None:
@@ -304,7 +251,7 @@ class AutoregressiveStage:
             if self.handover is None:
                 outputs.append(StageItem(request, frame[None] if emitted else frames[:0], finished=finished))
             elif finished or self._chunk_due(seq.data, request):
-                outputs.append(StageItem(request, self._release(seq.data, frame[None]), finished=finished))
+                outputs.append(StageItem(request, seq.data.release(frame[None]), finished=finished))
             if finished:
                 self._sequences.pop(id(request), None)
             else:
@@ -337,27 +284,8 @@ class AutoregressiveStage:
         """Whether the next stage can decode a new chunk of this sequence's frames now."""
         if data.num_frames < data.due_at:
             return False  # most steps: known without asking the policy
-        policy = self.handover
-        assert policy is not None
-        first = getattr(request.stage_input, "initial_codec_chunk_frames", None)
-        due = False
-        while True:
-            size = policy.chunk_size(data.chunks, first)
-            if data.num_frames - data.boundary < size + policy.lookahead_frames:
-                break
-            data.boundary += size
-            data.chunks += 1
-            due = True
-        data.due_at = data.boundary + size + policy.lookahead_frames
-        return due
-
-    def _release(self, data: SequenceTensors, frame: torch.Tensor) -> torch.Tensor:
-        """The frames not yet handed over, [n, K] (n may be 0)."""
-        if data.frames is None:
-            return frame[:0]
-        pending = data.frames[data.released : data.num_frames].clone()
-        data.released = data.num_frames
-        return pending
+        assert self.handover is not None
+        return data.chunk_due(self.handover, self.model.first_chunk_frames(request))
 
     def _fail_out_of_memory(self) -> None:
         for seq in self.scheduler.out_of_memory:

@@ -74,6 +74,9 @@ class SynthesisRequest(Generic[InputT]):
     """What the model's adapter made of the request for stage 0."""
     output: AudioOutput
     """Where audio goes; safe to call from any stage thread."""
+    max_new_tokens: int | None = None
+    """The caller's own max_new_tokens, None when it set none: an autoregressive stage whose cache ends generation
+    sooner says so (MAX_NEW_TOKENS_CAPPED), while a model's default is capped silently."""
     prepared: Any = None
     """What a PrepareStage computed from `stage_input` on its own thread (an encoded reference clip), for
     the stages after it; None when the pipeline has no PrepareStage or the request needed nothing."""

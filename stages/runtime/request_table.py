@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
 from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import Stage
 
 
 class HasRequest(Protocol):
@@ -23,7 +24,7 @@ class HasRequest(Protocol):
 EntryT = TypeVar("EntryT", bound=HasRequest)
 
 
-class RequestTable(Generic[EntryT]):
+class RequestTable(Stage, Generic[EntryT]):
     """Entries by request, in arrival order, plus the requests of the current step."""
 
     def __init__(self) -> None:

@@ -60,13 +60,8 @@ class Scheduler:
         """Finished with CACHE_FULL by the last schedule(); the stage tells their requests why."""
 
     def add(self, seq: Sequence) -> None:
-        if seq.prompt_len + seq.max_new_tokens > self.max_len:
-            raise ValueError(f"prompt ({seq.prompt_len}) plus max_new_tokens ({seq.max_new_tokens}) exceeds {self.max_len}")
-        if seq.prompt_len + 1 > self.blocks.capacity:
-            raise ValueError(
-                f"the prompt ({seq.prompt_len} positions) does not fit the KV cache ({self.blocks.capacity} positions); "
-                "raise the stage's kv_cache_bytes"
-            )
+        """Queue `seq`, which its stage has fitted to the cache (prompt_room.fit_prompt: its prompt leaves room and
+        prompt plus max_new_tokens is within max_len)."""
         self.waiting.append(seq)
 
     @property

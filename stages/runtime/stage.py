@@ -47,9 +47,13 @@ class Stage(Protocol):
 
     def has_work(self) -> bool:
         """Whether step() can make progress now (without waiting for more input). A stage may also hold work back
-        for a moment to batch it: it then says no and gives `wake_in()`, the seconds after which to ask again
-        (optional; ChunkStage's)."""
+        for a moment to batch it: it then says no and gives `wake_in()`, the seconds after which to ask again."""
         ...
+
+    def wake_in(self) -> float | None:
+        """Seconds after which to ask `has_work()` again while the stage holds work back (ChunkStage's); None: not
+        until more input comes."""
+        return None
 
     def step(self) -> list[StageItem]:
         """One step over a batch; returns what it produced, per request."""

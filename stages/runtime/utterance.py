@@ -25,7 +25,7 @@ import numpy as np
 
 from vocalis.stages.api.errors import SynthesisFailed
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.stage import Stage, StageItem
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class UtteranceModel(Protocol):
         ...
 
 
-class UtteranceStage:
+class UtteranceStage(Stage):
     def __init__(self, name: str, model: UtteranceModel, max_num_seqs: int = 16, lanes: int = 1) -> None:
         self.name = name
         self.model = model

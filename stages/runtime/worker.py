@@ -56,13 +56,16 @@ class StageWorker:
         self._thread.join(timeout)
 
     def _loop(self) -> None:
+        with inference_mode_if_torch():  # the one place a stage's model runs in inference mode: its add() and step()
+            self._serve()
+
+    def _serve(self) -> None:
         while True:
             try:
                 if self.stage.has_work():
                     message = self.inbox.get_nowait()
                 else:  # idle, or a stage holding work back until more comes or a deadline (ChunkStage.wake_in)
-                    wake_in = getattr(self.stage, "wake_in", None)
-                    message = self.inbox.get(timeout=None if wake_in is None else wake_in())
+                    message = self.inbox.get(timeout=self.stage.wake_in())
             except queue.Empty:
                 message = None
             while message is not None:
@@ -89,8 +92,7 @@ class StageWorker:
 
     def _step(self) -> None:
         try:
-            with inference_mode_if_torch():
-                outputs = self.stage.step()
+            outputs = self.stage.step()
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("stage %s failed a step", self.stage.name)
             self._fail(self.stage.batch_requests(), exc)

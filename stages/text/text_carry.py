@@ -2,7 +2,7 @@
 
 The server speaks a session's text one unit (sentence) at a time, each with its own prompt; a model whose reference
 server reads the whole request as one prompt sees a tag at the start of a request govern every sentence after it.
-A family keeps that meaning by giving its adapter a `text_carry` attribute: the session folds it over the units in
+A family keeps that meaning by giving its LoadedModel a `text_carry`: the session folds it over the units in
 order, each unit's text rewritten with what the text before it left open (`context`), and checks at the end of the
 input that nothing is left open. Only committed units advance the context: a tentative unit (a guess the next text
 may contradict) is rewritten from the committed context and advances it only once confirmed, so how the text
@@ -31,8 +31,3 @@ class TextCarry(Protocol):
     def end(self, context: str) -> None:
         """The input ended with `context` left open: raise a RequestError if that is not allowed."""
         ...
-
-
-def text_carry(adapter: object) -> TextCarry | None:
-    """The adapter's carry, or None for a family whose units stand alone."""
-    return getattr(adapter, "text_carry", None)

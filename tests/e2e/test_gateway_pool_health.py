@@ -20,7 +20,7 @@ import pytest
 
 from tests.fleet import voice_clip
 from tests.serving import free_port, start_server
-from tests.tiny_tts.build import build_checkpoint
+from vocalis.stages.models._template.build import build_checkpoint
 
 pytestmark = pytest.mark.timeout(240)
 TOKENS = 12
@@ -30,7 +30,7 @@ TOKENS = 12
 def pool(tmp_path_factory):
     root = tmp_path_factory.mktemp("pool-health")
     checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)
-    args = ("--family-module", "tests.tiny_tts.family", "--served-model-name", "tiny", "--voice-dir", str(root / "voices"), str(checkpoint))
+    args = ("--family-module", "vocalis.stages.models._template.family", "--served-model-name", "tiny", "--voice-dir", str(root / "voices"), str(checkpoint))
     with ThreadPoolExecutor(2) as starting:
         a, b = starting.map(lambda _: start_server(root, *args, timeout=90), range(2))
     port = free_port()

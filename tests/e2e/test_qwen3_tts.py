@@ -90,6 +90,22 @@ def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(custom_voice):
     assert len(samples) % HOP == 0 and len(samples) < MAX_LEN * HOP
 
 
+LONG = " ".join("abcdefghij"[i % 10] for i in range(140))
+"""One unit (no sentence mark, under the splitter's 300 characters) of 140 words: more than the 128-position cache."""
+
+
+@pytest.mark.parametrize("non_streaming", [True, False])
+def test_a_prompt_past_the_cache_is_400_prompt_too_long(custom_voice, non_streaming):
+    """The runtime's rule, as for every family, in both of the talker's layouts: the whole text in the prompt, or fed
+    in as frames are generated (which, before, reached no check and was cut short silently)."""
+    response = speech(custom_voice, input=LONG, voice="Vivian", extra_params={**GREEDY, "non_streaming_mode": non_streaming})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["reason"] == "PROMPT_TOO_LONG" and error["code"] == 400 and error["param"] == "input", error
+    assert f"cache holds {MAX_LEN}" in error["message"], error
+    assert speech(custom_voice, input="Hello there.", voice="Vivian", max_new_tokens=4, extra_params=GREEDY).status_code == 200
+
+
 def test_grpc_streams_one_frame_then_chunks_of_25_and_equals_the_file(custom_voice):
     frames, streamed = chunk_frames(custom_voice, config(voice="ryan", max_new_tokens=30), "A longer sentence, streamed in chunks.")
     assert sum(frames) >= 2 and frames == chunk_split(sum(frames))  # EOS may come early: the split follows from the total

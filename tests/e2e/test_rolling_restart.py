@@ -27,9 +27,9 @@ import pytest
 from tests.fleet import start_proxy
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from tests.serving import RunningServer, free_port, start_server
-from tests.tiny_tts.build import build_checkpoint
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
+from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -108,7 +108,7 @@ def fleet(tmp_path_factory):
     replicas: list[RunningServer] = []
     proxy = None
     checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)
-    args = ("--family-module", "tests.tiny_tts.family", "--voice-store", cluster.url, "--drain-grace", "20", str(checkpoint))
+    args = ("--family-module", "vocalis.stages.models._template.family", "--voice-store", cluster.url, "--drain-grace", "20", str(checkpoint))
     try:
         with ThreadPoolExecutor(3) as pool:
             replicas = list(pool.map(lambda _: start_server(root, *args, timeout=120), range(3)))

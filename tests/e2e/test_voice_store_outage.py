@@ -16,9 +16,9 @@ import pytest
 from tests.fleet import voice_clip
 from tests.postgres_cluster import postgres_bindir, require, start_cluster
 from tests.serving import start_server
-from tests.tiny_tts.build import build_checkpoint
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
+from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.tts.v1 import audio_pb2
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
@@ -35,7 +35,7 @@ def replicas_and_db(tmp_path_factory):
     replicas = []
     try:
         checkpoint = build_checkpoint(root / "tiny-tts", eos_token_id=64)
-        args = ("--family-module", "tests.tiny_tts.family", "--voice-store", cluster.url, str(checkpoint))
+        args = ("--family-module", "vocalis.stages.models._template.family", "--voice-store", cluster.url, str(checkpoint))
         with ThreadPoolExecutor(2) as pool:
             replicas = list(pool.map(lambda _: start_server(root, *args, timeout=90), range(2)))
         yield replicas, cluster

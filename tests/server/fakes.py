@@ -105,7 +105,8 @@ class FakeEngine:
     auto: bool = False
     """Each job gives one chunk of 100 samples per word and ends by itself."""
 
-    def submit(self, model: LoadedModel, text: str, stage_input: object, request_id: str, word_times: bool = False) -> FakeJob:
+    def submit(self, model: LoadedModel, text: str, stage_input: object, request_id: str, word_times: bool = False,
+               max_new_tokens: int | None = None) -> FakeJob:
         if sum(1 for job in self.jobs if not job.released) >= self.capacity:
             raise StatusError(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy", "QUEUE_FULL")
         job = FakeJob(text)

@@ -282,7 +282,7 @@ async def collect(responses: AsyncIterator[pb.SynthesizeResponse]) -> list[pb.Sy
 
 def carrying_model() -> LoadedModel:
     model = fake_model()
-    model.adapter.text_carry = MarkerCarry()  # type: ignore[attr-defined]
+    model.text_carry = MarkerCarry()
     return model
 
 

@@ -33,7 +33,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         log.info("flow lookahead (%d tokens) is shorter than the %d the decoder needs: streamed chunk ends approximate a "
                  "whole-utterance decode", flow_deploy.lookahead_frames, decoder.exact_lookahead_tokens)
     lm = SpeechLM(modules, lm_deploy.max_len)
-    adapter = CosyVoice3Adapter(modules.config, lm.cache_shape.max_len)
+    adapter = CosyVoice3Adapter(modules.config)
     stages = [
         PrepareStage("voices", VoicePreparer(Frontend(path, modules.config))),
         autoregressive_stage(lm, lm_deploy, flow_deploy),

@@ -56,18 +56,16 @@ class SpeechLM(AutoregressiveModel):
         voice: VoicePrompt = request.prepared
         tokenizer = self.modules.tokenizer
         ids = tokenizer.encode(prompt_text(inputs.ref_text)) + tokenizer.encode(request.text)
-        with torch.inference_mode():
-            embeds = self.lm.prompt_embeds(ids, voice.speech_tokens)
+        embeds = self.lm.prompt_embeds(ids, voice.speech_tokens)
         low, high = self.token_budget(request.text)
         if inputs.max_new_tokens is not None:
             high = inputs.max_new_tokens
-        room = self.cache_shape.max_len - len(embeds)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(embeds)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
-        high = min(high, room)
         sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
         history = SamplingHistory.start(sampling, inputs.ras, self.vocab, self.lm.device)
         return SequenceStart(embeds, sampling, SequenceState(min(low, high), history))
+
+    def first_chunk_frames(self, request: SynthesisRequest[CosyVoice3Input]) -> int | None:
+        return request.stage_input.initial_codec_chunk_frames
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.lm(embeds, batch, cache)

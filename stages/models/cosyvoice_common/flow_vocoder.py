@@ -37,8 +37,8 @@ from vocalis.stages.models.cosyvoice_common.glm_dit import GLMFlow
 from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.request import SynthesisRequest
 
-HIFT_LOOKAHEAD_MEL = 5
-"""Mel frames ahead that a vocoder sample depends on: conv_pre's 4 (look-right), the iSTFT's overlap one more."""
+HIFT_LOOKAHEAD_MEL = CausalHiFTGenerator.lookahead_mel
+"""Mel frames ahead that a causal vocoder sample depends on."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,7 +84,7 @@ class FlowVocoderDecoder(ChunkDecoder):
         if not isinstance(self.flow, CausalMaskedDiffWithDiT):
             return None
         chunk = max(self.flow.decoder.estimator.static_chunk_size, 1)
-        vocoder = getattr(self.hift, "lookahead_mel", HIFT_LOOKAHEAD_MEL)
+        vocoder = self.hift.lookahead_mel
         return math.ceil((chunk - 1) / ratio) + self.flow.pre_lookahead_layer.pre_lookahead_len + math.ceil(vocoder / ratio)
 
     def start(self, request: SynthesisRequest) -> DecodeStream:

@@ -51,11 +51,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     encoder = ReferenceFrames(ReferenceEncoder(codec))
     talker = Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder)
-    adapter = Drama3Adapter(codec.sample_rate, talker.cache_shape.max_len)
+    adapter = Drama3Adapter(codec.sample_rate)
     stages = [
         PrepareStage("voices", encoder),
         autoregressive_stage(talker, talker_deploy, codec_deploy),
         chunk_stage(dac_decoder(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages))
+                       pipeline=Pipeline(stages), text_carry=adapter.text_carry)

@@ -28,7 +28,7 @@ from vocalis.stages.models.drama3.prompt import PromptTextError, Reference, buil
 from vocalis.stages.models.drama3.tower import RowGroup, TowerKV
 from vocalis.stages.models.fish_common.codec import ClipInput
 from vocalis.stages.runtime.attention import AttentionBatch
-from vocalis.stages.runtime.autoregressive import SequenceStart
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.runtime.kv_cache import PagedKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, redraw_repeats, sample_states
@@ -93,7 +93,7 @@ class Drama3Sequence:
     """Positions the backbone has computed (the newest row is computed - 1)."""
 
 
-class Drama3Talker:
+class Drama3Talker(AutoregressiveModel):
     emits_eos_frame = False
     forward_takes_states = True
 
@@ -124,15 +124,9 @@ class Drama3Talker:
         except PromptTextError as error:
             raise InvalidField(error.where, "INVALID_VALUE", str(error)) from None
         params = inputs.sampling
-        room = self.cache_shape.max_len - len(rows)
-        if params.max_new_tokens > room:  # the cache ends generation, as the peer's engine caps at max_model_len
-            if room < 1:
-                raise ValueError(f"the prompt ({len(rows)} positions) leaves no room under the talker's max_len ({self.cache_shape.max_len})")
-            params = dataclasses.replace(params, max_new_tokens=room)
         codes = dataclasses.replace(inputs.sampling, top_k=min(inputs.sampling.top_k or CODEBOOK_TOP_K, CODEBOOK_TOP_K),
                                     repetition_penalty=1.0)
-        with torch.inference_mode():
-            embeds = self.model.embed_rows(rows.to(self.device))
+        embeds = self.model.embed_rows(rows.to(self.device))
         weight = self.model.lm_head.weight
         state = Drama3Sequence(rows.to(weight.device), self.model.tower.new_cache(weight.dtype, weight.device), SamplerState(codes, stream=1),
                                torch.full((RAS_WINDOW,), -1, dtype=torch.long, device=weight.device))

@@ -52,8 +52,7 @@ class ReferenceEncoder:
         def run() -> torch.Tensor:
             audio = resample(np.asarray(samples, dtype=np.float32), rate, self.codec.sample_rate)
             device = next(self.codec.parameters()).device
-            with torch.inference_mode():
-                return self.codec.encode(torch.from_numpy(np.ascontiguousarray(audio))[None].to(device))[0].T.cpu()
+            return self.codec.encode(torch.from_numpy(np.ascontiguousarray(audio))[None].to(device))[0].T.cpu()
 
         return self.cache.get_or_make(content_key(samples, rate), run)
 

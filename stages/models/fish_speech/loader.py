@@ -28,7 +28,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
     encoder = ReferenceEncoder(modules.codec)
     slow_ar = SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder)
-    adapter = FishSpeechAdapter(modules.codec.sample_rate, slow_ar.cache_shape.max_len)
+    adapter = FishSpeechAdapter(modules.codec.sample_rate)
     stages = [
         PrepareStage("voices", encoder),  # reference clips are encoded here, while the slow AR keeps stepping
         autoregressive_stage(slow_ar, ar_deploy, codec_deploy),

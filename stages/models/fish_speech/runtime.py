@@ -3,7 +3,6 @@ AutoregressiveStage, and the shared DAC decoding them into 44.1 kHz audio as a C
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -69,14 +68,8 @@ class SlowARStageModel(AutoregressiveModel):
             prompt = self.prompt(request)
         except ControlTokenInText as error:
             raise InvalidField("input", "CONTROL_TOKEN_IN_TEXT", str(error)) from None
-        with torch.inference_mode():
-            embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
+        embeds = self.model.embed(prompt.ids.to(self.device), prompt.codes.to(self.device))
         params = inputs.sampling
-        room = self.cache_shape.max_len - len(prompt.ids)
-        if params.max_new_tokens > room:  # the cache ends generation, as the peer's engine caps at max_model_len
-            if room < 1:
-                raise ValueError(f"the prompt ({len(prompt.ids)} positions) leaves no room under the slow AR's max_len ({self.cache_shape.max_len})")
-            params = dataclasses.replace(params, max_new_tokens=room)
         seen = SeenTokens.for_params(params, self.config.text.vocab_size, self.device)
         return SequenceStart(embeds, params, SequenceState(SamplerState(inputs.sampling, stream=1), seen))
 

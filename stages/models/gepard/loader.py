@@ -41,7 +41,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         raise ValueError(f"{path}: the codec ({codec.config.sample_rate} Hz, {codec.config.input_dim} codes) does not match the "
                          f"sidecar ({config.sample_rate} Hz, {config.num_heads} heads)")
     model = GepardModel(talker, load_tokenizer(path), talker_deploy.max_len)
-    adapter = GepardAdapter(config.sample_rate, model.cache_shape.max_len)
+    adapter = GepardAdapter(config.sample_rate)
     stages = [
         autoregressive_stage(model, talker_deploy, codec_deploy),
         chunk_stage(StatefulCodecDecoder(codec, codec.samples_per_frame), codec_deploy),  # FSQ codes [B, T, 32] to 22.05 kHz

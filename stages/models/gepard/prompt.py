@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.gepard.config import GepardConfig
 
 
@@ -22,7 +23,7 @@ def repeats(num_tokens: int, config: GepardConfig) -> int:
 
 def prompt_ids(text_ids: list[int], config: GepardConfig) -> list[int]:
     if not text_ids:
-        raise ValueError("the text has no tokens to speak")
+        raise InvalidField("text", "NOTHING_TO_SPEAK", "the text has no tokens to speak: give words the model can read")
     block = [config.start_of_text, *text_ids, config.end_of_text]
     slots = [config.speaker_token_base + i for i in range(config.num_speaker_prefix)]
     return slots + block * (repeats(len(text_ids), config) - 1) + block + [config.start_of_speech]

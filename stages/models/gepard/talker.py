@@ -23,7 +23,7 @@ from vocalis.stages.components.hybrid import HybridDecoder
 from vocalis.stages.models.gepard.config import GepardConfig
 from vocalis.stages.models.gepard.prompt import prompt_ids
 from vocalis.stages.runtime.attention import AttentionBatch
-from vocalis.stages.runtime.autoregressive import SequenceStart
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.runtime.kv_cache import PagedKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
@@ -94,7 +94,7 @@ class GepardSequence:
     frames_sampled: int = 0
 
 
-class GepardModel:
+class GepardModel(AutoregressiveModel):
     """The talker as an AutoregressiveModel: frames are [32] FSQ codes; the stop head ends a sequence."""
 
     emits_eos_frame = False

@@ -85,15 +85,10 @@ class GLMTTSLM(AutoregressiveModel):
         inputs = request.stage_input
         voice = request.prepared
         ids = self.prompt_ids(inputs.ref_text, request.text, voice.speech_tokens)
-        with torch.inference_mode():
-            embeds = self.lm.embed(ids)
+        embeds = self.lm.embed(ids)
         low, high = self.token_budget(request.text)
         if inputs.max_new_tokens is not None:  # a cap on the text-length budget, as the peer's GLM-TTS adapter applies it
             high = min(high, inputs.max_new_tokens)
-        room = self.cache_shape.max_len - len(ids)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(ids)} positions) exceeds the LM's max_len ({self.cache_shape.max_len})")
-        high = min(high, room)
         sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
         history = SamplingHistory.start(sampling, inputs.ras, self.allowed.shape[0], self.lm.device)
         return SequenceStart(embeds, sampling, SequenceState(min(low, high), history))

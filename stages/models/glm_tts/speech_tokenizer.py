@@ -124,5 +124,4 @@ class SpeechTokenizer:
         stride = self.encoder.samples_per_token
         padded = F.pad(samples, (0, (-len(samples)) % stride))
         features = whisper_log_mel(padded, self.encoder.config.num_mel_bins)[None]
-        with torch.inference_mode():
-            return self.encoder(features, math.ceil(len(samples) / HOP)).tolist()
+        return self.encoder(features, math.ceil(len(samples) / HOP)).tolist()

@@ -49,7 +49,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
             "(the delay pattern: a frame's last codebook arrives that many rows later)"
         )
     model = HiggsTalkerModel(talker, tokenizer, codec, talker_deploy.max_len, talker_deploy.device, talker_deploy.torch_dtype)
-    adapter = HiggsAudioV2Adapter(codec.config.sample_rate, model.cache_shape.max_len)
+    adapter = HiggsAudioV2Adapter(codec.config.sample_rate)
     stages = [
         AutoregressiveStage(
             "talker", model, max_num_seqs=talker_deploy.max_num_seqs, max_num_batched_tokens=talker_deploy.max_num_batched_tokens,

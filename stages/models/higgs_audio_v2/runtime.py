@@ -74,17 +74,18 @@ class HiggsTalkerModel(AutoregressiveModel):
         """Codes [T, K] of a clip (cached by content)."""
         samples = np.asarray(reference.samples, dtype=np.float32).reshape(-1)
         key = content_key(samples, reference.sample_rate)
-        return self.references.get_or_make(key, lambda: self._encode(samples, reference.sample_rate))
+        field = "voice" if reference.name else "ref_audio"
+        return self.references.get_or_make(key, lambda: self._encode(samples, reference.sample_rate, field))
 
-    @torch.inference_mode()
-    def _encode(self, samples: np.ndarray, rate: int) -> torch.Tensor:
+    def _encode(self, samples: np.ndarray, rate: int, field: str) -> torch.Tensor:
         weight = next(self.codec.parameters())
         wav = torch.from_numpy(np.ascontiguousarray(samples)).to(weight.device, torch.float32)
         target = self.codec.config.sample_rate
         if rate != target:
             wav = resample(wav[None], rate, target)[0]
         if wav.numel() < self.codec.config.hop_length:
-            raise ValueError("the reference clip is shorter than one codec frame")
+            raise InvalidField(field, "REFERENCE_TOO_SHORT", f"the reference clip is shorter than one codec frame "
+                               f"({self.codec.config.hop_length / target * 1000:.0f} ms): give a longer clip")
         codes = self.codec.encode(wav[None].to(weight.dtype))[0]
         return codes[: self.config.num_codebooks].T.to(self.device)
 
@@ -102,7 +103,6 @@ class HiggsTalkerModel(AutoregressiveModel):
     def audio_rows(self, frames: torch.Tensor) -> torch.Tensor:
         return flagged(self.talker.model.embed_audio_tokens(frames), audio=True)
 
-    @torch.inference_mode()
     def prompt_rows(self, prompt: Prompt) -> torch.Tensor:
         """[P, H + 1] rows of the prompt and the opening all-BOS frame."""
         parts = [self.text_rows(prompt.before)]
@@ -128,7 +128,9 @@ class HiggsTalkerModel(AutoregressiveModel):
         state.push(self.bos_frame[None])
         return SequenceStart(self.prompt_rows(prompt), stage_input.sampling, state)
 
-    @torch.inference_mode()
+    def first_chunk_frames(self, request: SynthesisRequest[HiggsInput]) -> int | None:
+        return request.stage_input.initial_codec_chunk_frames
+
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache,
                 states: list[DelayState] | None = None) -> torch.Tensor:
         """Hidden states of the step's rows. The runtime passes `states` (in batch order), whose audio positions route
@@ -141,7 +143,6 @@ class HiggsTalkerModel(AutoregressiveModel):
             route = route_of_flags(flags, embeds.device)
         return self.talker(embeds[:, :-1], route, batch, cache)
 
-    @torch.inference_mode()
     def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
                       states: list[DelayState]) -> torch.Tensor:
         """Frames [B, K] on the host (the one crossing of a step): the delay pattern, the draws and RAS run on the
@@ -155,7 +156,6 @@ class HiggsTalkerModel(AutoregressiveModel):
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
         return (frames == self.config.audio_stream_eos_id).all(dim=-1)
 
-    @torch.inference_mode()
     def frame_embeds(self, frames: torch.Tensor, states: list[DelayState]) -> torch.Tensor:
         return self.audio_rows(frames.to(self.device)).to(self.dtype)
 
@@ -180,7 +180,6 @@ class HiggsCodecDecoder(ChunkDecoder):
     def start(self, request: SynthesisRequest[HiggsInput]) -> DecodeStream:
         return DecodeStream(first_chunk_frames=request.stage_input.initial_codec_chunk_frames)
 
-    @torch.inference_mode()
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         codes = undo_delay(frames.to(self.device)).clamp(0, self.num_codes - 1)
         if codes.shape[1] == 0:

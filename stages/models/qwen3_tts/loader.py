@@ -27,7 +27,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                            codec_device=codec_deploy.device)
     cloner = VoiceCloner(modules)
     talker = TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options())
-    adapter = Qwen3TTSAdapter(modules, talker.cache_shape.max_len)
+    adapter = Qwen3TTSAdapter(modules)
     stages = [
         PrepareStage("voices", cloner),  # clone clips are encoded here, while the talker keeps stepping
         autoregressive_stage(talker, talker_deploy, codec_deploy),

@@ -20,6 +20,7 @@ import soundfile as sf
 
 from vocalis.stages.models.qwen3_tts.voices import voice_artifacts
 from vocalis.stages.models.qwen3_tts.weights import load_modules
+from vocalis.stages.runtime.worker import inference_mode_if_torch
 
 
 def precompute(checkpoint: Path, clip: Path, name: str, out: Path, ref_text: str | None = None) -> dict:
@@ -27,7 +28,8 @@ def precompute(checkpoint: Path, clip: Path, name: str, out: Path, ref_text: str
     if modules.speaker_encoder is None:
         raise SystemExit(f"{checkpoint} is a {modules.config.tts_model_type} checkpoint; voices are cloned by Base checkpoints")
     samples, rate = sf.read(str(clip), dtype="float32", always_2d=True)
-    vector, codes = voice_artifacts(modules, samples.mean(axis=1), rate, codes=ref_text is not None)
+    with inference_mode_if_torch():  # a command of its own, outside any stage worker
+        vector, codes = voice_artifacts(modules, samples.mean(axis=1), rate, codes=ref_text is not None)
     out.mkdir(parents=True, exist_ok=True)
     entry: dict = {"name": name, "models": [checkpoint.name]}
     np.save(out / f"{name}.speaker_embedding.npy", vector)

@@ -53,6 +53,9 @@ class TalkerPrompt:
     """[H]: added to the embeddings of later frames."""
     token_ids: list[list[int]]
     """The tokenized texts: the utterance, then instructions and reference transcript when present."""
+    fed_positions: int = 0
+    """Rows of `trailing` that are text (0 when it is the pad alone: the whole text is in the prompt): each is fed
+    in with a generated frame, so the cache must hold them after the prompt (SequenceStart.fed_positions)."""
 
 
 def language_id(config: Qwen3TTSConfig, language: str, speaker: str | None) -> int | None:
@@ -64,7 +67,6 @@ def language_id(config: Qwen3TTSConfig, language: str, speaker: str | None) -> i
     return chosen
 
 
-@torch.inference_mode()
 def build_prompt(talker: Talker, config: Qwen3TTSConfig, tokenizer: TextTokenizer, text: str, cond: Conditioning) -> TalkerPrompt:
     c = config.talker
     ids = tokenizer.encode(assistant_text(text))
@@ -116,4 +118,5 @@ def build_prompt(talker: Talker, config: Qwen3TTSConfig, tokenizer: TextTokenize
     else:
         parts.append(talker.embed_text(ids[3:4]) + codec_bos)
         trailing = torch.cat([talker.embed_text(ids[4:-5]), eos]) if len(ids) > 9 else eos
-    return TalkerPrompt(embeds=torch.cat(parts), trailing=trailing, pad=pad[0], token_ids=token_ids)
+    fed = 0 if trailing is pad else len(trailing)
+    return TalkerPrompt(embeds=torch.cat(parts), trailing=trailing, pad=pad[0], token_ids=token_ids, fed_positions=fed)

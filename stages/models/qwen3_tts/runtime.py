@@ -3,7 +3,6 @@ AutoregressiveStage, and the speech-tokenizer decoder turning them into 24 kHz a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -85,20 +84,14 @@ class TalkerStageModel(AutoregressiveModel):
     def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> SequenceStart:
         inputs = request.stage_input
         prompt = self.prompt(request)
-        sampling = self.sampling(inputs, len(prompt.embeds))
+        sampling = inputs.sampling
         seen = SeenTokens.for_params(sampling, self.config.vocab_size, self.device)
         return SequenceStart(prompt.embeds, sampling,
-                             SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1), seen=seen))
+                             SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1), seen=seen),
+                             fed_positions=prompt.fed_positions)
 
-    def sampling(self, inputs: Qwen3TTSInput, prompt_len: int) -> SamplingParams:
-        """Codebook-0 sampling, its max_new_tokens shrunk to the KV room left by the prompt."""
-        params = inputs.sampling
-        room = self.cache_shape.max_len - prompt_len
-        if params.max_new_tokens > room:  # the cache ends generation, as the peer's engine caps at max_model_len
-            if room < 1:
-                raise ValueError(f"the prompt ({prompt_len} positions) leaves no room under the talker's max_len ({self.cache_shape.max_len})")
-            params = dataclasses.replace(params, max_new_tokens=room)
-        return params
+    def first_chunk_frames(self, request: SynthesisRequest[Qwen3TTSInput]) -> int | None:
+        return request.stage_input.initial_codec_chunk_frames
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.talker(embeds, batch, cache)

@@ -49,7 +49,6 @@ class ClonedVoice:
     """[R, G] codes of the clip, for ICL cloning."""
 
 
-@torch.inference_mode()
 def voice_artifacts(modules: Qwen3TTSModules, samples: np.ndarray, rate: int, xvector: bool = True,
                     codes: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A clip's x-vector [H] (speaker encoder) and reference codes [T, G] (Mimi encoder)."""

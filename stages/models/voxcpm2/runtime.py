@@ -88,28 +88,23 @@ class LatentGenerator(AutoregressiveModel):
 
     def start(self, request: SynthesisRequest[VoxCPM2Input]) -> SequenceStart:
         layout, target_len = self.layout(request)
-        return SequenceStart(self.prompt_embeds(layout), self.sampling(request.stage_input, layout, target_len),
+        return SequenceStart(self.prompt_embeds(layout), self.sampling(request.stage_input, target_len),
                              self.new_state(request.stage_input, layout))
 
     def prompt_embeds(self, layout: PromptLayout) -> torch.Tensor:
         """The packed rows [P, 2H + 1] of a prompt layout."""
-        with torch.inference_mode():
-            ids = layout.ids.to(self.device)
-            is_audio = layout.is_audio.to(self.device)
-            text = self.model.embed_text(ids)
-            patch_embeds = torch.zeros_like(text)
-            if bool(is_audio.any()):
-                patch_embeds[is_audio] = self.model.embed_patches(layout.feats[layout.is_audio].to(self.device, self.dtype))
-            inputs = torch.where(is_audio[:, None], patch_embeds, text)
-            return torch.cat([inputs, patch_embeds, is_audio[:, None].to(self.dtype)], dim=-1)
+        ids = layout.ids.to(self.device)
+        is_audio = layout.is_audio.to(self.device)
+        text = self.model.embed_text(ids)
+        patch_embeds = torch.zeros_like(text)
+        if bool(is_audio.any()):
+            patch_embeds[is_audio] = self.model.embed_patches(layout.feats[layout.is_audio].to(self.device, self.dtype))
+        inputs = torch.where(is_audio[:, None], patch_embeds, text)
+        return torch.cat([inputs, patch_embeds, is_audio[:, None].to(self.dtype)], dim=-1)
 
-    def sampling(self, stage_input: VoxCPM2Input, layout: PromptLayout, target_len: int) -> SamplingParams:
-        room = self.cache_shape.max_len - len(layout)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(layout)} positions) leaves no room under max_len {self.cache_shape.max_len}")
+    def sampling(self, stage_input: VoxCPM2Input, target_len: int) -> SamplingParams:
         default = int(target_len * MAX_PATCHES_PER_TOKEN + MIN_DEFAULT_PATCHES)
-        wanted = stage_input.max_new_tokens or min(default, room)
-        wanted = min(wanted, room)  # the cache ends generation, as the peer's engine caps at max_model_len
+        wanted = stage_input.max_new_tokens or default  # the runtime caps it to the cache's room
         return SamplingParams(seed=stage_input.seed, max_new_tokens=wanted)
 
     def new_state(self, stage_input: VoxCPM2Input, layout: PromptLayout) -> PatchState:
@@ -122,6 +117,9 @@ class LatentGenerator(AutoregressiveModel):
         )
 
     # -- steps -----------------------------------------------------------------------------------
+
+    def first_chunk_frames(self, request: SynthesisRequest[VoxCPM2Input]) -> int | None:
+        return request.stage_input.initial_codec_chunk_frames
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         h = self.hidden

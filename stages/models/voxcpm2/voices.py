@@ -56,6 +56,5 @@ class VoiceEncoder:
         missing = -audio.shape[1] % (patch * vae_config.encoder_hop)
         audio = F.pad(audio, (missing, 0) if pad == "left" else (0, missing))
         device = next(self.vae.parameters()).device
-        with torch.inference_mode():
-            latents = self.vae.encode(audio.to(device))[0]  # [D, frames]
+        latents = self.vae.encode(audio.to(device))[0]  # [D, frames]
         return latents.view(latents.shape[0], -1, patch).permute(1, 2, 0).contiguous()  # [N, P, D]

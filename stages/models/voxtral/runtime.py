@@ -74,17 +74,15 @@ class FrameGenerator(AutoregressiveModel):
             raise ValueError("this checkpoint has no audio tokenizer encoder to clone a voice with")
         audio = torch.from_numpy(resample(samples, rate, self.tekken.sampling_rate))
         prompt = self.tekken.speech_prompt_rows(text, self.tekken.reference_rows(len(audio)))
-        with torch.inference_mode():
-            codes = self.encoder.codes(audio.to(next(self.encoder.parameters()).device), self.quantizer)
-            rows = self.lm.audio_embeddings(codes.to(self.device))
+        codes = self.encoder.codes(audio.to(next(self.encoder.parameters()).device), self.quantizer)
+        rows = self.lm.audio_embeddings(codes.to(self.device))
         if len(rows) != len(prompt.voice_positions):
             raise ValueError(f"the clip gave {len(rows)} frames; its prompt holds {len(prompt.voice_positions)}")
         return self._embed(prompt.ids, prompt.voice_positions, rows)
 
     def _embed(self, ids: list[int], positions: list[int], rows: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            embeds = self.lm.decoder.embed_tokens(torch.tensor(ids, device=self.device))
-            embeds[positions] = rows.to(embeds.dtype)
+        embeds = self.lm.decoder.embed_tokens(torch.tensor(ids, device=self.device))
+        embeds[positions] = rows.to(embeds.dtype)
         return embeds
 
     def start(self, request: SynthesisRequest[VoxtralInput]) -> SequenceStart:
@@ -93,11 +91,7 @@ class FrameGenerator(AutoregressiveModel):
             embeds = self.clone_embeds(request.text, *stage_input.reference)
         else:
             embeds = self.prompt_embeds(request.text, stage_input.voice)
-        room = self.cache_shape.max_len - len(embeds)
-        if room < 1:
-            raise ValueError(f"the prompt ({len(embeds)} positions) leaves no room under max_len {self.cache_shape.max_len}")
-        wanted = stage_input.max_new_tokens or min(DEFAULT_MAX_FRAMES, room)
-        wanted = min(wanted, room)  # the cache ends generation, as the peer's engine caps at max_model_len
+        wanted = stage_input.max_new_tokens or DEFAULT_MAX_FRAMES  # the runtime caps it to the cache's room
         return SequenceStart(embeds, SamplingParams(seed=stage_input.seed, max_new_tokens=wanted),
                              FrameState(stage_input.cfg_alpha, stage_input.noise))
 

@@ -26,6 +26,7 @@ from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model
 from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_weights
 from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.worker import inference_mode_if_torch
 from vocalis.stages.text.aligner.ctc import forced_align
 from vocalis.stages.text.aligner.emissions import WindowedEmissions
 from vocalis.stages.text.aligner.transcript import transcript
@@ -77,7 +78,7 @@ class ForcedAligner:
         x = torch.from_numpy(np.asarray(samples, dtype=np.float32))[None]
         if self.normalize:  # Wav2Vec2FeatureExtractor: zero mean, unit variance per utterance
             x = (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + 1e-7)
-        with torch.inference_mode():
+        with inference_mode_if_torch():  # its own thread, or a caller's, never a stage worker's
             return torch.log_softmax(self.model(x)[0].float(), dim=-1).numpy()
 
     def windowed(self, rate: int) -> WindowedEmissions:

@@ -7,13 +7,21 @@ from types import SimpleNamespace
 
 import torch
 
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel
 from vocalis.stages.runtime.deploy import StageDeploy
 from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
 from vocalis.stages.runtime.kv_cache import CacheShape
 
 
+class ShapeOnly(AutoregressiveModel):
+    """A stage model of which the stage reads only its declared members (cache shape and the defaults)."""
+
+    emits_eos_frame = False
+    cache_shape = CacheShape(num_layers=2, num_kv_heads=1, head_dim=4, max_len=64)
+
+
 def test_autoregressive_stage_takes_name_bounds_dtype_and_device():
-    model = SimpleNamespace(cache_shape=CacheShape(num_layers=2, num_kv_heads=1, head_dim=4, max_len=64), emits_eos_frame=False)
+    model = ShapeOnly()
     deploy = StageDeploy(name="talker", max_num_seqs=3, max_num_batched_tokens=96, dtype="bfloat16", kv_block_size=8)
     stage = autoregressive_stage(model, deploy)
     assert stage.name == "talker"

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from vocalis.stages.components.hybrid import HybridConfig, HybridDecoder
 from vocalis.stages.layers.weights import load_strict, take
 from vocalis.stages.runtime.attention import AttentionBatch
-from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, AutoregressiveStage, SequenceStart
 from vocalis.stages.runtime.kv_cache import PagedKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
@@ -27,7 +27,7 @@ from vocalis.stages.runtime.stage import StageItem
 GOLDENS = Path(__file__).resolve().parents[2] / "goldens" / "qwen3_5"
 
 
-class HybridTalker:
+class HybridTalker(AutoregressiveModel):
     """An AutoregressiveModel over the hybrid decoder: prompt = the text's bytes mod vocab, frame = greedy next id."""
 
     emits_eos_frame = False

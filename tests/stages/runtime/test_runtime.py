@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.api.errors import InvalidField, SynthesisFailed
+from vocalis.stages.api.max_new_tokens import CAPPED
 from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.stages.models._template.runtime import POISON, TinyCodecModel, TinyInput, TinyTalkerModel
 from vocalis.stages.models._template.weights import load_modules
@@ -20,6 +21,7 @@ from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.pipeline import Pipeline
+from vocalis.stages.runtime.prompt_room import PROMPT_TOO_LONG
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams
 from vocalis.stages.runtime.stage import StageItem
@@ -45,8 +47,8 @@ def modules_with_eos(tmp_path_factory):
     return load_modules(build_checkpoint(tmp_path_factory.mktemp("tiny-eos") / "tiny-tts"))
 
 
-def request(text: str, sampling: SamplingParams = GREEDY, output=None) -> SynthesisRequest:
-    return SynthesisRequest(text=text, stage_input=TinyInput(sampling), output=output or NullOutput())
+def request(text: str, sampling: SamplingParams = GREEDY, output=None, asked: int | None = None) -> SynthesisRequest:
+    return SynthesisRequest(text=text, stage_input=TinyInput(sampling), output=output or NullOutput(), max_new_tokens=asked)
 
 
 def drive(stage: AutoregressiveStage, joins: dict[int, list[SynthesisRequest]]) -> dict[int, torch.Tensor]:
@@ -379,3 +381,30 @@ def test_frames_are_handed_over_per_chunk_of_the_next_stage(modules):
     # the first chunk (1 frame + 2 lookahead) at once, then every 10 frames, the rest with the end
     assert sizes == [(3, False), (10, False), (10, False), (10, False), (10, False), (10, False), (7, True)]
     assert torch.equal(torch.cat(frames), drive(every, {0: [per_step]})[id(per_step)])
+
+
+def test_the_stage_alone_fits_a_prompt_to_its_cache(modules):
+    """The rule of prompt against cache room, decided by the runtime for every family: a prompt that leaves no room is
+    PROMPT_TOO_LONG (a 400, naming the text); a longer max_new_tokens is capped, with a warning only when the cap
+    was the caller's."""
+    _, talker, _ = modules
+    stage = AutoregressiveStage("talker", TinyTalkerModel(talker, 40), max_num_seqs=2, max_num_batched_tokens=64)
+    with pytest.raises(InvalidField) as refused:
+        stage.add(StageItem(request("a" * 39)))  # 40 positions: no room for a frame
+    assert (refused.value.field, refused.value.reason) == ("text", PROMPT_TOO_LONG) and "holds 40" in refused.value.message
+    asked, default, within = request("hi", asked=60), request("hi"), request("hi", SamplingParams(temperature=0.0, max_new_tokens=37), asked=37)
+    frames = drive(stage, {0: [asked, default, within]})
+    assert [len(frames[id(r)]) for r in (asked, default, within)] == [37, 37, 37]  # "hi" + BOS: 3 of the 40 positions
+    assert [(field, code) for field, code, _ in asked.warnings] == [("max_new_tokens", CAPPED)]
+    assert "ends at 37 tokens" in asked.warnings[0][2] and default.warnings == [] and within.warnings == []
+
+
+def test_a_prompt_past_the_whole_kv_cache_is_prompt_too_long(modules):
+    _, talker, _ = modules
+    model = TinyTalkerModel(talker, 512)
+    eight_positions = 8 * model.cache_shape.bytes_per_position(torch.float32.itemsize)
+    small = AutoregressiveStage("talker", model, max_num_seqs=1, max_num_batched_tokens=64, kv_cache_bytes=eight_positions, block_size=4)
+    capacity = small.cache.blocks.capacity
+    with pytest.raises(InvalidField) as refused:
+        small.add(StageItem(request("a" * capacity)))
+    assert refused.value.reason == PROMPT_TOO_LONG and "kv_cache_bytes" in refused.value.message

@@ -146,15 +146,6 @@ def test_finish_frees_the_blocks_at_once_even_mid_prefill():
     scheduler.finish(Sequence(9, 1, 1))  # finishing an unknown sequence is harmless
 
 
-def test_too_long_is_refused():
-    scheduler = Scheduler(BlockManager(64, 16), max_num_seqs=1, max_num_batched_tokens=8, max_len=64)
-    with pytest.raises(ValueError, match="exceeds 64"):
-        scheduler.add(Sequence(0, prompt_len=60, max_new_tokens=10))
-    small = Scheduler(BlockManager(2, 4), max_num_seqs=1, max_num_batched_tokens=8, max_len=64)
-    with pytest.raises(ValueError, match="kv_cache_bytes"):
-        small.add(Sequence(0, prompt_len=8, max_new_tokens=1))
-
-
 def test_the_scheduler_imports_without_torch():
     code = textwrap.dedent(
         """

@@ -17,6 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.gepard.config import GepardConfig, is_gepard
 from vocalis.stages.models.gepard.prompt import prompt_ids
 from vocalis.stages.models.gepard.talker import GepardModel
@@ -95,8 +96,9 @@ def test_short_texts_repeat_and_only_the_last_copy_starts_speech(gepard_dir):
     assert prompt_ids([5, 6], config) == slots + [93, 5, 6, 94] * 8 + [90]  # ceil(16 / 2) = 8 copies
     assert prompt_ids([5] * 5, config) == slots + [93, *[5] * 5, 94] * 4 + [90]  # ceil(16 / 5) = 4
     assert prompt_ids([5] * 13, config) == slots + [93, *[5] * 13, 94, 90]  # not below apply_below: once
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidField) as refused:  # a request's text the tokenizer reads nothing from: the caller's to fix
         prompt_ids([], config)
+    assert (refused.value.field, refused.value.reason) == ("text", "NOTHING_TO_SPEAK")
 
 
 def test_the_loader_builds_the_published_key_set(gepard_dir, talker):

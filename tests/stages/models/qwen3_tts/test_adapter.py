@@ -27,10 +27,12 @@ def params(voice: str = "", reference: ReferenceAudio | None = None, **fields) -
 
 
 def cloned(variant: str, inputs) -> Conditioning:
-    """The conditioning the talker sees: the clone encoded on the stage thread, as VoiceCloner does it."""
+    """The conditioning the talker sees: the clone encoded on the stage thread (in the worker's inference mode), as
+    VoiceCloner does it."""
     loop = asyncio.new_event_loop()
     try:
-        return VoiceCloner(modules(variant)).conditioning(SynthesisRequest("text", inputs, AudioOutput(loop)))
+        with torch.inference_mode():
+            return VoiceCloner(modules(variant)).conditioning(SynthesisRequest("text", inputs, AudioOutput(loop)))
     finally:
         loop.close()
 
@@ -143,7 +145,8 @@ def test_cloning_fields_are_refused_on_other_kinds():
 
 def test_voice_artifacts_tool_matches_the_reference():
     g = golden("base-1b7.base_icl")
-    vector, codes = voice_artifacts(modules("base-1b7"), g["ref_audio"].numpy(), 24000)
+    with torch.inference_mode():  # as precompute.py runs it
+        vector, codes = voice_artifacts(modules("base-1b7"), g["ref_audio"].numpy(), 24000)
     np.testing.assert_allclose(vector, g["speaker_embedding"].numpy(), atol=1e-4)
     assert np.array_equal(codes, g["ref_codes"].numpy())
 

@@ -17,13 +17,9 @@ PEER_MAX_NEW_TOKENS = 4096
 CAPPED = "MAX_NEW_TOKENS_CAPPED"
 
 
-def checked_max_new_tokens(params: RequestParams, positions: int | None = None, upper: int = PEER_MAX_NEW_TOKENS) -> int:
-    """The request's max_new_tokens, checked against 1..`upper`; a warning when a cache of `positions` (prompt
-    included) ends generation sooner than the value asks."""
+def checked_max_new_tokens(params: RequestParams, upper: int = PEER_MAX_NEW_TOKENS) -> int:
+    """The request's max_new_tokens, checked against 1..`upper` (the cap by the cache is the runtime's)."""
     value = params.fields["max_new_tokens"]
     if not 1 <= value <= upper:
         raise InvalidField("max_new_tokens", "OUT_OF_RANGE", f"max_new_tokens must be from 1 to {upper}, got {value}")
-    if positions is not None and value >= positions:
-        params.warnings.append(("max_new_tokens", CAPPED, f"max_new_tokens {value} is capped by the model's {positions}-position "
-                                                          f"cache: generation ends at {positions - 1} tokens less the prompt"))
     return int(value)

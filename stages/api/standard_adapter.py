@@ -146,7 +146,7 @@ class Prologue:
     """The voice to clone, checked by the family's ReferencePolicy; None when the request does not clone."""
     seed: int | None = None
     max_new_tokens: int | None = None
-    """Checked against 1..4096 (and the cache, with a warning); None when the request does not set it."""
+    """Checked against 1..4096; None when the request does not set it (the runtime caps it by the cache)."""
     initial_codec_chunk_frames: int | None = None
     speed: float = 1.0
     """The model's own speed (1 unless the family accepts `speed`: else the server time-stretches)."""
@@ -165,12 +165,12 @@ class StandardAdapter(Generic[InputT]):
     MAX_INITIAL_CODEC_CHUNK_FRAMES: ClassVar[int | None] = None
     """The largest first chunk the family decodes (None: no bound of its own)."""
 
-    def __init__(self, *, sample_rate: int, voices: Voices, fields: Iterable[str] = (), positions: int | None = None,
+    def __init__(self, *, sample_rate: int, voices: Voices, fields: Iterable[str] = (),
                  max_new_tokens: int = PEER_MAX_NEW_TOKENS, **capabilities: Any) -> None:
-        """`fields`: the request fields the family honours beyond what the base adds; `positions`: the talker's KV
-        cache length (a larger max_new_tokens is capped with a warning); `capabilities`: the other Capabilities."""
+        """`fields`: the request fields the family honours beyond what the base adds; `max_new_tokens`: its upper
+        bound (the cap by the cache is the runtime's: stages/runtime/prompt_room.py); `capabilities`: the other
+        Capabilities."""
         self.voices = voices
-        self.positions = positions
         self.max_new_tokens_bound = max_new_tokens
         accepted = set(fields)
         if len(self.EXTRA_PARAMS):
@@ -197,7 +197,7 @@ class StandardAdapter(Generic[InputT]):
         extra = self.EXTRA_PARAMS.parse(fields.get("extra_params"))
         max_new = None
         if "max_new_tokens" in fields:
-            max_new = checked_max_new_tokens(params, self.positions, upper=self.max_new_tokens_bound)
+            max_new = checked_max_new_tokens(params, upper=self.max_new_tokens_bound)
         language = fields.get("language")
         return Prologue(
             fields=fields, extra=extra, reference=reference,

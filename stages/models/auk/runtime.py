@@ -148,8 +148,7 @@ class Flow(IterativeModel):
     def start(self, request: SynthesisRequest[AuKInput], condition: Condition) -> FlowJob:
         stage_input = request.stage_input
         dtype = self.dit.proj_out.weight.dtype
-        with torch.inference_mode():  # start() runs outside the worker's step
-            text = self.dit.project_text(condition.text.to(self.device, dtype)[None])[0]
+        text = self.dit.project_text(condition.text.to(self.device, dtype)[None])[0]
         x = initial_noise(condition.frames, self.dit.latent_dim, stage_input.seed, self.device)
         return FlowJob(request, text, condition.ref.to(self.device), stage_input.schedule.grid, stage_input.schedule.cfg, x)
 

@@ -29,9 +29,9 @@ class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
     REFERENCE = ReferencePolicy(MODEL, required=True, max_seconds=MAX_REFERENCE_SECONDS, recommended_seconds=RECOMMENDED_SECONDS)
     """The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 
-    def __init__(self, config: CosyVoice3Config, positions: int | None = None) -> None:
+    def __init__(self, config: CosyVoice3Config) -> None:
         self.config = config
-        super().__init__(sample_rate=config.sample_rate, voices=Voices.single(), positions=positions,
+        super().__init__(sample_rate=config.sample_rate, voices=Voices.single(),
                          fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> CosyVoice3Input:

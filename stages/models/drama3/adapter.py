@@ -31,9 +31,9 @@ class Drama3Adapter(StandardAdapter[Drama3Input]):
     EXTRA_PARAMS = ExtraParams(MODEL, sampling_params(DEFAULTS, {"temperature": "the main token and the codes",
                                                                  "top_k": "the main token; the codes keep at most 30"}))
 
-    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
+    def __init__(self, sample_rate: int) -> None:
         # Cloning is this adapter's own (several clips, transcripts checked as prompt text), so no ReferencePolicy.
-        super().__init__(sample_rate=sample_rate, voices=Voices.single(), positions=positions, voice_cloning=True,
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(), voice_cloning=True,
                          fields={"seed", "max_new_tokens", "ref_audio", "ref_text", "more_references"})
         self.text_carry = TagCarry()
 

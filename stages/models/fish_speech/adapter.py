@@ -29,8 +29,8 @@ class FishSpeechAdapter(StandardAdapter[FishSpeechInput]):
     REFERENCE = ReferencePolicy("Fish Speech")
     """Cloning is optional; a clone needs its transcript and audio."""
 
-    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
-        super().__init__(sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"}, positions=positions)
+    def __init__(self, sample_rate: int) -> None:
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"})
 
     def stage_input(self, params: RequestParams) -> FishSpeechInput:
         request = self.prologue(params)

@@ -27,8 +27,8 @@ class GepardInput:
 class GepardAdapter(StandardAdapter[GepardInput]):
     MODEL = "Gepard"
 
-    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
-        super().__init__(sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"}, positions=positions)
+    def __init__(self, sample_rate: int) -> None:
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"})
 
     def stage_input(self, params: RequestParams) -> GepardInput:
         request = self.prologue(params)

@@ -36,8 +36,8 @@ class HiggsAudioV2Adapter(StandardAdapter[HiggsInput]):
     REFERENCE = ReferencePolicy(MODEL, audio=False)
     """Cloning needs ref_audio and ref_text together (the clip is checked when encoded)."""
 
-    def __init__(self, sample_rate: int, positions: int | None = None) -> None:
-        super().__init__(sample_rate=sample_rate, voices=Voices.single(), positions=positions,
+    def __init__(self, sample_rate: int) -> None:
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(),
                          fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> HiggsInput:

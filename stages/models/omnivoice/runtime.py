@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.reference import ReferenceCache, content_key
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.resample import resample
@@ -237,10 +238,9 @@ class OmniVoiceGenerator(IterativeModel):
         hop = self.codec.config.hop_length
         wav = wav[: len(wav) - len(wav) % hop]
         if len(wav) == 0:
-            raise ValueError("the reference clip is silent (or shorter than one frame) once its silences are trimmed")
+            raise InvalidField("ref_audio", "REFERENCE_SILENT", "the reference clip is silent (or shorter than one frame) once its silences are trimmed")
         weight = next(self.codec.parameters())  # the codec lives where the decoder stage runs
-        with torch.inference_mode():
-            codes = self.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).to(weight.device, weight.dtype)[None])[0].cpu()
+        codes = self.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).to(weight.device, weight.dtype)[None])[0].cpu()
         return PreparedReference(codes, add_punctuation(text) if preprocess else text, rms)
 
 

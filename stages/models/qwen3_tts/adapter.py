@@ -48,7 +48,7 @@ class Qwen3TTSAdapter(StandardAdapter[Qwen3TTSInput]):
     ])
     MAX_INITIAL_CODEC_CHUNK_FRAMES = 100
 
-    def __init__(self, modules: Qwen3TTSModules, positions: int | None = None) -> None:
+    def __init__(self, modules: Qwen3TTSModules) -> None:
         self.modules = modules
         config = modules.config
         self.kind = config.tts_model_type
@@ -62,7 +62,7 @@ class Qwen3TTSAdapter(StandardAdapter[Qwen3TTSInput]):
         super().__init__(
             sample_rate=config.speech_tokenizer.output_sample_rate,
             voices=Voices.preset(config.speakers, config.speakers[0] if config.speakers else "") if custom else Voices.none(),
-            fields=accepted, positions=positions, voice_cloning=self.kind == "base",
+            fields=accepted, voice_cloning=self.kind == "base",
             required_fields=frozenset({"instructions"}) if self.kind == "voice_design" else frozenset(),
             languages=tuple(name.title() for name in config.languages),
             task=self.kind, instructions_decide_task=self.kind == "voice_design",

@@ -74,9 +74,9 @@ class VoxCPM2Adapter(StandardAdapter[VoxCPM2Input]):
     REFERENCE = ReferencePolicy(MODEL, transcript=False, audio=False)
     """Only the shared ref_text rule: which of transcript, audio or latents a clone needs depends on its clone_mode."""
 
-    def __init__(self, config: VoxCPM2Config, positions: int | None = None) -> None:
+    def __init__(self, config: VoxCPM2Config) -> None:
         self.config = config
-        super().__init__(sample_rate=config.audio_vae.out_sample_rate, voices=Voices.single(), positions=positions,
+        super().__init__(sample_rate=config.audio_vae.out_sample_rate, voices=Voices.single(),
                          fields={"seed", "max_new_tokens", "ref_text", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> VoxCPM2Input:

@@ -41,11 +41,11 @@ class VoxtralAdapter(StandardAdapter[VoxtralInput]):
                    minimum=0, maximum=10),
     ])
 
-    def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool, positions: int | None = None) -> None:
+    def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool) -> None:
         self.encoder_weights = encoder_weights
         # No default voice: a preset must be named unless ref_audio clones (VOICE_REQUIRED); no ReferencePolicy, as
         # the clip is this adapter's to check (the preset wins beside it, and the open release cannot clone).
-        super().__init__(sample_rate=sample_rate, voices=Voices.preset(voices), positions=positions,
+        super().__init__(sample_rate=sample_rate, voices=Voices.preset(voices),
                          fields={"seed", "max_new_tokens", "ref_audio"}, voice_cloning=encoder_weights, preset_over_reference=True)
 
     def stage_input(self, params: RequestParams) -> VoxtralInput:

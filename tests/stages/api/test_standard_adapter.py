@@ -34,9 +34,8 @@ class Talker(StandardAdapter[dict]):
         return {"prologue": self.prologue(params)}
 
 
-def talker(positions: int | None = None) -> Talker:
-    return Talker(sample_rate=24000, voices=Voices.single(), fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"},
-                  positions=positions)
+def talker() -> Talker:
+    return Talker(sample_rate=24000, voices=Voices.single(), fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"})
 
 
 def params(voice: str = "default", reference: ReferenceAudio | None = None, **fields) -> RequestParams:
@@ -95,11 +94,11 @@ def test_max_new_tokens_outside_the_api_range_is_refused(value):
     assert (error.field, error.reason) == ("max_new_tokens", "OUT_OF_RANGE")
 
 
-def test_max_new_tokens_past_the_cache_is_capped_with_a_warning():
-    request = params(max_new_tokens=600)
-    assert talker(positions=512).prologue(request).max_new_tokens == 600
-    assert [code for _, code, _ in request.warnings] == [CAPPED]
-    assert talker(positions=512).prologue(params(max_new_tokens=50)).max_new_tokens == 50
+def test_max_new_tokens_within_the_api_range_passes_unwarned_the_cache_is_the_runtimes():
+    """The cap by the KV cache is decided by the runtime alone (stages/runtime/prompt_room.py), from the real prompt."""
+    request = params(max_new_tokens=4096)
+    assert talker().prologue(request).max_new_tokens == 4096
+    assert CAPPED not in [code for _, code, _ in request.warnings]
 
 
 @pytest.mark.parametrize("value", [0, 51])

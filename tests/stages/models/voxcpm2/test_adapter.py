@@ -15,7 +15,7 @@ from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
 @pytest.fixture(scope="module")
 def adapter() -> VoxCPM2Adapter:
-    return VoxCPM2Adapter(VoxCPM2Config.from_dir(HERE / "tiny"), positions=500)
+    return VoxCPM2Adapter(VoxCPM2Config.from_dir(HERE / "tiny"))
 
 
 def params(reference: ReferenceAudio | None = None, **fields) -> RequestParams:
@@ -107,13 +107,3 @@ def test_precomputed_latents(adapter):
     both = adapter.stage_input(params(voice, extra_params={"clone_mode": "ref_continuation"}))
     assert torch.equal(both.prompt.latents, torch.from_numpy(latents)) and both.reference.latents.shape == (2, 2, 8)
     assert both.prompt.samples is None
-
-
-def test_max_new_tokens_past_the_cache_is_a_cap_with_a_warning(adapter):
-    """vLLM-Omni's clients send up to 4096 to mean "no limit of mine"; the 500-position cache ends generation first."""
-    request = params(max_new_tokens=4096)
-    assert adapter.stage_input(request).max_new_tokens == 4096
-    assert [(field, code) for field, code, _ in request.warnings] == [("max_new_tokens", "MAX_NEW_TOKENS_CAPPED")]
-    assert "500-position cache" in request.warnings[0][2]
-    within = params(max_new_tokens=499)
-    assert adapter.stage_input(within).max_new_tokens == 499 and within.warnings == []

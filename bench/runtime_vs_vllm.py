@@ -74,7 +74,7 @@ class LMModel:
         c = lm.config
         self.cache_shape = CacheShape(c["num_hidden_layers"], c["num_key_value_heads"], c["head_dim"], max_len)
 
-    def start(self, request: SynthesisRequest) -> SequenceStart:
+    def start(self, request: SynthesisRequest, payload: object = None) -> SequenceStart:
         ids, new_tokens = request.stage_input
         return SequenceStart(self.lm.embed_tokens(torch.tensor(ids)), SamplingParams(temperature=0.0, max_new_tokens=new_tokens))
 

@@ -64,9 +64,10 @@ class AutoregressiveModel(Protocol):
     forward_takes_states: bool = False
     """True: `forward` also gets `states=`, each chunk's `SequenceStart.state` in batch order (see `forward`)."""
 
-    def start(self, request: SynthesisRequest) -> SequenceStart:
+    def start(self, request: SynthesisRequest, payload: object = None) -> SequenceStart:
         """The prompt, sampling and state of a new request, on the stage's thread: heavy per-request
-        conditioning (encoding a reference clip) belongs here. May raise: that request fails alone."""
+        conditioning (encoding a reference clip) belongs here. `payload`: the stage before's output (a PrepareStage's
+        conditioning, say), None at stage 0. May raise: that request fails alone."""
         ...
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
@@ -162,7 +163,7 @@ class AutoregressiveStage(Stage):
 
     def add(self, item: StageItem) -> None:
         request = item.request
-        start = self.model.start(request)
+        start = self.model.start(request, item.payload)
         prompt, state = start.prompt_embeds, start.state
         params = fit_prompt(self.name, self.scheduler.max_len, self.cache.blocks.capacity, request, prompt.shape[0],
                             start.fed_positions, start.sampling)

@@ -38,7 +38,7 @@ class TinyTalkerModel(AutoregressiveModel):
         c = talker.config
         self.cache_shape = CacheShape(c.num_layers, c.num_kv_heads, c.head_dim, min(max_len, c.max_position_embeddings))
 
-    def start(self, request: SynthesisRequest[TinyInput]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[TinyInput], payload: object = None) -> SequenceStart:
         if POISON in request.text:  # lets tests give one request an input the stage fails on
             raise ValueError("the tiny model cannot speak the BEL character")
         stage_input = request.stage_input

@@ -51,7 +51,7 @@ class SpeechLM(AutoregressiveModel):
         lm = self.modules.config.lm
         return max(1, int(count * lm.min_token_text_ratio)), min(MAX_TOKENS, max(1, int(count * lm.max_token_text_ratio)))
 
-    def start(self, request: SynthesisRequest[CosyVoice3Input]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[CosyVoice3Input], payload: object = None) -> SequenceStart:
         inputs = request.stage_input
         voice: VoicePrompt = request.prepared
         tokenizer = self.modules.tokenizer

@@ -110,7 +110,7 @@ class Drama3Talker(AutoregressiveModel):
     def device(self) -> torch.device:
         return self.model.lm_head.weight.device
 
-    def start(self, request: SynthesisRequest[Drama3Input]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[Drama3Input], payload: object = None) -> SequenceStart:
         inputs, c = request.stage_input, self.config
         references = []
         if inputs.ref_samples is not None:

@@ -62,7 +62,7 @@ class SlowARStageModel(AutoregressiveModel):
             request.prepared = self.encoder.prepare(request)
         return clone_prompt(self.tokenizer, request.text, inputs.ref_text, request.prepared, c.semantic_start_token_id)
 
-    def start(self, request: SynthesisRequest[FishSpeechInput]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[FishSpeechInput], payload: object = None) -> SequenceStart:
         inputs = request.stage_input
         try:
             prompt = self.prompt(request)

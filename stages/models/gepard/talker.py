@@ -106,7 +106,7 @@ class GepardModel(AutoregressiveModel):
         self.state_shape = talker.model.state_shape()
         self._stops: torch.Tensor | None = None
 
-    def start(self, request: SynthesisRequest) -> SequenceStart:
+    def start(self, request: SynthesisRequest, payload: object = None) -> SequenceStart:
         params: SamplingParams = request.stage_input.sampling
         ids = prompt_ids(self.encode(request.text), self.talker.config)
         return SequenceStart(self.talker.prompt_embeds(ids), params, GepardSequence())

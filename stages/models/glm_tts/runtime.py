@@ -81,7 +81,7 @@ class GLMTTSLM(AutoregressiveModel):
         count = len(self.tokenizer.encode(normalize_text(text)))
         return max(1, int(count * self.budget.min_ratio)), min(MAX_TOKENS, max(1, int(count * self.budget.max_ratio)))
 
-    def start(self, request: SynthesisRequest[GLMTTSInput]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[GLMTTSInput], payload: object = None) -> SequenceStart:
         inputs = request.stage_input
         voice = request.prepared
         ids = self.prompt_ids(inputs.ref_text, request.text, voice.speech_tokens)

@@ -113,7 +113,7 @@ class HiggsTalkerModel(AutoregressiveModel):
 
     # -- the AutoregressiveModel protocol --------------------------------------------------
 
-    def start(self, request: SynthesisRequest[HiggsInput]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[HiggsInput], payload: object = None) -> SequenceStart:
         stage_input = request.stage_input
         if SPEAKER_TAG.search(request.text):
             raise InvalidField("input", "FIELD_NOT_SUPPORTED",

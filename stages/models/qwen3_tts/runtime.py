@@ -81,7 +81,7 @@ class TalkerStageModel(AutoregressiveModel):
         m = self.modules
         return build_prompt(self.talker, m.config, m.tokenizer, request.text, self.cloner.conditioning(request))
 
-    def start(self, request: SynthesisRequest[Qwen3TTSInput]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[Qwen3TTSInput], payload: object = None) -> SequenceStart:
         inputs = request.stage_input
         prompt = self.prompt(request)
         sampling = inputs.sampling

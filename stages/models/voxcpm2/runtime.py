@@ -86,7 +86,7 @@ class LatentGenerator(AutoregressiveModel):
         prompt = self.voices.latents(stage_input.prompt, "left") if stage_input.prompt is not None else None
         return build_prompt(ids, reference, prompt, self.config.patch_size, self.config.feat_dim), len(target)
 
-    def start(self, request: SynthesisRequest[VoxCPM2Input]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[VoxCPM2Input], payload: object = None) -> SequenceStart:
         layout, target_len = self.layout(request)
         return SequenceStart(self.prompt_embeds(layout), self.sampling(request.stage_input, target_len),
                              self.new_state(request.stage_input, layout))

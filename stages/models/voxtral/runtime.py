@@ -85,7 +85,7 @@ class FrameGenerator(AutoregressiveModel):
         embeds[positions] = rows.to(embeds.dtype)
         return embeds
 
-    def start(self, request: SynthesisRequest[VoxtralInput]) -> SequenceStart:
+    def start(self, request: SynthesisRequest[VoxtralInput], payload: object = None) -> SequenceStart:
         stage_input = request.stage_input
         if stage_input.reference is not None:
             embeds = self.clone_embeds(request.text, *stage_input.reference)

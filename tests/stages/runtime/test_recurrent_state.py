@@ -38,7 +38,7 @@ class HybridTalker(AutoregressiveModel):
         self.state_shape = decoder.state_shape()
         self.forwards: list[AttentionBatch] = []
 
-    def start(self, request: SynthesisRequest) -> SequenceStart:
+    def start(self, request: SynthesisRequest, payload: object = None) -> SequenceStart:
         vocab = self.decoder.config.vocab_size
         ids = torch.tensor([b % vocab for b in request.text.encode()])
         return SequenceStart(self.decoder.embed_tokens(ids), request.stage_input)

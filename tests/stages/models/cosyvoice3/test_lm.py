@@ -45,7 +45,7 @@ class NullOutput:
 class GoldenPromptLM(SpeechLM):
     """The stage model with the golden's prompt (ids given, no reference transcript to tokenize)."""
 
-    def start(self, request):
+    def start(self, request, payload=None):
         embeds = self.lm.prompt_embeds(META["text_ids"], META["prompt_speech"])
         sampling = SamplingParams(temperature=0, max_new_tokens=META["steps"])
         return SequenceStart(embeds, sampling, SequenceState(META["min_len"], SamplingHistory()))

@@ -75,7 +75,7 @@ class NullOutput:
 
 
 class GoldenPromptLM(GLMTTSLM):
-    def start(self, request):
+    def start(self, request, payload=None):
         ids = META["prompt_text"] + META["text"] + [META["begin_of_audio"]] + [META["audio_start"] + t for t in META["prompt_speech"]]
         sampling = SamplingParams(temperature=0, max_new_tokens=META["steps"])
         return SequenceStart(self.lm.embed(ids), sampling, SequenceState(META["min_len"], SamplingHistory()))

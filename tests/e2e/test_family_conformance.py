@@ -119,29 +119,10 @@ FAMILIES: dict[str, Family] = {
 }
 """The twelve families (Qwen3-TTS as its three checkpoint kinds), keyed as their ids in the test names."""
 
-XFAIL: dict[tuple[str, str], str] = {
-    **{("prompt_too_long", key): "INTERNAL SYNTHESIS_FAILED from the family's own ValueError (a 500 over HTTP)"
-       for key in ("qwen3-cv", "qwen3-vd", "voxcpm2", "fish", "drama3", "cosyvoice3", "glm-tts", "voxtral")},
-    ("prompt_too_long", "qwen3-base"): "no error: the cloning prompt never reaches the runtime's check, audio comes back",
-}
-"""(cell, family) -> what the family does today, for each cell it does not pass yet (issue 30 point 6)."""
-
-RACY: dict[tuple[str, str], str] = {
-}
-"""(cell, family) -> a failure that depends on timing (each came in one or two of four runs): xfail, not strict, until it is fixed."""
-
-
 def cells(name: str, applies: Callable[[Family], bool] = lambda family: True) -> pytest.MarkDecorator:
-    """Parametrize a cell over the families it applies to, each with its xfail mark if it has one. Module scope:
-    pytest runs a family's cells together, against its one server."""
-    def marks(key: str) -> list[pytest.MarkDecorator]:
-        if (name, key) in XFAIL:
-            return [pytest.mark.xfail(strict=True, reason=f"issue 30 point 6: {XFAIL[name, key]}")]
-        if (name, key) in RACY:
-            return [pytest.mark.xfail(strict=False, reason=f"racy: {RACY[name, key]}")]
-        return []
-
-    params = [pytest.param(key, id=key, marks=marks(key)) for key, family in FAMILIES.items() if applies(family)]
+    """Parametrize a cell over the families it applies to. Module scope: pytest runs a family's cells together,
+    against its one server."""
+    params = [pytest.param(key, id=key) for key, family in FAMILIES.items() if applies(family)]
     return pytest.mark.parametrize("family", params, scope="module")
 
 

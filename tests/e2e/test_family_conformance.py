@@ -3,10 +3,8 @@ surfaces and the same edge requests the same way (issue 30 points 6 and 7).
 
 One row per family (FAMILIES: its minimal valid request and what it takes), one test per surface or edge request;
 each family's server starts once (tests/e2e/family_servers.py) and every cell runs against it. The edge cells encode
-/work/tools/EDGE_POLICY.md, the field policy of the README: a field the model ignores is a 200 with a warning
+the outcome table of docs/API.md, the field policy of the README: a field the model ignores is a 200 with a warning
 (`X-Vocalis-Warning: CODE field: message`), a value it cannot honour a 400 naming the field, an unknown voice a 404.
-A cell a family does not pass yet is an xfail(strict=True) in XFAIL, naming what it does today, so that the fix
-turns it red until the mark goes.
 """
 
 from __future__ import annotations
@@ -338,7 +336,7 @@ def test_a_cancel_mid_stream_frees_the_stages(row, served):
         time.sleep(0.1)
 
 
-# --- the edge requests (EDGE_POLICY.md) -----------------------------------------------------------------------------
+# --- the edge requests (docs/API.md) -----------------------------------------------------------------------------
 
 @cells("unknown_extra_param")
 def test_an_undeclared_extra_param_is_a_warning(row, served):

@@ -17,21 +17,29 @@ from vocalis.stages.models.auk.loader import load_modules
 from vocalis.stages.models.auk.mel import log_mel, mel_filters
 from vocalis.stages.models.auk.schedule import time_grid
 from vocalis.stages.request import ReferenceAudio, RequestParams
+from tests.tolerance import rounding_bound, traced
 
-CONTEXT = 16
-"""Left context past the tiny decoder's receptive field (one resblock kernel; the published three reach 49 frames,
-which deploy.yaml's 64 covers)."""
+CONTEXT = 20
+"""Left context past the tiny decoder's receptive field (the published three reach 49 frames, which deploy.yaml's 64
+covers). Past a resblock kernel, the anti-aliasing filters' replicate padding at a chunk's start still reaches back a
+little less at every upsampling level: in float64 a chunk behind 16 frames is 1e-5 off the whole decode (what the old
+1e-5 bound let through on AVX-512 and not on AVX2), behind 17 4e-8, behind 19 at float64's own rounding."""
 
 
 def test_chunked_decode_equals_the_whole_decode(tiny):
     _, _, _, vae, _ = tiny
     latents = torch.randn(1, 40, vae.config.latent_dim, generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        whole = vae.decode(latents)
+        with traced() as path:
+            whole = vae.decode(latents)
         bounds = [0, 10, 25, 40]  # a small first chunk, then larger ones, each cut from the middle of the latents
         chunks = [vae.decode_chunk(latents, a, b, CONTEXT) for a, b in zip(bounds, bounds[1:], strict=False)]
         short = vae.decode_chunk(latents, 25, 40, 2)
-    assert (torch.cat(chunks, dim=1) - whole).abs().max().item() <= 1e-5
+    # The chunks run the same layers on shorter inputs, which the kernels may block and round differently: float32
+    # over the decoder's path (every convolution's terms chained), at the magnitude of the samples compared (not of
+    # the path's peak, 81: the decoder is well-conditioned, a float32 decode is 2.4e-6 off a float64 one).
+    tolerance = rounding_bound(torch.float32, float(whole.abs().max()), path.steps)
+    assert (torch.cat(chunks, dim=1) - whole).abs().max().item() <= tolerance
     assert (short - whole[:, 25 * vae.hop:]).abs().max().item() > 1e-4  # too little context shows: the check can fail
 
 

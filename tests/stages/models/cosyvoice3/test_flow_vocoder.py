@@ -26,6 +26,7 @@ from vocalis.stages.chunking import ChunkPolicy
 from vocalis.stages.flow_vocoder import FlowConditioning, FlowVocoderDecoder
 from vocalis.stages.request import SynthesisRequest
 from vocalis.stages.stage import StageItem
+from tests.tolerance import rounding_bound, traced
 
 
 def reference_dit(state: dict[str, torch.Tensor], heads: int, dim_head: int, chunk: int, x, mu, t, spks, cond) -> torch.Tensor:
@@ -79,10 +80,12 @@ def test_dit_matches_a_plain_reading(modules):
     length = 21  # crosses two 8-frame attention chunks and ends inside a third
     x, mu, cond = (torch.randn(2, 80, length, generator=generator) for _ in range(3))
     t, spks = torch.tensor([0.3, 0.9]), torch.randn(2, 80, generator=generator)
-    with torch.inference_mode():
+    with torch.inference_mode(), traced() as path:
         ours = estimator(x, mu, t, spks, cond)
     expected = reference_dit(state, 2, 16, estimator.static_chunk_size, x, mu, t, spks, cond)
-    assert (ours - expected).abs().max() < 1e-5
+    # Fused attention and module calls against explicit matmuls: the same sums in other orders, so within the
+    # rounding of the DiT's path (float32, its peak operand, every linear, convolution, attention and norm chained).
+    assert (ours - expected).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
 
 
 def test_euler_solver_with_cosine_schedule_and_guidance_matches_a_plain_loop(modules):

@@ -180,8 +180,11 @@ def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
     together, steps = run(requests())
     assert steps == 4
     for request, latent in zip(requests(), together, strict=True):
-        (alone,), _ = run([request])
-        assert latent.shape == alone.shape and (latent - alone).abs().max().item() <= 1e-4
+        with traced() as path:  # the condition and the flow's steps of one request, chained
+            (alone,), _ = run([request])
+        # at the latents' magnitude: the flow is well-conditioned (test_auk_goldens.py's `flow_bound`)
+        tolerance = rounding_bound(torch.float32, float(alone.abs().max()), path.steps)
+        assert latent.shape == alone.shape and (latent - alone).abs().max().item() <= tolerance
 
 
 def test_vae_sample_draws_the_source_latent_from_its_own_seeded_generator(tiny):

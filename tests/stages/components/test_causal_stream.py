@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.components.causal_stream import CausalStream
 from vocalis.stages.layers.audio_blocks import CausalConv1d
 
@@ -17,7 +18,8 @@ def test_a_padded_convolution_streams_its_whole_run(mode):
     conv = CausalConv1d(3, 4, 5, dilation=2, pad_mode=mode)  # 8 samples of left padding
     x = torch.randn(2, 3, 40)
     with torch.inference_mode():
-        whole = conv(x)
+        with traced() as path:
+            whole = conv(x)
         rows: list[dict] = [{}, {}]
         done, pieces = [0, 0], [[], []]
         for sizes in ([9, 12], [1, 3], [20, 5], [10, 20]):  # rows of different lengths in each call
@@ -28,7 +30,8 @@ def test_a_padded_convolution_streams_its_whole_run(mode):
                 pieces[i].append(out[i, :, :n])
                 done[i] += n
     for i in range(2):
-        torch.testing.assert_close(torch.cat(pieces[i], dim=-1), whole[i], atol=1e-6, rtol=0)
+        # one convolution over other lengths: its 15-term sums, at the largest of its inputs, weights and outputs
+        torch.testing.assert_close(torch.cat(pieces[i], dim=-1), whole[i], atol=rounding_bound(torch.float32, path.peak, path.steps), rtol=0)
 
 
 def test_a_first_chunk_too_short_to_reflect_is_refused():

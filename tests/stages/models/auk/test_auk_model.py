@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.models.auk.adapter import AuKAdapter
@@ -18,20 +19,27 @@ from vocalis.stages.models.auk.loader import load_modules
 from vocalis.stages.models.auk.schedule import time_grid
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 
-CONTEXT = 16
-"""Left context past the tiny decoder's receptive field (one resblock kernel; the published three reach 49 frames,
-which deploy.yaml's 64 covers)."""
+CONTEXT = 20
+"""Left context past the tiny decoder's receptive field (the published three reach 49 frames, which deploy.yaml's 64
+covers). Past a resblock kernel, the anti-aliasing filters' replicate padding at a chunk's start still reaches back a
+little less at every upsampling level: in float64 a chunk behind 16 frames is 1e-5 off the whole decode (what the old
+1e-5 bound let through on AVX-512 and not on AVX2), behind 17 4e-8, behind 19 at float64's own rounding."""
 
 
 def test_chunked_decode_equals_the_whole_decode(tiny):
     _, _, _, vae, _ = tiny
     latents = torch.randn(1, 40, vae.config.latent_dim, generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        whole = vae.decode(latents)
+        with traced() as path:
+            whole = vae.decode(latents)
         bounds = [0, 10, 25, 40]  # a small first chunk, then larger ones, each cut from the middle of the latents
         chunks = [vae.decode_chunk(latents, a, b, CONTEXT) for a, b in zip(bounds, bounds[1:], strict=False)]
         short = vae.decode_chunk(latents, 25, 40, 2)
-    assert (torch.cat(chunks, dim=1) - whole).abs().max().item() <= 1e-5
+    # The chunks run the same layers on shorter inputs, which the kernels may block and round differently: float32
+    # over the decoder's path (every convolution's terms chained), at the magnitude of the samples compared (not of
+    # the path's peak, 81: the decoder is well-conditioned, a float32 decode is 2.4e-6 off a float64 one).
+    tolerance = rounding_bound(torch.float32, float(whole.abs().max()), path.steps)
+    assert (torch.cat(chunks, dim=1) - whole).abs().max().item() <= tolerance
     assert (short - whole[:, 25 * vae.hop:]).abs().max().item() > 1e-4  # too little context shows: the check can fail
 
 
@@ -173,8 +181,11 @@ def test_requests_share_prefill_and_flow_steps_and_match_their_solo_runs(tiny):
     together, steps = run(requests())
     assert steps == 4
     for request, latent in zip(requests(), together, strict=True):
-        (alone,), _ = run([request])
-        assert latent.shape == alone.shape and (latent - alone).abs().max().item() <= 1e-4
+        with traced() as path:  # the condition and the flow's steps of one request, chained
+            (alone,), _ = run([request])
+        # at the latents' magnitude: the flow is well-conditioned (test_auk_goldens.py's `flow_bound`)
+        tolerance = rounding_bound(torch.float32, float(alone.abs().max()), path.steps)
+        assert latent.shape == alone.shape and (latent - alone).abs().max().item() <= tolerance
 
 
 def test_vae_sample_draws_the_source_latent_from_its_own_seeded_generator(tiny):

@@ -1,5 +1,5 @@
 """Fish Audio's modified DAC (the shared codec of S2 Pro and Drama 3) against fish-speech 0.1.0 on the tiny codec
-of tests/goldens/fish_speech (made by its make_goldens.py): codes exact, waveform <= 1e-3; chunked decoding with
+of tests/goldens/fish_speech (made by its make_goldens.py): codes exact, waveform to float32 rounding; chunked decoding with
 enough left context equals decoding the whole; strict loading of both weight-norm spellings; every tensor used."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.fish_common.fish_dac import CODEC_FILE, FishDAC, load_fish_dac
 from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
 
@@ -32,18 +33,19 @@ def test_encoder_latents_and_codes_match_the_reference(dac, golden):
     clip = golden["clip"]
     with torch.inference_mode():
         padded = torch.nn.functional.pad(clip, (0, -clip.shape[-1] % dac.samples_per_frame))
-        latents = dac.encoder(padded[None, None])[0]
+        with traced() as path:
+            latents = dac.encoder(padded[None, None])[0]
         codes = dac.encode(clip[None])[0]
-    torch.testing.assert_close(latents, golden["latents"], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(latents, golden["latents"], atol=rounding_bound(torch.float32, path.peak, path.steps), rtol=0)
     assert codes.shape == golden["codes"].shape == (10, 14)
     assert torch.equal(codes, golden["codes"])
 
 
 def test_decoded_waveform_matches_the_reference(dac, golden):
-    with torch.inference_mode():
+    with torch.inference_mode(), traced() as path:
         audio = dac.decode(golden["codes"][None])[0]
     assert audio.shape == golden["audio"].shape == (14 * 2048,)
-    assert (audio - golden["audio"]).abs().max() <= 1e-3
+    assert (audio - golden["audio"]).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
     assert 0.05 < float(audio.std()) < 0.5  # not a degenerate checkpoint
 
 
@@ -51,11 +53,12 @@ def test_chunked_decode_with_left_context_equals_the_whole(dac, golden):
     """Chunks of 5 frames after 16 frames of left context (more than the reach of the post-transformer, two layers
     of 4-frame windows, plus the convolutions'), their context samples dropped, concatenate to the whole decode.
     Not bit-exact: a chunk's positions restart at 0 and the reference's bfloat16 RoPE table is not exactly
-    shift-invariant (measured 7e-5)."""
+    shift-invariant (1.5e-4 on these codes, the same in float64)."""
     codes = torch.cat([golden["codes"], golden["codes"].flip(-1)[:, :8]], dim=-1)[None]  # 22 frames
     spf, context, chunk = dac.samples_per_frame, 16, 5
     with torch.inference_mode():
-        whole = dac.decode(codes)[0]
+        with traced() as path:
+            whole = dac.decode(codes)[0]
         pieces = []
         for start in range(0, codes.shape[-1], chunk):
             left = max(0, start - context)
@@ -63,7 +66,11 @@ def test_chunked_decode_with_left_context_equals_the_whole(dac, golden):
             pieces.append(out[(start - left) * spf:])
     streamed = torch.cat(pieces)
     assert streamed.shape == whole.shape
-    assert (streamed - whole).abs().max() <= 2e-4
+    # The table's part is no rounding of ours: a property of the bfloat16 table, the same on any CPU (and in float64:
+    # 1.46e-4). Ours adds float32 rounding, at the samples' magnitude (the decoder is well-conditioned,
+    # test_fish_dac_stream.py's `exact`).
+    table = 1.5e-4
+    assert (streamed - whole).abs().max() <= table + rounding_bound(torch.float32, float(whole.abs().max()), path.steps)
 
 
 def test_codec_file_mixes_both_weight_norm_spellings_and_loads_strictly(tmp_path):

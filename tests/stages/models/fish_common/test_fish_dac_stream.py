@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.fish_common.codec import dac_decoder
 from vocalis.stages.models.fish_common.fish_dac import FishDAC, load_fish_dac
 from vocalis.stages.runtime.chunk_stage import DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy, Window
 
 TINY = Path(__file__).resolve().parents[3] / "goldens" / "fish_speech" / "tiny"
-EXACT = 1e-5
 FRAMES = 28
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -40,6 +40,15 @@ def whole(dac: FishDAC, frames: torch.Tensor) -> torch.Tensor:
         return dac.decode(frames.T[None])[0]
 
 
+def exact(dac: FishDAC, frames: torch.Tensor) -> float:
+    """A stream against the whole decode: the same layers over other lengths, which the kernels may block and round
+    differently. float32 over the decode's path (traced), at the magnitude of the samples compared: the decoder is
+    well-conditioned (a float32 decode of 28 frames is 2.7e-6 off a float64 one, a ninth of this bound)."""
+    with traced() as path:
+        samples = whole(dac, frames)
+    return rounding_bound(torch.float32, float(samples.abs().max()), path.steps)
+
+
 @pytest.fixture(scope="module")
 def long_request(dac) -> tuple[torch.Tensor, torch.Tensor]:
     """A request's frames and their whole decode."""
@@ -59,7 +68,7 @@ def test_a_long_request_streams_its_whole_decode_from_new_frames_only(dac, long_
     (audio,) = feed(dac_decoder(dac), policy, [frames])
     assert calls == [[n] for n in sizes]  # the codec is given each chunk's new frames only
     assert audio.shape == expected.shape
-    assert float((audio - expected).abs().max()) < EXACT  # measured 3.8e-6 (float32 convolutions of other lengths)
+    assert float((audio - expected).abs().max()) <= exact(dac, frames)  # measured 3.8e-6 (float32 convolutions of other lengths)
 
 
 def test_batched_requests_stay_independent(dac):
@@ -69,7 +78,7 @@ def test_batched_requests_stay_independent(dac):
     calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [11, 6, 2], [0, 0, 5]]
     together = decode_in_calls(dac_decoder(dac), cases, calls)
     for frames, audio in zip(cases, together, strict=True):
-        assert float((audio - whole(dac, frames)).abs().max()) < EXACT
+        assert float((audio - whole(dac, frames)).abs().max()) <= exact(dac, frames)
 
 
 def test_the_carried_state_stays_bounded(dac):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.tiny_gepard.build import build_nemo
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.gepard.nanocodec import NanoCodecConfig, load_nanocodec, read_nemo
 
 
@@ -53,12 +54,16 @@ def test_per_dimension_codes_dequantize_as_nemo_s_group_indices_do(codec):
 def test_decode_length_range_and_causality(codec):
     frame = codes(12)
     with torch.no_grad():
-        audio = codec(frame)
+        with traced() as path:
+            audio = codec(frame)
         changed = frame.clone()
         changed[:, 8:] = codes(4, seed=5)
         other = codec(changed)
     assert audio.shape == (1, 12 * 16) and audio.abs().max() <= 1 and audio.std() > 1e-3
-    torch.testing.assert_close(other[:, : 8 * 16], audio[:, : 8 * 16], atol=1e-6, rtol=0)
+    # the same frames decoded within a longer call: other lengths, which the kernels may block and round differently;
+    # at the samples' magnitude (well-conditioned: test_nanocodec_stream.py's `exact`)
+    tolerance = rounding_bound(torch.float32, float(audio.abs().max()), path.steps)
+    torch.testing.assert_close(other[:, : 8 * 16], audio[:, : 8 * 16], atol=tolerance, rtol=0)
     assert (other[:, 8 * 16 :] - audio[:, 8 * 16 :]).abs().max() > 1e-3
 
 
@@ -82,14 +87,15 @@ def test_chunks_with_left_context_reproduce_the_whole_decode(codec):
     context = receptive_field_frames(codec.audio_decoder.config)
     assert 0 < context < 40
     with torch.no_grad():
-        whole = codec(frame)[0]
+        with traced() as path:
+            whole = codec(frame)[0]
         parts, start = [], 0
         for size in (3, 7, 11, 19):
             left = max(0, start - context)
             window = codec(frame[:, left : start + size])[0]
             parts.append(window[(start - left) * 16 :])
             start += size
-    torch.testing.assert_close(torch.cat(parts), whole, atol=1e-10, rtol=0)
+    torch.testing.assert_close(torch.cat(parts), whole, atol=rounding_bound(torch.float64, path.peak, path.steps), rtol=0)
 
 
 def test_every_decoder_tensor_changes_the_audio(codec):

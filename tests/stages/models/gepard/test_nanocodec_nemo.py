@@ -15,14 +15,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.layers.weights import fold_weight_norm
 from vocalis.stages.models.gepard.nanocodec import NanoCodec, NanoCodecConfig, load_nanocodec, read_nemo
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "gepard"
 ARCHIVE = GOLDENS / "tiny" / "nemo-nano-codec-tiny.nemo"
-AUDIO_TOLERANCE = 1e-6
-"""Absolute, on samples in [-1, 1], float32 both sides (measured: 0.0, the same kernels in the same order; the bound
-leaves room for the weight norm folded once here but per call there, should a BLAS round them differently)."""
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +65,18 @@ def test_dequantised_latents_equal_nemo_s_exactly(codec, golden):
 
 
 def test_decoded_audio_matches_nemo_s(codec, golden):
-    with torch.no_grad():
+    with torch.no_grad(), traced() as path:
         audio = codec(golden["digits"])
     expected = golden["audio"]
     assert audio.shape == expected.shape == (2, golden["digits"].shape[1] * 16)
     assert (expected[0].abs() >= 1).any(), "the golden never reaches the clamp"
-    torch.testing.assert_close(audio[0], expected[0], atol=AUDIO_TOLERANCE, rtol=0)
+    # NeMo on the machine that made the golden ran the same convolutions with its kernels (0.0 apart there), and
+    # folds the weight norm per call: within the rounding of the decoder's path (float32, its peak activation,
+    # every convolution's terms chained), however this CPU's kernels sum them.
+    tolerance = rounding_bound(torch.float32, path.peak, path.steps)
+    torch.testing.assert_close(audio[0], expected[0], atol=tolerance, rtol=0)
     valid = int(golden["audio_len"][1])  # NeMo zeroes a shorter sequence's tail; causality keeps the rest
-    torch.testing.assert_close(audio[1, :valid], expected[1, :valid], atol=AUDIO_TOLERANCE, rtol=0)
+    torch.testing.assert_close(audio[1, :valid], expected[1, :valid], atol=tolerance, rtol=0)
     assert expected[1, valid:].abs().max() == 0
 
 

@@ -10,11 +10,11 @@ import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, one_torch_thread, record_streams  # noqa: F401 (a fixture)
 from tests.tiny_gepard.build import build_nemo
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.gepard.nanocodec import NanoCodec, load_nanocodec
 from vocalis.stages.runtime.chunking import ChunkPolicy
 
-EXACT = 1e-5
 FRAMES = 30
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -35,6 +35,15 @@ def whole(codec: NanoCodec, frames: torch.Tensor) -> torch.Tensor:
         return codec(frames[None])[0]
 
 
+def exact(codec: NanoCodec, frames: torch.Tensor) -> float:
+    """A stream against the whole decode: the same layers over other lengths, which the kernels may block and round
+    differently. float32 over the decode's path (traced), at the magnitude of the samples compared: the decoder is
+    well-conditioned (a float32 decode of 30 frames is 2.8e-6 off a float64 one, a fifth of this bound)."""
+    with traced() as path:
+        samples = whole(codec, frames)
+    return rounding_bound(torch.float32, float(samples.abs().max()), path.steps)
+
+
 @pytest.mark.parametrize(("first", "chunk", "growth", "context", "sizes"), [
     (1, 1, 1.0, 0, [1] * FRAMES),
     (3, 2, 1.6, 0, [3, 2, 3, 5, 8, 9]),  # uneven: growing chunks, the last cut short by the end
@@ -48,7 +57,7 @@ def test_a_long_request_streams_its_whole_decode_from_new_frames_only(codec, mon
     assert calls == [[n] for n in sizes]
     expected = whole(codec, frames)
     assert audio.shape == expected.shape
-    assert float((audio - expected).abs().max()) < EXACT
+    assert float((audio - expected).abs().max()) <= exact(codec, frames)
 
 
 def test_batched_requests_stay_independent(codec):
@@ -58,7 +67,7 @@ def test_batched_requests_stay_independent(codec):
     calls = [[5, 0, 0], [3, 2, 0], [7, 1, 6], [25, 9, 2], [0, 0, 22]]
     together = decode_in_calls(StatefulCodecDecoder(codec, codec.samples_per_frame), cases, calls)
     for frames, audio in zip(cases, together, strict=True):
-        assert float((audio - whole(codec, frames)).abs().max()) < EXACT
+        assert float((audio - whole(codec, frames)).abs().max()) <= exact(codec, frames)
 
 
 def test_the_carried_state_stays_bounded(codec):

@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder
 from vocalis.stages.models.cosyvoice_common.glm_dit import block_attention_mask, token_blocks_to_mel
 from vocalis.stages.runtime.chunk_stage import ChunkStage
@@ -118,11 +119,12 @@ def test_dit_matches_a_plain_reading(modules, masked):
     tokens, t = torch.randint(0, 65, (2, 13), generator=generator), torch.tensor([0.3, 0.9])
     spk = F.normalize(torch.randn(2, 192, generator=generator), dim=1)
     mask = block_attention_mask([6, 8], length) if masked else None
-    with torch.inference_mode():
+    with torch.inference_mode(), traced() as path:
         ours = estimator(x, cond, tokens, t, spk, mask)
     visible = mask if masked else torch.ones(length, length, dtype=torch.bool)
     expected = reference_dit(state, 2, 16, x, cond, tokens, t, spk, visible)
-    assert (ours - expected).abs().max() < 1e-5
+    # fused attention and module calls against explicit loops: the same sums in other orders
+    assert (ours - expected).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
 
 
 def test_euler_solver_with_cosine_schedule_and_guidance_matches_a_plain_loop(modules):
@@ -133,7 +135,8 @@ def test_euler_solver_with_cosine_schedule_and_guidance_matches_a_plain_loop(mod
     noise = torch.randn(1, 80, 24, generator=generator)
     steps, rate = 4, flow.inference_cfg_rate
     with torch.inference_mode():
-        ours = flow.inference(tokens, prompt, prompt_mel, embedding, steps, noise)
+        with traced() as path:
+            ours = flow.inference(tokens, prompt, prompt_mel, embedding, steps, noise)
         all_tokens = torch.cat([prompt, tokens], dim=1)
         cond = torch.zeros(1, 24, 80)
         cond[:, :10] = prompt_mel
@@ -146,7 +149,8 @@ def test_euler_solver_with_cosine_schedule_and_guidance_matches_a_plain_loop(mod
             v_free = flow.estimator(x, torch.zeros_like(cond), all_tokens, t, torch.zeros_like(speaker))  # tokens kept: no token CFG
             x = x + (times[i + 1] - times[i]) * ((1 + rate) * v_cond - rate * v_free)
     assert ours.shape == (1, 80, 14)
-    assert (ours - x[:, 10:].transpose(1, 2)).abs().max() < 1e-4
+    # the batched (conditioned + free) pass against two separate ones: float32 over every step's DiT
+    assert (ours - x[:, 10:].transpose(1, 2)).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
 
 
 def test_vocoder_length_clamp_lookahead_and_fixed_noise(modules):
@@ -215,7 +219,9 @@ def test_streamed_approaches_the_whole_utterance_with_lookahead(decoder):
         return float((streamed - whole).norm() / whole.norm())
 
     none, half_second, everything = error(0), error(12), error(32)
-    assert everything < 1e-5  # lookahead past the end: each chunk is cut from the whole decode
+    # lookahead past the end: each chunk is cut from a decode of the whole utterance, the same call on the same shapes
+    # (the same kernels and roundings: measured 0.0); at most one float32 rounding of each sample, in relative L2
+    assert everything <= rounding_bound(torch.float32, float(whole.abs().max()), 1) * whole.numel() ** 0.5 / float(whole.norm())
     assert half_second < none / 2 and half_second < 0.1, (none, half_second)  # measured 0.37 -> 0.037 on the tiny weights
 
 

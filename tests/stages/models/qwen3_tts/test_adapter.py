@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import golden, modules
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.api.errors import InvalidField, UnknownVoice
 from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
@@ -39,6 +40,18 @@ def cloned(variant: str, inputs) -> Conditioning:
 
 def clip(text: str | None = "She sells sea shells.") -> ReferenceAudio:
     return ReferenceAudio(golden("base-1b7.base_icl")["ref_audio"].numpy(), 24000, text=text)
+
+
+def xvector_bound() -> float:
+    """float32 rounding along the speaker encoder's path from the golden clip's log-mel, traced: what our encoder and
+    the reference's round differently (the log-mel itself agrees to a few eps, test_goldens.py)."""
+    from vocalis.stages.components.speech_features import matcha_log_mel
+    from vocalis.stages.models.qwen3_tts.speaker import SPEAKER_MEL
+
+    mel = matcha_log_mel(golden("base-1b7.base_icl")["ref_audio"], **SPEAKER_MEL)
+    with torch.inference_mode(), traced() as path:
+        modules("base-1b7").speaker_encoder(mel[None])
+    return rounding_bound(torch.float32, path.peak, path.steps)
 
 
 def fails(call, field: str, reason: str | None = None) -> InvalidField:
@@ -112,7 +125,7 @@ def test_base_icl_needs_ref_text_and_makes_codes_and_xvector():
     assert inputs.conditioning.xvector is None and inputs.conditioning.ref_codes is None  # the adapter encodes nothing
     conditioning = cloned("base-1b7", inputs)
     assert torch.equal(conditioning.ref_codes, g["ref_codes"])
-    torch.testing.assert_close(conditioning.xvector, g["speaker_embedding"], atol=1e-4, rtol=0)
+    torch.testing.assert_close(conditioning.xvector, g["speaker_embedding"], atol=xvector_bound(), rtol=0)
     assert conditioning.ref_text == "She sells sea shells." and not conditioning.non_streaming
 
 
@@ -147,7 +160,7 @@ def test_voice_artifacts_tool_matches_the_reference():
     g = golden("base-1b7.base_icl")
     with torch.inference_mode():  # as precompute.py runs it
         vector, codes = voice_artifacts(modules("base-1b7"), g["ref_audio"].numpy(), 24000)
-    np.testing.assert_allclose(vector, g["speaker_embedding"].numpy(), atol=1e-4)
+    np.testing.assert_allclose(vector, g["speaker_embedding"].numpy(), atol=xvector_bound(), rtol=0)
     assert np.array_equal(codes, g["ref_codes"].numpy())
 
 
@@ -178,7 +191,7 @@ def test_precompute_writes_a_loadable_voice(tmp_path):
     entry = manifest["voices"][0]
     assert entry["name"] == "narrator" and entry["ref_text"] == "She sells sea shells." and entry["models"] == ["base-1b7"]
     vector = np.load(tmp_path / "voices" / entry["speaker_embedding"])
-    np.testing.assert_allclose(vector, g["speaker_embedding"].numpy(), atol=1e-4)
+    np.testing.assert_allclose(vector, g["speaker_embedding"].numpy(), atol=xvector_bound(), rtol=0)
     assert np.array_equal(np.load(tmp_path / "voices" / entry["ref_codes"]), g["ref_codes"].numpy())
     stored = ReferenceAudio(np.zeros(0, np.float32), 24000, text=entry["ref_text"], name="narrator",
                             artifacts={"speaker_embedding": vector, "ref_codes": np.load(tmp_path / "voices" / entry["ref_codes"])})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from tests.stages.models.qwen3_tts.goldens import META, conditioning, golden, modules
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput, TalkerStageModel
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -36,13 +37,15 @@ def test_padded_sub_steps_give_the_eager_codes_and_logits():
     predictor, hidden, code0 = _inputs(3)
     graphs = predictor.frame_code_graphs((4, 8), capture=False)
     with torch.inference_mode():
-        codes, logits = predictor.generate(hidden, code0, greedy)
+        with traced() as path:
+            codes, logits = predictor.generate(hidden, code0, greedy)
         padded_codes, padded_logits = predictor.generate(hidden, code0, greedy, graphs=graphs)
         again_codes, _ = predictor.generate(hidden, code0, greedy, graphs=graphs)  # buffers reused: no state leaks
     groups = predictor.config.num_code_groups - 1
     assert codes.shape == (3, groups) and len(torch.unique(codes)) > 3
     assert torch.equal(padded_codes, codes) and torch.equal(again_codes, codes)
-    torch.testing.assert_close(padded_logits, logits, rtol=1e-4, atol=1e-4)
+    # padded rows change the matmuls' shapes, not what a real row sums
+    torch.testing.assert_close(padded_logits, logits, rtol=0, atol=rounding_bound(torch.float32, path.peak, path.steps))
     assert all(runner.replays == 2 and runner.fallbacks == 0 for runner in graphs.runners)
 
 

@@ -11,13 +11,22 @@ import pytest
 import torch
 
 from tests.stages.chunk_feed import carried_sizes, decode_in_calls, feed, record_streams
+from tests.tolerance import rounding_bound, traced
 from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.runtime.chunking import ChunkPolicy
 
 from .test_generation import random_frames
 
-EXACT = 1e-5
 FRAMES = 30
+
+
+def exact(tiny, frames: torch.Tensor) -> float:
+    """A stream against the whole decode: the same layers over other lengths, which the kernels may block and round
+    differently. float32 over the decode's path (traced), at the magnitude of the samples compared: the decoder is
+    well-conditioned (a float32 decode of 30 frames is 1.8e-6 off a float64 one, a fifteenth of this bound)."""
+    with torch.inference_mode(), traced() as path:
+        samples = tiny.modules.codec(frames[None])[0]
+    return rounding_bound(torch.float32, float(samples.abs().max()), path.steps)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +47,7 @@ def test_a_long_request_streams_its_whole_decode_from_new_frames_only(tiny, long
     (audio,) = feed(StatefulCodecDecoder(tiny.modules.codec, tiny.modules.codec.args.samples_per_frame), policy, [frames])
     assert calls == [[n] for n in sizes]
     assert audio.shape == expected.shape
-    assert float((audio - expected).abs().max()) < EXACT  # measured 1.2e-6
+    assert float((audio - expected).abs().max()) <= exact(tiny, frames)  # measured 1.2e-6
 
 
 def test_batched_requests_stay_independent(tiny):
@@ -49,7 +58,7 @@ def test_batched_requests_stay_independent(tiny):
     together = decode_in_calls(StatefulCodecDecoder(tiny.modules.codec, tiny.modules.codec.args.samples_per_frame), cases, calls)
     with torch.inference_mode():
         for frames, audio in zip(cases, together, strict=True):
-            assert float((audio - tiny.modules.codec(frames[None])[0]).abs().max()) < EXACT
+            assert float((audio - tiny.modules.codec(frames[None])[0]).abs().max()) <= exact(tiny, frames)
 
 
 def test_the_carried_state_stays_bounded(tiny):

@@ -79,11 +79,13 @@ class Voices:
 
 SAMPLING_RANGES: dict[str, tuple[type, dict[str, Any]]] = {
     "temperature": (float, {"minimum": 0}),
-    "top_k": (int, {"minimum": 0}),
+    "top_k": (int, {"minimum": -1}),
     "top_p": (float, {"minimum": 0, "maximum": 1, "exclusive_minimum": True}),
     "repetition_penalty": (float, {"minimum": 0, "exclusive_minimum": True}),
 }
-"""The type and range of each SamplingParams field an extra param may set, as SamplingParams accepts them."""
+"""The type and range of each SamplingParams field an extra param may set, as SamplingParams accepts them (top_k
+also takes vLLM's -1, "disabled", which the table turns into SamplingParams's 0)."""
+TOP_K_DISABLED = -1
 
 
 SAMPLING_TEXT = {
@@ -106,7 +108,7 @@ def sampling_params(defaults: Mapping[str, Any], notes: Mapping[str, str] | None
         kind, bounds = SAMPLING_RANGES[name]
         if minimums and name in minimums:
             bounds = bounds | {"minimum": minimums[name]}
-        text = SAMPLING_TEXT[name] + ("; 0 keeps all" if name == "top_k" and bounds["minimum"] == 0 else "")
+        text = SAMPLING_TEXT[name] + ("; 0 or -1 (vLLM's \"disabled\") keep all" if name == "top_k" and bounds["minimum"] < 1 else "")
         note = f" ({notes[name]})" if notes and name in notes else ""
         params.append(ExtraParam(prefix + name, kind, f"{text}{note}. Default {default}.", **bounds))
     return params
@@ -130,6 +132,8 @@ class SamplingTable:
 
         values = dict(defaults)
         values.update({target: extra[name] for name, target in self.fields.items() if name in extra})
+        if values.get("top_k") == TOP_K_DISABLED:
+            values["top_k"] = 0  # vLLM's spelling of "no top-k": SamplingParams keeps all at 0
         values.update({key: value for key, value in fixed.items() if value is not None})
         return SamplingParams(**values)
 

@@ -109,3 +109,12 @@ def test_batched_requests_equal_their_solo_runs(fish):
     for alone, batched in zip(solo, together, strict=True):
         assert alone.shape == batched.shape
         assert np.abs(alone.astype(np.int32) - batched.astype(np.int32)).max() <= 4
+
+
+def test_top_k_minus_one_is_vllms_disabled(fish):
+    """vLLM's clients send top_k -1 for "no top-k": served as 0 (keep all), the same audio, no warning."""
+    seeded = {"response_format": "pcm", "seed": 7}
+    disabled = speak(fish, **seeded, extra_params={**PINNED.get("extra_params", {}), "top_k": -1})
+    keep_all = speak(fish, **seeded, extra_params={**PINNED.get("extra_params", {}), "top_k": 0})
+    assert disabled.status_code == 200, disabled.text
+    assert disabled.content == keep_all.content and "x-vocalis-warning" not in disabled.headers

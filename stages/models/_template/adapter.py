@@ -42,7 +42,7 @@ class TinyAdapter(StandardAdapter[TinyInput]):
     MODEL = "tiny_tts"
     EXTRA_PARAMS = ExtraParams(MODEL, [
         ExtraParam("temperature", float, "sampling temperature (default 0: greedy)", minimum=0),
-        ExtraParam("top_k", int, "sampling top-k (0 keeps all)", minimum=0),
+        ExtraParam("top_k", int, "sampling top-k (0 or -1 keep all)", minimum=-1),
         ExtraParam("top_p", float, "nucleus sampling", minimum=0, maximum=1, exclusive_minimum=True),
         ExtraParam("repetition_penalty", float, "penalty on frames already generated (1 is none)", minimum=0, exclusive_minimum=True),
     ])

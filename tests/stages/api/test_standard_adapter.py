@@ -174,3 +174,15 @@ def test_every_family_adapter_is_a_standard_adapter(module):
                 if isinstance(value, type) and value.__module__ == module and value.__name__.endswith("Adapter")]
     assert len(adapters) == 1 and issubclass(adapters[0], StandardAdapter), adapters
     assert adapters[0].MODEL, f"{adapters[0].__name__} names its model for messages"
+
+
+def test_top_k_minus_one_is_vllms_disabled_and_keeps_all():
+    """vLLM's clients send top_k -1 for "no top-k" (issue 33): declared keys take it, and SamplingParams gets 0."""
+    from vocalis.stages.api.extra_params import ExtraParams
+    from vocalis.stages.api.standard_adapter import SamplingTable, sampling_params
+
+    declared = ExtraParams("m", sampling_params({"top_k": 30}))
+    settings = declared.parse({"top_k": -1})
+    assert SamplingTable.same_names("top_k").params(settings, {"top_k": 30}).top_k == 0
+    with pytest.raises(InvalidField):
+        declared.parse({"top_k": -2})

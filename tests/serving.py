@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,3 +106,23 @@ def _wait_http(port: int, deadline: float) -> None:
                 return
         time.sleep(0.05)
     raise RuntimeError(f"gateway port {port} never opened")
+
+
+def start_gateway(log_path: Path, *upstreams: str, timeout: float = 30.0) -> tuple[subprocess.Popen, str]:
+    """Start `vocalis gateway` alone with `--upstream` each of `upstreams` ("MODEL=ADDR,ADDR"); its process and base
+    URL once its /ready answers 200 (or the timeout passes: the test then sees what it says)."""
+    port = free_port()
+    args = [a for upstream in upstreams for a in ("--upstream", upstream)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vocalis.server", "gateway", "--host", "127.0.0.1", "--port", str(port), *args],
+        stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return process, url

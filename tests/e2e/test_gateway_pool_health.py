@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,7 +17,7 @@ import httpx
 import pytest
 
 from tests.fleet import voice_clip
-from tests.serving import free_port, start_server
+from tests.serving import start_gateway, start_server
 from vocalis.stages.models._template.build import build_checkpoint
 
 pytestmark = pytest.mark.timeout(240)
@@ -33,21 +31,8 @@ def pool(tmp_path_factory):
     args = ("--family-module", "vocalis.stages.models._template.family", "--served-model-name", "tiny", "--voice-dir", str(root / "voices"), str(checkpoint))
     with ThreadPoolExecutor(2) as starting:
         a, b = starting.map(lambda _: start_server(root, *args, timeout=90), range(2))
-    port = free_port()
     log_path = root / "gateway.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "vocalis.server", "gateway", "--host", "127.0.0.1", "--port", str(port),
-         "--upstream", f"tiny={a.grpc_target},{b.grpc_target}"],
-        stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    process, url = start_gateway(log_path, f"tiny={a.grpc_target},{b.grpc_target}")
     restarted: list = []
     yield url, a, b, log_path, args, restarted
     process.terminate()

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -13,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.serving import free_port, start_server
+from tests.serving import start_gateway, start_server
 from tests.ws_session import audio, ws_session
 from vocalis.stages.models._template.build import build_checkpoint
 
@@ -30,20 +27,7 @@ def pools(tmp_path_factory):
             lambda name: start_server(root, "--family-module", "vocalis.stages.models._template.family", "--served-model-name", name, str(checkpoint), timeout=90),
             ("tiny-a", "tiny-b"),
         )
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "vocalis.server", "gateway", "--host", "127.0.0.1", "--port", str(port),
-         "--upstream", f"tiny-a={a.grpc_target}", "--upstream", f"tiny-b={b.grpc_target},{b.grpc_target}"],
-        stdout=(root / "gateway.log").open("wb"), stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    process, url = start_gateway(root / "gateway.log", f"tiny-a={a.grpc_target}", f"tiny-b={b.grpc_target},{b.grpc_target}")
     yield url, a, b
     process.terminate()
     process.wait(10)

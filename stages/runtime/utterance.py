@@ -10,6 +10,11 @@ single-threaded compute per lane (Piper: one single-thread ONNX session run from
 each lane) then uses every core without its runs fighting over one thread pool.
 A lone request still runs alone ("solo"), so that the model can give it all the
 cores for the lowest latency; models read which case they are in with solo().
+
+It takes a request at any place in a pipeline: the model gets the request with the payload of its first item,
+the output of the stage before (None for stage 0; Piper stands there and reads only the request). The unit is
+whole, so a later payload for a request it holds fails that request, as an IterativeModel without `feed` does;
+an item that only ends the input (no payload) is taken as it comes.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,8 +46,9 @@ def solo() -> bool:
 
 
 class UtteranceModel(Protocol):
-    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
-        """Mono float32 pieces at the model's rate, each as soon as it exists."""
+    def synthesize(self, request: SynthesisRequest, payload: Any) -> Iterator[np.ndarray]:
+        """Mono float32 pieces at the model's rate, each as soon as it exists. `payload` is the output of the stage
+        before (None for stage 0)."""
         ...
 
 
@@ -52,7 +58,8 @@ class UtteranceStage(Stage):
         self.model = model
         self.max_num_seqs = max_num_seqs
         self.lanes = lanes
-        self._waiting: OrderedDict[int, SynthesisRequest] = OrderedDict()
+        self._waiting: OrderedDict[int, tuple[SynthesisRequest, Any]] = OrderedDict()
+        """Requests not started yet, with the payload of their first item."""
         self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray]]] = OrderedDict()
         self._batch: list[SynthesisRequest] = []
         self._started: set[int] = set()
@@ -63,7 +70,11 @@ class UtteranceStage(Stage):
         self._executor = ThreadPoolExecutor(lanes, thread_name_prefix=f"stage-{name}-lane") if lanes > 1 else None
 
     def add(self, item: StageItem) -> None:
-        self._waiting[id(item.request)] = item.request
+        key = id(item.request)
+        if key not in self._waiting and key not in self._active:
+            self._waiting[key] = (item.request, item.payload)
+        elif item.payload is not None:
+            raise ValueError(f"stage {self.name} takes one input per request (a whole unit)")
 
     def has_work(self) -> bool:
         return bool(self._waiting or self._active)
@@ -72,7 +83,7 @@ class UtteranceStage(Stage):
         return list(self._batch)
 
     def active_requests(self) -> list[SynthesisRequest]:
-        return [*self._waiting.values(), *(request for request, _ in self._active.values())]
+        return [*(request for request, _ in self._waiting.values()), *(request for request, _ in self._active.values())]
 
     def drop(self, request: SynthesisRequest) -> None:
         key = id(request)
@@ -87,14 +98,14 @@ class UtteranceStage(Stage):
             entry[1].close()
 
     def drop_closed(self) -> None:
-        for request in [r for r in self._waiting.values() if r.closed] + [r for r, _ in self._active.values() if r.closed]:
+        for request in [r for r in self.active_requests() if r.closed]:
             self.drop(request)
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
         while self._waiting and len(self._active) < self.max_num_seqs:
-            key, request = self._waiting.popitem(last=False)
-            self._active[key] = (request, self.model.synthesize(request))
+            key, (request, payload) = self._waiting.popitem(last=False)
+            self._active[key] = (request, self.model.synthesize(request, payload))
         if self._executor is None:
             return self._step_inline()
         return self._step_lanes()

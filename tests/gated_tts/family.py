@@ -47,7 +47,7 @@ class GatedTones:
         self.timed_out = directory / "gate-timed-out"
         self.frequency = frequency
 
-    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray]:
         if GATE_WORD in request.text:
             deadline = time.monotonic() + GATE_TIMEOUT_S
             while not self.gate.exists() and not request.cancelled:

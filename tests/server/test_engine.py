@@ -24,7 +24,7 @@ class ToneModel:
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray]:
         for word in request.text.split():
             if word == "boom":
                 raise RuntimeError("the stage broke")

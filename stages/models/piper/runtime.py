@@ -55,7 +55,9 @@ class PiperSynthesizer:
         self.max_piece_chars = max_piece_chars
         self.max_ids_per_run = max_ids_per_run
 
-    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+    def synthesize(self, request: SynthesisRequest, payload: None = None) -> Iterator[np.ndarray]:
+        """The request's audio, sentence by sentence. Piper is stage 0 of its pipeline: `payload` is None, the text
+        and the stage input are on the request."""
         params: PiperInput = request.stage_input
         voice = self.voice.voice
         # Slow speech has more frames per id: the cap is on frames, so fewer ids per run (speed 0.25: a quarter).

@@ -1,5 +1,5 @@
 """Stage kinds compose: each takes a request and the output of the stage before (none at stage 0), so an
-IterativeStage and a PrepareStage work at any place in a pipeline."""
+IterativeStage, a PrepareStage and an UtteranceStage work at any place in a pipeline."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from vocalis.stages.runtime.pipeline import Pipeline
 from vocalis.stages.runtime.prepare import PrepareStage
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.utterance import UtteranceStage
 
 
 class Recording:
@@ -183,3 +184,58 @@ def test_a_stage_0_item_is_the_whole_input_of_its_request():
     item = StageItem(r)
     stage.add(item)
     assert stage.step() == [item] and stage.active_requests() == []
+
+
+@dataclass
+class Spoken:
+    """An utterance model after another stage: one piece per word of the whole unit the stage before made."""
+
+    payloads: list[object] = field(default_factory=list)
+
+    def synthesize(self, request, payload):
+        self.payloads.append(payload)
+        for word in payload.text.split():
+            yield np.full(len(word), float(len(word)), dtype=np.float32)
+
+
+@dataclass
+class Sentences(IterativeModel):
+    """Stage 0: a request's whole text as one unit, in one step."""
+
+    def start(self, request, payload):
+        return WordsJob(request, [request.text])
+
+    def step(self, jobs):
+        for job in jobs:
+            job.said = 1
+        return [[Word(job.words[0].upper(), True)] for job in jobs]
+
+
+def test_an_utterance_stage_after_another_gets_the_unit_the_stage_before_made():
+    spoken = Spoken()
+    pipeline = Pipeline([IterativeStage("sentences", Sentences()), UtteranceStage("speak", spoken, lanes=2)])
+    requests = [request("one unit of text"), request("another")]
+    try:
+        for r in requests:
+            pipeline.submit(r)
+        assert all(r.output.closed.wait(10) for r in requests)
+    finally:
+        pipeline.close()
+    assert sorted(p.text for p in spoken.payloads) == ["ANOTHER", "ONE UNIT OF TEXT"]  # the payload, not the request
+    for r in requests:
+        assert r.output.error is None
+        assert [float(p[0]) for p in r.output.pieces] == [len(w) for w in r.text.split()]
+
+
+def test_an_utterance_stage_fed_a_second_payload_fails_that_request_alone():
+    spoken = Spoken()
+    pipeline = Pipeline([IterativeStage("words", Words()), UtteranceStage("speak", spoken)])
+    streamed, single = request("two words"), request("single")
+    try:
+        pipeline.submit(streamed)
+        pipeline.submit(single)
+        assert streamed.output.closed.wait(10) and single.output.closed.wait(10)
+    finally:
+        pipeline.close()
+    assert "one input per request" in str(streamed.output.error)
+    assert single.output.error is None and [float(p[0]) for p in single.output.pieces] == [6.0]

@@ -25,7 +25,7 @@ class Recorder:
         self.runs: list[tuple[str, float, float, bool]] = []
         self._lock = threading.Lock()
 
-    def synthesize(self, request: SynthesisRequest) -> Iterator[np.ndarray]:
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray]:
         for index in range(int(request.text)):
             start = time.monotonic()
             alone = solo()

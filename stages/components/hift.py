@@ -170,6 +170,26 @@ class SourceModuleHnNSF(nn.Module):
         return torch.tanh(self.l_linear(sines)), cycles
 
 
+def _source_branch(n_fft: int, base_channels: int, upsample_rates: list[int], kernel_sizes: list[int],
+                   dilation_sizes: list[list[int]], causal: bool) -> tuple[nn.ModuleList, nn.ModuleList]:
+    """The source branch of a HiFT generator (`source_downs`, `source_resblocks`): for each upsampling step, a
+    convolution that brings the source's STFT (n_fft + 2 channels at sample rate / hop) down to that step's rate and
+    width, then a resblock. A causal generator pads on the left; a centred one on both sides (CosyVoice2's)."""
+    downs, blocks = nn.ModuleList(), nn.ModuleList()
+    factors, factor = [], 1  # STFT frames (the last step's rate) per frame of each step, last step first
+    for rate in [1, *upsample_rates[::-1][:-1]]:
+        factor *= rate
+        factors.append(factor)
+    for i, (u, k, d) in enumerate(zip(factors[::-1], kernel_sizes, dilation_sizes, strict=True)):
+        channels = base_channels // 2 ** (i + 1)
+        if u == 1:
+            downs.append(CausalConv1d(n_fft + 2, channels, 1) if causal else nn.Conv1d(n_fft + 2, channels, 1))
+        else:
+            downs.append(CausalConv1dDownSample(n_fft + 2, channels, u * 2, u) if causal else nn.Conv1d(n_fft + 2, channels, u * 2, u, padding=u // 2))
+        blocks.append(ResBlock(channels, k, d, causal=causal))
+    return downs, blocks
+
+
 class CausalHiFTGenerator(nn.Module):
     lookahead_mel = 5
     """Mel frames ahead that a sample depends on: conv_pre's 4 (look-right), the iSTFT's overlap one more."""
@@ -195,15 +215,8 @@ class CausalHiFTGenerator(nn.Module):
             CausalConv1dUpsample(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u)
             for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))
         )
-        cumulative, rates = [], [1, *upsample_rates[::-1][:-1]]
-        for rate in rates:
-            cumulative.append(rate * (cumulative[-1] if cumulative else 1))
-        self.source_downs = nn.ModuleList()
-        self.source_resblocks = nn.ModuleList()
-        for i, (u, k, d) in enumerate(zip(cumulative[::-1], source_resblock_kernel_sizes, source_resblock_dilation_sizes, strict=True)):
-            channels = base_channels // 2 ** (i + 1)
-            self.source_downs.append(CausalConv1d(self.n_fft + 2, channels, 1) if u == 1 else CausalConv1dDownSample(self.n_fft + 2, channels, u * 2, u))
-            self.source_resblocks.append(ResBlock(channels, k, d))
+        self.source_downs, self.source_resblocks = _source_branch(self.n_fft, base_channels, upsample_rates, source_resblock_kernel_sizes,
+                                                                  source_resblock_dilation_sizes, causal=True)
         self.resblocks = nn.ModuleList(
             ResBlock(base_channels // 2 ** (i + 1), k, d)
             for i in range(len(self.ups)) for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
@@ -308,15 +321,8 @@ class HiFTGenerator(CausalHiFTGenerator):
             nn.ConvTranspose1d(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u, padding=(k - u) // 2)
             for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))
         )
-        cumulative, rates = [], [1, *upsample_rates[::-1][:-1]]
-        for rate in rates:
-            cumulative.append(rate * (cumulative[-1] if cumulative else 1))
-        self.source_downs = nn.ModuleList()
-        self.source_resblocks = nn.ModuleList()
-        for i, (u, k, d) in enumerate(zip(cumulative[::-1], source_resblock_kernel_sizes, source_resblock_dilation_sizes, strict=True)):
-            channels = base_channels // 2 ** (i + 1)
-            self.source_downs.append(nn.Conv1d(self.n_fft + 2, channels, 1) if u == 1 else nn.Conv1d(self.n_fft + 2, channels, u * 2, u, padding=u // 2))
-            self.source_resblocks.append(ResBlock(channels, k, d, causal=False))
+        self.source_downs, self.source_resblocks = _source_branch(self.n_fft, base_channels, upsample_rates, source_resblock_kernel_sizes,
+                                                                  source_resblock_dilation_sizes, causal=False)
         self.resblocks = nn.ModuleList(
             ResBlock(base_channels // 2 ** (i + 1), k, d, causal=False)
             for i in range(len(self.ups)) for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)

@@ -84,6 +84,9 @@ def test_published_flow_and_hift_sizes(tmp_path):
     hift_keys = {k: tuple(v.shape) for k, v in hift.state_dict().items()}
     assert hift_keys["conv_pre.weight"] == (512, 80, 7) and hift_keys["ups.0.weight"] == (512, 256, 16)  # transposed conv
     assert hift_keys["f0_predictor.condnet.8.weight"] == (512, 512, 3) and hift.samples_per_frame == 480
+    # The source branch, as in the published hift.pt: the STFT (n_fft 16: 18 channels) brought down 15x, 3x, 1x.
+    assert [hift_keys[f"source_downs.{i}.weight"] for i in range(3)] == [(256, 18, 30), (128, 18, 6), (64, 18, 1)]
+    assert [hift_keys[f"source_resblocks.{i}.convs1.0.weight"] for i in range(3)] == [(256, 256, 7), (128, 128, 7), (64, 64, 11)]
     assert HIFT["upsample_rates"] == [8, 5, 3]
 
 

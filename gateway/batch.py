@@ -24,7 +24,7 @@ from vocalis.clients.aio import AsyncClient
 from vocalis.clients.errors import ResourceExhausted, VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
 from vocalis.gateway.disconnect import ClientGone, unless_disconnected
-from vocalis.gateway.errors import TOO_LARGE_REASONS, error_body, validation_message
+from vocalis.gateway.errors import TOO_LARGE_REASONS, error_body, renamed_field, validation_message
 from vocalis.gateway.schemas import BatchItemResult, BatchSpeechRequest, BatchSpeechResponse, SpeechRequest
 from vocalis.gateway.translate import session_config
 
@@ -40,7 +40,10 @@ async def create_speech_batch(
         message = f"items: a batch holds at most {limits.max_items} items, got {len(body.items)}; split it"
         return JSONResponse(error_body(400, message, "items", "TOO_MANY_ITEMS"), 400)
     if body.model:
-        await client.get_model(body.model)  # an unknown model fails the batch as a whole: 404
+        try:
+            await client.get_model(body.model)  # an unknown model fails the batch as a whole: 404
+        except VocalisError as error:
+            raise renamed_field(error, "name", "model") from None  # GetModel's `name` is this body's `model`
     batch_id = f"speech-batch-{uuid.uuid4().hex}"
     timeout = config.request_timeout_s
     slots = asyncio.Semaphore(limits.max_concurrency)

@@ -6,6 +6,7 @@ Bodies use the OpenAI error envelope: {"error": {"message", "type", "param", "co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -14,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from vocalis.clients.errors import VocalisError
+from vocalis.clients.errors import FieldViolation, VocalisError
 
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -78,6 +79,16 @@ def http_field(field: str) -> str | None:
 def ws_field(field: str) -> str | None:
     """The WebSocket session.config name of a gRPC field."""
     return WS_FIELDS.get(field, field) or None
+
+
+def renamed_field(error: VocalisError, grpc_field: str, http_field: str) -> VocalisError:
+    """`error` as the route's caller knows the field: a route whose HTTP field is another call's gRPC field (the
+    batch's `model` is GetModel's `name`) renames it in the field violations and at the head of the message."""
+    if error.field != grpc_field:
+        return error
+    message = http_field + error.message.removeprefix(grpc_field) if error.message.startswith(grpc_field) else error.message
+    violations = [FieldViolation(http_field if v.field == grpc_field else v.field, v.description) for v in error.field_violations]
+    return replace(error, message=message, field_violations=violations)
 
 
 def error_body(status: int, message: str, param: str | None = None, reason: str | None = None) -> dict:

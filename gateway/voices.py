@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from google.protobuf import json_format
 
-from vocalis.clients.errors import FieldViolation, VocalisError
+from vocalis.clients.errors import VocalisError
 from vocalis.gateway.dependencies import Config, Upstream
+from vocalis.gateway.errors import renamed_field
 from vocalis.gateway.pools import UpstreamPools
 from vocalis.tts.v1 import voices_pb2
 
@@ -83,17 +83,8 @@ async def create_voice(
             return {"success": True, "voice": voice_json(voice), "pools": outcomes}
         voice = await client.create_voice(request)
     except VocalisError as error:
-        raise _with_form_names(error) from None
+        raise renamed_field(error, "audio", "audio_sample") from None  # the form field of the proto's `audio`
     return {"success": True, "voice": voice_json(voice)}
-
-
-def _with_form_names(error: VocalisError) -> VocalisError:
-    """The server names the clip `audio` (its proto field); the caller sent the form field `audio_sample`."""
-    if error.field != "audio":
-        return error
-    message = "audio_sample" + error.message.removeprefix("audio") if error.message.startswith("audio") else error.message
-    violations = [FieldViolation("audio_sample" if v.field == "audio" else v.field, v.description) for v in error.field_violations]
-    return replace(error, message=message, field_violations=violations)
 
 
 @router.delete("/v1/audio/voices/{name}")

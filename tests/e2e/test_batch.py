@@ -54,6 +54,11 @@ def test_bad_items_fail_alone_and_the_whole_batch_fails_only_for_the_batch(serve
     assert too_fast["status"] == "error" and "speed must be from 0.25 to 4" in too_fast["error"]  # the server's rule
     missing = batch(server, {"model": "tts-99", "items": [{"input": "x"}]})
     assert missing.status_code == 404 and missing.json()["error"]["param"] == "model"
+    too_long = batch(server, {"model": "m" * 1_000_000, "items": [{"input": "x"}]})
+    assert too_long.status_code == 400, too_long.text
+    error = too_long.json()["error"]
+    assert error["param"] == "model" and error["reason"] == "FIELD_TOO_LONG" and error["message"].startswith("model "), error
+    assert "at most 256" in error["message"] and len(error["message"]) < 200, error
     empty_body = httpx.post(f"{server.http_url}/v1/audio/speech/batch", timeout=30)
     assert empty_body.status_code == 400 and empty_body.json()["error"]["param"] == "items"
 

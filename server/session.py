@@ -29,11 +29,12 @@ from vocalis.server.audio_encoding import media_type
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine, UtteranceJob
 from vocalis.server.errors import StatusError, from_request_error, invalid_argument
+from vocalis.server.untimed_words import untimed_warning
 from vocalis.stages.api.errors import RequestError
 from vocalis.stages.runtime.output import WordTimes
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.text.sentence_splitter import SentenceSplitter, TextUnit
-from vocalis.stages.text.word_times import WordTime
+from vocalis.stages.text.word_times import UntimedWord, WordTime
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -479,7 +480,7 @@ class Session:
                 if job.aborted:
                     break  # cleared: not one more chunk of it
                 if isinstance(samples, WordTimes):
-                    words.hold(samples.words)
+                    words.hold(samples)
                     continue
                 for warning in self._stage_warnings(job.request):
                     yield warning
@@ -525,6 +526,8 @@ class Session:
         words.index = index
         if (timings := words.spoken(everything=True)) is not None:
             yield timings
+        if (untimed := words.untimed(utterance.model_text)) is not None:
+            yield untimed
         stats = job.stats()
         audio_seconds = stats.samples / self.resolved.model.capabilities.sample_rate
         self.usage.output_tokens += stats.output_tokens
@@ -609,9 +612,24 @@ class _HeldWords:
         self.received = 0
         """Samples of the utterance sent so far, at the model's rate."""
         self.waiting: list[WordTime] = []
+        self.asked = session.resolved.settings.word_timestamps
+        self.timed: set[tuple[int, int]] = set()
+        """(start, end) offsets into the utterance's text of every word timed."""
+        self.not_timed: list[UntimedWord] = []
+        """The words a stage said it could not time, with the reason."""
 
-    def hold(self, words: tuple[WordTime, ...]) -> None:
-        self.waiting.extend(words)
+    def hold(self, times: WordTimes) -> None:
+        self.waiting.extend(times.words)
+        self.timed.update((w.char_start, w.char_end) for w in times.words)
+        self.not_timed.extend(times.untimed)
+
+    def untimed(self, text: str) -> pb.SynthesizeResponse | None:
+        """A WORD_NOT_TIMED warning naming the words of the utterance's `text` (as the model was given it) that got
+        no time, and why; None when word times were not asked for or every word has one."""
+        if not self.asked:
+            return None
+        warning = untimed_warning(text, self.text_start, self.timed, self.not_timed)
+        return None if warning is None else pb.SynthesizeResponse(warning=warning)
 
     def spoken(self, everything: bool = False) -> pb.SynthesizeResponse | None:
         """WordTimings of the waiting words whose audio has been sent (all of them at the utterance's end), or None."""

@@ -102,6 +102,11 @@ class SessionSettings:
     """Word timestamps asked for, from the model's forced aligner (the model itself never sees the field)."""
 
     @property
+    def word_timestamps(self) -> bool:
+        """Whether the caller asked for word times (from the model itself or from the forced aligner)."""
+        return self.aligned_words or bool(self.params.get("word_timestamps"))
+
+    @property
     def sample_rate(self) -> int:
         """The output rate, after the codec's rules (Opus rates)."""
         return encodable_rate(self.encoding, self.model.capabilities.sample_rate, self.requested_rate)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vocalis.stages.text.word_times import WordTime
+from vocalis.stages.text.word_times import UntimedWord, WordTime
 
 _END = object()
 
@@ -27,6 +27,8 @@ class WordTimes:
     """Times of some words of the utterance, as they travel between its audio chunks."""
 
     words: tuple[WordTime, ...]
+    untimed: tuple[UntimedWord, ...] = ()
+    """Words the stage could not time, with the reason."""
 
 _pending = threading.local()
 
@@ -42,9 +44,10 @@ class AudioOutput:
     def put_audio(self, samples: np.ndarray) -> None:
         self._push(np.asarray(samples, dtype=np.float32))
 
-    def put_words(self, words: list[WordTime]) -> None:
-        """Word times, read by the consumer as a WordTimes item between the audio chunks."""
-        self._push(WordTimes(tuple(words)))
+    def put_words(self, words: list[WordTime], untimed: list[UntimedWord] | None = None) -> None:
+        """Word times (and the words that could not be timed), read by the consumer as a WordTimes item between the
+        audio chunks."""
+        self._push(WordTimes(tuple(words), tuple(untimed or ())))
 
     def close(self, error: BaseException | None = None) -> None:
         """End the stream; with an error, the reader raises it after the audio before it."""

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from vocalis.stages.runtime.output import AudioOutput
-from vocalis.stages.text.word_times import WordTime
+from vocalis.stages.text.word_times import UntimedWord, WordTime
 
 
 @dataclass(frozen=True)
@@ -141,12 +141,13 @@ class SynthesisRequest(Generic[InputT]):
                 self.on_audio(self)
         self.output.put_audio(samples)
 
-    def emit_words(self, words: list[WordTime]) -> None:
-        """Send the times of some words of this utterance to the caller (any thread). They may come before the
-        audio they describe: the server holds each until its audio has been sent."""
-        if self.cancelled or not words:
+    def emit_words(self, words: list[WordTime], untimed: list[UntimedWord] | None = None) -> None:
+        """Send the times of some words of this utterance to the caller (any thread), and the words that could not
+        be timed with the reason. They may come before the audio they describe: the server holds each until its
+        audio has been sent."""
+        if self.cancelled or not (words or untimed):
             return
-        self.output.put_words(words)
+        self.output.put_words(words, untimed)
 
     def warn(self, field: str, code: str, message: str) -> None:
         """Tell the caller about something a stage did to this request (any thread): the server sends it before the

@@ -31,6 +31,17 @@ class WordTime:
     """One past its last sample."""
 
 
+@dataclass(frozen=True)
+class UntimedWord:
+    """A word of an utterance that could not be timed, and why (the caller is told: no word is dropped in silence)."""
+
+    word: str
+    char_start: int
+    char_end: int
+    reason: str
+    """Why, for people: "none of its characters is in the forced aligner's vocabulary"."""
+
+
 _TOKEN = re.compile(r"\S+")
 
 

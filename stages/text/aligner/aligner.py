@@ -14,7 +14,7 @@ import json
 import logging
 import queue
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +30,29 @@ from vocalis.stages.runtime.worker import inference_mode_if_torch
 from vocalis.stages.text.aligner.ctc import forced_align
 from vocalis.stages.text.aligner.emissions import WindowedEmissions
 from vocalis.stages.text.aligner.transcript import transcript
-from vocalis.stages.text.word_times import WordTime
+from vocalis.stages.text.word_times import UntimedWord, WordTime, text_words
 
 log = logging.getLogger(__name__)
 
 UNUSED = (r"wav2vec2\.masked_spec_embed",)
 """Training-only tensors of a Wav2Vec2ForCTC checkpoint (the mask embedding of SpecAugment)."""
+
+NOT_IN_VOCABULARY = "none of its characters is in the forced aligner's vocabulary"
+TOO_SHORT = "its utterance's audio is too short for the forced aligner to place its text"
+FAILED = "the forced aligner failed on its utterance"
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The words of a text with their times, and those that could not be timed, with the reason."""
+
+    words: list[WordTime]
+    untimed: list[UntimedWord]
+
+
+def untimed_alignment(text: str, reason: str) -> Alignment:
+    """No word of `text` timed, each for `reason`."""
+    return Alignment([], [UntimedWord(word.text, word.start, word.end, reason) for word in text_words(text)])
 
 
 class Wav2Vec2ForCTC(nn.Module):
@@ -85,27 +102,31 @@ class ForcedAligner:
         """Emissions of a unit whose audio at `rate` comes piece by piece."""
         return WindowedEmissions(self.log_probs, rate, self.sample_rate, self.config.conv_kernel, self.config.conv_stride)
 
-    def align(self, audio: np.ndarray, rate: int, text: str, log_probs: np.ndarray | None = None) -> list[WordTime]:
-        """Times of the words of `text` spoken in `audio` (mono float32 at `rate`), in samples at `rate`;
-        `log_probs`: its emissions if already computed (windowed), else they are computed in one pass."""
+    def align(self, audio: np.ndarray, rate: int, text: str, log_probs: np.ndarray | None = None) -> Alignment:
+        """Times of the words of `text` spoken in `audio` (mono float32 at `rate`), in samples at `rate`, and the
+        words that could not be timed; `log_probs`: its emissions if already computed (windowed), else they are
+        computed in one pass."""
         words = transcript(text, self.vocab, self.word_delimiter)
+        unknown = [UntimedWord(word.text, word.start, word.end, NOT_IN_VOCABULARY) for word in words.untimed]
+        if not words.tokens:
+            return Alignment([], unknown)
         if log_probs is None:
             samples = audio if rate == self.sample_rate else soxr.resample(audio, rate, self.sample_rate)
-            if len(samples) < self.config.conv_kernel[0]:
-                return []
-            log_probs = self.log_probs(samples)
-        if not words.tokens or not len(log_probs):
-            return []
+            log_probs = self.log_probs(samples) if len(samples) >= self.config.conv_kernel[0] else np.zeros((0, 0))
         try:
-            spans = forced_align(log_probs, words.tokens, self.blank)
+            spans = forced_align(log_probs, words.tokens, self.blank) if len(log_probs) else None
         except ValueError:
+            spans = None
+        if spans is None:
             log.warning("forced aligner: %d frames are too few for the %d tokens of a unit", len(log_probs), len(words.tokens))
-            return []
+            too_short = [UntimedWord(word.text, word.start, word.end, TOO_SHORT) for word, _, _ in words.words]
+            return Alignment([], sorted(unknown + too_short, key=lambda word: word.char_start))
         per_frame = len(audio) / len(log_probs)  # input samples per frame, at `rate`
-        return [
+        timed = [
             WordTime(word.text, word.start, word.end, round(spans[first][0] * per_frame), round(spans[end - 1][1] * per_frame))
             for word, first, end in words.words
         ]
+        return Alignment(timed, unknown)
 
 
 def attach_aligner(model: LoadedModel, path: Path) -> None:
@@ -154,9 +175,11 @@ class AlignerWorker:
                 units[key] = (emissions, seen + len(pieces))
                 if ended and request.kept_audio:
                     audio = np.concatenate(request.kept_audio)
-                    request.emit_words(self.aligner.align(audio, self.sample_rate, request.text, emissions.finish()))
+                    aligned = self.aligner.align(audio, self.sample_rate, request.text, emissions.finish())
+                    request.emit_words(aligned.words, aligned.untimed)
             except Exception:  # noqa: BLE001 - a failed alignment costs the words, never the utterance
                 log.exception("forced alignment of request %s failed", request.request_id)
+                request.emit_words([], untimed_alignment(request.text, FAILED).untimed)
                 ended = True
             finally:
                 if ended or request.cancelled:

@@ -3,7 +3,7 @@
 A word written with digits or symbols read aloud is spelled as it is spoken ("$3.50" as "three dollars fifty
 cents", stages/text/spoken_form.py), its spoken words apart as words are, and its time is the caller's word's.
 Characters the vocabulary still lacks (most punctuation, other scripts) are left out; a word left with no token
-at all cannot be placed and gets no time. Letters take the vocabulary's case (wav2vec2 English checkpoints spell
+at all cannot be placed: it gets no time and is listed as untimed, for the caller to be told. Letters take the vocabulary's case (wav2vec2 English checkpoints spell
 in capitals, MMS ones in lower case).
 """
 
@@ -23,6 +23,8 @@ class Transcript:
     tokens: list[int]
     words: list[tuple[TextWord, int, int]]
     """(word, index of its first token, one past its last)."""
+    untimed: list[TextWord]
+    """The words with no token of the vocabulary (another script than the checkpoint's), in order."""
 
 
 def transcript(text: str, vocab: dict[str, int], word_delimiter: str | None = "|") -> Transcript:
@@ -30,6 +32,7 @@ def transcript(text: str, vocab: dict[str, int], word_delimiter: str | None = "|
     delimiter = vocab.get(word_delimiter) if word_delimiter else None
     tokens: list[int] = []
     words: list[tuple[TextWord, int, int]] = []
+    untimed: list[TextWord] = []
     for word in text_words(text):
         ids: list[int] = []
         for part in spoken_form(word.text).split():
@@ -39,10 +42,11 @@ def transcript(text: str, vocab: dict[str, int], word_delimiter: str | None = "|
                 ids.append(delimiter)
             ids += part_ids
         if not ids:
+            untimed.append(word)
             continue
         if tokens and delimiter is not None:
             tokens.append(delimiter)
         words.append((word, len(tokens), len(tokens) + len(ids)))
         tokens += ids
-    return Transcript(tokens, words)
+    return Transcript(tokens, words, untimed)
 

@@ -15,9 +15,10 @@ from tests.stages.text.aligner.tiny_ctc import build_tiny_ctc, golden_input
 from tests.tolerance import rounding_bound, traced
 from vocalis.stages.runtime.output import AudioOutput, WordTimes
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.text.aligner.aligner import AlignerWorker, ForcedAligner
+from vocalis.stages.text.aligner.aligner import NOT_IN_VOCABULARY, TOO_SHORT, AlignerWorker, ForcedAligner
 from vocalis.stages.text.aligner.ctc import forced_align
 from vocalis.stages.text.aligner.transcript import transcript
+from vocalis.stages.text.word_times import UntimedWord
 
 GOLDENS = Path(__file__).resolve().parents[3] / "goldens" / "forced_aligner" / "goldens.npz"
 
@@ -96,17 +97,31 @@ def test_transcript_spells_in_the_vocabularys_case_and_skips_unspeakable_words()
     words = transcript("ab, 42 c'a!", vocab)
     assert words.tokens == [2, 3, 1, 4, 5, 2]
     assert [(w.text, first, end) for w, first, end in words.words] == [("ab", 0, 2), ("c'a", 3, 6)]
+    assert [(w.text, w.start, w.end) for w in words.untimed] == [("42", 4, 6)]  # "forty two": no letter of this vocab
 
 
 def test_words_are_placed_in_order_over_the_audio(aligner):
     text = "Hello there, 42 brave new world."
     audio = np.tile(golden_input(), 4)
     rate = 24000  # resampled to the aligner's 16 kHz
-    words = aligner.align(audio, rate, text)
+    aligned = aligner.align(audio, rate, text)
+    words = aligned.words
     assert [w.word for w in words] == ["Hello", "there", "42", "brave", "new", "world"]  # 42 is spelled "forty two"
+    assert aligned.untimed == []
     assert all(text[w.char_start : w.char_end] == w.word for w in words)
     assert all(0 <= w.start_sample < w.end_sample <= len(audio) for w in words)
     assert all(a.end_sample <= b.start_sample for a, b in zip(words, words[1:], strict=False))
+
+
+def test_a_word_that_cannot_be_timed_is_listed_with_its_reason(aligner):
+    audio = np.tile(golden_input(), 4)
+    aligned = aligner.align(audio, 16000, "Hello Привет world")
+    assert [w.word for w in aligned.words] == ["Hello", "world"]
+    assert aligned.untimed == [UntimedWord("Привет", 6, 12, NOT_IN_VOCABULARY)]
+    short = aligner.align(golden_input()[:200], 16000, "Hello Привет world")  # fewer frames than the text's tokens
+    assert short.words == [] and [(w.word, w.reason) for w in short.untimed] == [
+        ("Hello", TOO_SHORT), ("Привет", NOT_IN_VOCABULARY), ("world", TOO_SHORT)
+    ]
 
 
 def test_the_worker_sends_words_after_the_audio_then_ends_the_utterance(aligner):
@@ -152,7 +167,7 @@ def test_a_long_unit_leaves_only_its_last_window_for_after_its_audio(aligner):
     assert total - windowed.frames_done <= windowed.window + windowed.context + 16000 * 0.1 / stride
     emissions = windowed.finish()
     assert emissions.shape == (total, aligner.config.vocab_size)
-    words = aligner.align(audio, rate, "Hello there, brave new world.", emissions)
+    words = aligner.align(audio, rate, "Hello there, brave new world.", emissions).words
     assert [w.word for w in words] == ["Hello", "there", "brave", "new", "world"]
     assert all(a.end_sample <= b.start_sample for a, b in zip(words, words[1:], strict=False))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes, TransformerSizes
 
 MODEL_TYPE = "qwen3_tts"
 TASKS = ("custom_voice", "voice_design", "base")
@@ -22,16 +23,9 @@ TASKS = ("custom_voice", "voice_design", "base")
 
 
 @dataclass(frozen=True)
-class CodePredictorConfig:
+class CodePredictorConfig(DecoderSizes):
     """The small decoder that predicts codebooks 1..G-1 of a frame from the talker's hidden state."""
 
-    vocab_size: int = 2048
-    hidden_size: int = 1024
-    intermediate_size: int = 3072
-    num_hidden_layers: int = 5
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 8
-    head_dim: int = 128
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     attention_bias: bool = False
@@ -39,18 +33,11 @@ class CodePredictorConfig:
 
 
 @dataclass(frozen=True)
-class TalkerConfig:
-    """The Qwen3 decoder over text and codec embeddings that predicts codebook 0 of each frame."""
+class TalkerConfig(DecoderSizes):
+    """The Qwen3 decoder over text and codec embeddings that predicts codebook 0 of each frame. Its `vocab_size` is
+    the codec vocabulary: the codebook plus 1024 control ids (pad, bos, eos, think, languages, speakers)."""
 
     code_predictor: CodePredictorConfig
-    vocab_size: int = 3072
-    """Codec vocabulary: the codebook plus 1024 control ids (pad, bos, eos, think, languages, speakers)."""
-    hidden_size: int = 1024
-    intermediate_size: int = 2048
-    num_hidden_layers: int = 20
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 2
-    head_dim: int | None = None
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     rope_scaling: dict[str, Any] | None = None
@@ -73,14 +60,10 @@ class TalkerConfig:
     """Preset speaker -> the dialect language it speaks Chinese in, or false."""
 
     @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
-
-    @property
     def mrope_section(self) -> list[int]:
         """Rotary sections (temporal, height, width) of half the head dim; text uses one position for all."""
         scaling = self.rope_scaling or {}
-        return list(scaling.get("mrope_section") or [self.dim_per_head // 2])
+        return list(scaling.get("mrope_section") or [self.head_dim // 2])
 
     @property
     def mrope_interleaved(self) -> bool:
@@ -112,31 +95,21 @@ class SpeakerEncoderConfig:
 
 
 @dataclass(frozen=True)
-class DecoderConfig:
+class DecoderConfig(TransformerSizes):
     """The 12 Hz speech-tokenizer decoder: split RVQ, causal transformer, upsampling, SnakeBeta blocks."""
 
     codebook_size: int = 2048
-    hidden_size: int = 1024
     latent_dim: int = 1024
     codebook_dim: int = 512
     max_position_embeddings: int = 8000
     rope_theta: float = 10000.0
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 16
-    head_dim: int | None = None
     attention_bias: bool = False
     sliding_window: int = 72
-    intermediate_size: int = 3072
     rms_norm_eps: float = 1e-5
-    num_hidden_layers: int = 8
     num_quantizers: int = 16
     upsample_rates: tuple[int, ...] = (8, 5, 4, 3)
     upsampling_ratios: tuple[int, ...] = (2, 2)
     decoder_dim: int = 1536
-
-    @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
 
     @property
     def samples_per_frame(self) -> int:
@@ -163,13 +136,12 @@ class DecoderConfig:
 
 
 @dataclass(frozen=True)
-class MimiEncoderConfig:
+class MimiEncoderConfig(TransformerSizes):
     """The Mimi encoder (SEANet + transformer + split RVQ) that turns reference audio into codes."""
 
     sampling_rate: int = 24000
     frame_rate: float = 12.5
     audio_channels: int = 1
-    hidden_size: int = 512
     num_filters: int = 64
     num_residual_layers: int = 1
     upsampling_ratios: tuple[int, ...] = (8, 6, 5, 4)
@@ -186,19 +158,10 @@ class MimiEncoderConfig:
     use_conv_shortcut: bool = False
     vector_quantization_hidden_dimension: int = 256
     num_semantic_quantizers: int = 1
-    num_hidden_layers: int = 8
-    intermediate_size: int = 2048
-    num_attention_heads: int = 8
-    num_key_value_heads: int = 8
-    head_dim: int | None = None
     hidden_act: str = "gelu"
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     attention_bias: bool = False
-
-    @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
 
     @property
     def encodec_frame_rate(self) -> float:
@@ -227,8 +190,8 @@ class SpeechTokenizerConfig:
         encoder = data.get("encoder_config")
         return from_json(
             cls, data,
-            decoder=from_json(DecoderConfig, data.get("decoder_config")),
-            encoder=from_json(MimiEncoderConfig, encoder) if encoder else None,
+            decoder=DecoderConfig.read(data.get("decoder_config"), "decoder_config"),
+            encoder=MimiEncoderConfig.read(encoder, "encoder_config") if encoder else None,
         )
 
 
@@ -284,10 +247,10 @@ class Qwen3TTSConfig:
         if kind not in TASKS:
             raise ValueError(f"unknown tts_model_type {kind!r}; known: {', '.join(TASKS)}")
         talker = dict(data.get("talker_config") or {})
-        predictor = from_json(CodePredictorConfig, talker.get("code_predictor_config"))
+        predictor = CodePredictorConfig.read(talker.get("code_predictor_config"), "talker_config.code_predictor_config")
         return from_json(
             cls, data,
-            talker=from_json(TalkerConfig, talker, code_predictor=predictor),
+            talker=TalkerConfig.read(talker, "talker_config", code_predictor=predictor),
             speaker_encoder=from_json(SpeakerEncoderConfig, data.get("speaker_encoder_config")) if kind == "base" else None,
             speech_tokenizer=speech_tokenizer,
             generation=from_json(GenerationDefaults, generation),

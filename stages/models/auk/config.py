@@ -15,6 +15,7 @@ from typing import Any
 
 from vocalis.stages.api.config_json import from_json, read_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes
+from vocalis.stages.api.whisper_sizes import WhisperEncoderSizes
 
 SAMPLE_RATE = 24000
 THINKER_SAMPLE_RATE = 16000
@@ -36,15 +37,9 @@ class TextConfig(DecoderSizes):
 
 
 @dataclass(frozen=True)
-class AudioConfig:
+class AudioConfig(WhisperEncoderSizes):
     """The thinker's audio tower (Whisper-style encoder over windows of 2 x n_window mel frames)."""
 
-    num_mel_bins: int
-    d_model: int
-    encoder_layers: int
-    encoder_attention_heads: int
-    encoder_ffn_dim: int
-    max_source_positions: int
     n_window: int
     output_dim: int
 

@@ -96,20 +96,21 @@ class SpeakerEncoderConfig:
 
 @dataclass(frozen=True)
 class DecoderConfig(TransformerSizes):
-    """The 12 Hz speech-tokenizer decoder: split RVQ, causal transformer, upsampling, SnakeBeta blocks."""
+    """The 12 Hz speech-tokenizer decoder: split RVQ, causal transformer, upsampling, SnakeBeta blocks. The sizes have
+    no default (every published config names them); the four settings after them default as the reference class's."""
 
-    codebook_size: int = 2048
-    latent_dim: int = 1024
-    codebook_dim: int = 512
+    codebook_size: int
+    latent_dim: int
+    codebook_dim: int
+    sliding_window: int
+    num_quantizers: int
+    upsample_rates: tuple[int, ...]
+    upsampling_ratios: tuple[int, ...]
+    decoder_dim: int
     max_position_embeddings: int = 8000
     rope_theta: float = 10000.0
     attention_bias: bool = False
-    sliding_window: int = 72
     rms_norm_eps: float = 1e-5
-    num_quantizers: int = 16
-    upsample_rates: tuple[int, ...] = (8, 5, 4, 3)
-    upsampling_ratios: tuple[int, ...] = (2, 2)
-    decoder_dim: int = 1536
 
     @property
     def samples_per_frame(self) -> int:
@@ -137,27 +138,28 @@ class DecoderConfig(TransformerSizes):
 
 @dataclass(frozen=True)
 class MimiEncoderConfig(TransformerSizes):
-    """The Mimi encoder (SEANet + transformer + split RVQ) that turns reference audio into codes."""
+    """The Mimi encoder (SEANet + transformer + split RVQ) that turns reference audio into codes. The sizes have no
+    default (every published config names them); the settings after them default as the reference class's."""
 
-    sampling_rate: int = 24000
-    frame_rate: float = 12.5
-    audio_channels: int = 1
-    num_filters: int = 64
-    num_residual_layers: int = 1
-    upsampling_ratios: tuple[int, ...] = (8, 6, 5, 4)
-    kernel_size: int = 7
-    last_kernel_size: int = 3
-    residual_kernel_size: int = 3
+    sampling_rate: int
+    frame_rate: float
+    audio_channels: int
+    num_filters: int
+    num_residual_layers: int
+    upsampling_ratios: tuple[int, ...]
+    kernel_size: int
+    last_kernel_size: int
+    residual_kernel_size: int
+    compress: int
+    codebook_size: int
+    codebook_dim: int
+    num_quantizers: int
+    vector_quantization_hidden_dimension: int
+    num_semantic_quantizers: int
     dilation_growth_rate: int = 2
     use_causal_conv: bool = True
     pad_mode: str = "constant"
-    compress: int = 2
-    codebook_size: int = 2048
-    codebook_dim: int = 256
-    num_quantizers: int = 32
     use_conv_shortcut: bool = False
-    vector_quantization_hidden_dimension: int = 256
-    num_semantic_quantizers: int = 1
     hidden_act: str = "gelu"
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
@@ -175,7 +177,7 @@ class MimiEncoderConfig(TransformerSizes):
 class SpeechTokenizerConfig:
     decoder: DecoderConfig
     encoder: MimiEncoderConfig | None
-    encoder_valid_num_quantizers: int = 16
+    encoder_valid_num_quantizers: int
     input_sample_rate: int = 24000
     output_sample_rate: int = 24000
     decode_upsample_rate: int = 1920
@@ -189,7 +191,7 @@ class SpeechTokenizerConfig:
     def from_dict(cls, data: dict[str, Any]) -> SpeechTokenizerConfig:
         encoder = data.get("encoder_config")
         return from_json(
-            cls, data,
+            cls, data, where="speech_tokenizer/config.json",
             decoder=DecoderConfig.read(data.get("decoder_config"), "decoder_config"),
             encoder=MimiEncoderConfig.read(encoder, "encoder_config") if encoder else None,
         )

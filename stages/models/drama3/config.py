@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from vocalis.stages.api.config_json import from_json, read_json
 from vocalis.stages.components.hybrid import FULL, HybridConfig
+from vocalis.stages.models.fish_common.semantic_tokens import SemanticTokens
 
 T = TypeVar("T")
 
@@ -77,18 +78,12 @@ class CodebookDecoderConfig:
 
 
 @dataclass(frozen=True)
-class Drama3Config:
+class Drama3Config(SemanticTokens):
     text: HybridConfig
     decoder: CodebookDecoderConfig
-    semantic_start_token_id: int
-    semantic_end_token_id: int
     eos_token_id: int
     fp8_experts: bool = False
     """The routed experts are stored block-FP8 (`quantization_config.quant_method` bsgemm-moe)."""
-
-    @property
-    def semantic_ids(self) -> range:
-        return range(self.semantic_start_token_id, self.semantic_end_token_id + 1)
 
     @classmethod
     def from_dir(cls, path: Path) -> Drama3Config:

@@ -1,7 +1,8 @@
 """S2 Pro's `config.json` (`model_type: fish_qwen3_omni`), read with its published field names: the slow AR in
 `text_config`, the fast AR in `audio_decoder_config`, the semantic token range at the top level. Both ARs are
-`DecoderSizes` read through Fish Audio's spelling (`dim`, `n_head`, `n_local_heads`, `n_layer`); a section's key that
-a checkpoint leaves out takes S2 Pro's published value, kept as data in the same layout (`s2_pro_config.json`)."""
+`DecoderSizes` read through Fish Audio's spelling (`dim`, `n_head`, `n_local_heads`, `n_layer`); a key that a
+checkpoint's config.json leaves out takes S2 Pro's published value, kept as data in the same layout
+(`s2_pro_config.json`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from vocalis.stages.api.config_json import from_json, read_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes
+from vocalis.stages.models.fish_common.semantic_tokens import SemanticTokens
 
 MODEL_TYPE = "fish_qwen3_omni"
 S2_PRO = Path(__file__).with_name("s2_pro_config.json")
@@ -44,16 +46,10 @@ class FastARConfig(DecoderSizes):
 
 
 @dataclass(frozen=True)
-class FishSpeechConfig:
+class FishSpeechConfig(SemanticTokens):
     text: SlowARConfig
     audio_decoder: FastARConfig
-    semantic_start_token_id: int = 151678
-    semantic_end_token_id: int = 155773
-    audio_pad_token_id: int = 151677
-
-    @property
-    def semantic_ids(self) -> range:
-        return range(self.semantic_start_token_id, self.semantic_end_token_id + 1)
+    audio_pad_token_id: int
 
     @classmethod
     def from_dir(cls, path: Path) -> FishSpeechConfig:
@@ -63,7 +59,7 @@ class FishSpeechConfig:
     def from_dict(cls, data: dict[str, Any]) -> FishSpeechConfig:
         published = json.loads(S2_PRO.read_text())
         text, audio = (_named(published[k]) | _named(data.get(k)) for k in ("text_config", "audio_decoder_config"))
-        return from_json(cls, data, text=SlowARConfig.read(text, "text_config"),
+        return from_json(cls, published | dict(data), where="config.json", text=SlowARConfig.read(text, "text_config"),
                          audio_decoder=FastARConfig.read(audio, "audio_decoder_config"))
 
 

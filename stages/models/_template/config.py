@@ -5,10 +5,9 @@ the sizes of a tiny checkpoint are chosen where it is built (`build.py`), those 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes
 
 MODEL_TYPE = "vocalis_tiny_tts"
@@ -48,13 +47,10 @@ class CodecConfig:
 
 
 @dataclass(frozen=True)
-class TinyConfig:
+class TinyConfig(ConfigFile):
+    MODEL_TYPE = MODEL_TYPE
     talker: TalkerConfig
     codec: CodecConfig
-
-    @classmethod
-    def from_dir(cls, path: Path) -> TinyConfig:
-        return cls.from_dict(read_json(path, MODEL_TYPE))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TinyConfig:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.api.whisper_sizes import WhisperEncoderSizes
 
@@ -84,7 +84,7 @@ class Defaults:
 
 
 @dataclass(frozen=True)
-class AuKConfig:
+class AuKConfig(ConfigFile):
     text: TextConfig
     audio: AudioConfig
     dit: DiTConfig
@@ -134,10 +134,6 @@ class AuKConfig:
             sample_rate=int(vae.get("target_sample_rate", SAMPLE_RATE)),
             downsample_rate=int(vae.get("downsample_rate", 480)),
         )
-
-    @classmethod
-    def from_dir(cls, path: Path) -> AuKConfig:
-        return cls.from_dict(read_json(path))
 
 
 def _interpolate(value: Any, root: dict[str, Any]) -> Any:

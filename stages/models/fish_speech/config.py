@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.models.fish_common.semantic_tokens import SemanticTokens
 
@@ -46,14 +46,11 @@ class FastARConfig(DecoderSizes):
 
 
 @dataclass(frozen=True)
-class FishSpeechConfig(SemanticTokens):
+class FishSpeechConfig(SemanticTokens, ConfigFile):
+    MODEL_TYPE = MODEL_TYPE
     text: SlowARConfig
     audio_decoder: FastARConfig
     audio_pad_token_id: int
-
-    @classmethod
-    def from_dir(cls, path: Path) -> FishSpeechConfig:
-        return cls.from_dict(read_json(path, MODEL_TYPE))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FishSpeechConfig:

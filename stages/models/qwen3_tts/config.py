@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json, read_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes, TransformerSizes
 
 MODEL_TYPE = "qwen3_tts"
@@ -174,7 +174,7 @@ class MimiEncoderConfig(TransformerSizes):
 
 
 @dataclass(frozen=True)
-class SpeechTokenizerConfig:
+class SpeechTokenizerConfig(ConfigFile):
     decoder: DecoderConfig
     encoder: MimiEncoderConfig | None
     encoder_valid_num_quantizers: int
@@ -182,10 +182,6 @@ class SpeechTokenizerConfig:
     output_sample_rate: int = 24000
     decode_upsample_rate: int = 1920
     encode_downsample_rate: int = 1920
-
-    @classmethod
-    def from_dir(cls, path: Path) -> SpeechTokenizerConfig:
-        return cls.from_dict(read_json(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeechTokenizerConfig:

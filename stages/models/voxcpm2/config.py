@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
 from vocalis.stages.api.decoder_sizes import DecoderSizes
 
 ARCHITECTURE = "voxcpm2"
@@ -157,7 +156,7 @@ class AudioVAEConfig:
 
 
 @dataclass(frozen=True)
-class VoxCPM2Config:
+class VoxCPM2Config(ConfigFile):
     lm: LMConfig
     encoder: LocalStackConfig = field(default_factory=LocalStackConfig)
     dit: LocalStackConfig = field(default_factory=LocalStackConfig)
@@ -231,10 +230,6 @@ class VoxCPM2Config:
         )
         config.validate()
         return config
-
-    @classmethod
-    def from_dir(cls, path: Path) -> VoxCPM2Config:
-        return cls.from_dict(read_json(path))
 
     def validate(self) -> None:
         if self.feat_dim != self.audio_vae.latent_dim:

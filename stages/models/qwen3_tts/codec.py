@@ -20,6 +20,7 @@ from torch import nn
 from vocalis.stages.components.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.audio_blocks import (
+    BlockSequence,
     CausalConvNeXtBlock,
     CausalConvTranspose1d,
     Nested,
@@ -39,19 +40,15 @@ from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderCon
 # -- convolutions ----------------------------------------------------------------------------------
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(BlockSequence):
     """SnakeBeta, an upsampling transposed conv (x rate), three dilated residual units."""
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
-        super().__init__()
-        self.block = nn.Sequential(
+        super().__init__(
             SnakeBeta(in_dim), Nested(CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)),
             *snake_residual_units(out_dim, lambda i, o, k, d: nested_causal_conv(i, o, k, dilation=d), SnakeBeta,
                                   names=("act1", "conv1", "act2", "conv2")),
         )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
 
     def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
         return carry.run(self.block, x)

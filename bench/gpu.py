@@ -255,9 +255,9 @@ def _build_voxtral(out: Path) -> None:
 
 
 def _build_fish(out: Path, config: dict | None = None) -> None:
-    """S2 Pro's published geometry (its config.json names no sizes: the defaults are the published ones) for the dual
-    AR, and the codec at its published geometry (no codec_config.json beside codec.pth). The tiny tokenizer stays:
-    its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
+    """S2 Pro's published geometry for the dual AR (empty config sections: the family fills them from its
+    `s2_pro_config.json`), and the codec at its published geometry (no codec_config.json beside codec.pth). The tiny
+    tokenizer stays: its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
     from vocalis.stages.models.fish_common.fish_dac import FishDAC
     from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
     from vocalis.stages.models.fish_speech.config import FishSpeechConfig

@@ -1,14 +1,16 @@
 """Configuration dataclasses from the JSON a checkpoint's publisher wrote (config.json and its nested sections): the
 one reader every family's config uses. A family's top-level config reads its checkpoint with `<Config>.from_dir(path)`
-(`read_json` for the file, and `from_dict(data)` over JSON already parsed); each section is `from_json(Section, data)`."""
+(`ConfigFile` where that is `from_dict(data)` over the directory's config.json); each section is
+`from_json(Section, data)`."""
 
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -64,3 +66,19 @@ def from_json(cls: type[T], data: Mapping[str, Any] | None, *, aliases: Mapping[
         elif where and f.default is MISSING and f.default_factory is MISSING:
             raise ValueError(f"{where}.{f.name} is missing")
     return cls(**(values | sections))
+
+
+class ConfigFile(ABC):
+    """A top-level config read from a checkpoint directory's config.json: `from_dir(path)` is `from_dict` over the
+    file, refused (naming it) when its `model_type` is not `MODEL_TYPE` (None: not checked)."""
+
+    MODEL_TYPE: ClassVar[str | None] = None
+
+    @classmethod
+    def from_dir(cls, path: Path) -> Self:
+        return cls.from_dict(read_json(path, cls.MODEL_TYPE))
+
+    @classmethod
+    @abstractmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """The config from config.json's parsed object."""

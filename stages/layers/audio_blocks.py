@@ -150,6 +150,18 @@ RESIDUAL_DILATIONS = (1, 3, 9)
 """The dilations of the three residual units of a DAC / BigVGAN / AudioVAE block."""
 
 
+class BlockSequence(nn.Module):
+    """Layers run in order under a DAC-style codec's tensor names: one `block` Sequential (`block.0`, `block.1`, ...),
+    as its encoder and decoder blocks hold them."""
+
+    def __init__(self, *layers: nn.Module) -> None:
+        super().__init__()
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)
+
+
 class ResidualUnit(nn.Module):
     """x + conv2(act2(conv1(act1(x)))), conv1 dilated and conv2 1x1.
 

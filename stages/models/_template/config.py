@@ -1,50 +1,44 @@
-"""Configuration of the template family, read from its config.json (`from_json` for each section; `from_dir` is the
-entry point the loader calls)."""
+"""Configuration of the template family, read from its config.json (`from_json` for each section, `DecoderSizes.read`
+for the talker's transformer sizes; `from_dir` is the entry point the loader calls). Every field comes from the file:
+the sizes of a tiny checkpoint are chosen where it is built (`build.py`), those of a real one by its publisher."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 
 MODEL_TYPE = "vocalis_tiny_tts"
 
 
 @dataclass(frozen=True)
-class TalkerConfig:
-    """A small decoder-only transformer over UTF-8 bytes that emits multi-codebook frames."""
+class TalkerConfig(DecoderSizes):
+    """A small decoder-only transformer over UTF-8 bytes (`vocab_size` 256) that emits multi-codebook frames."""
 
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 128
-    text_vocab_size: int = 256
-    num_codebooks: int = 4
-    codebook_size: int = 64
-    eos_token_id: int = 0
+    num_codebooks: int
+    codebook_size: int
+    eos_token_id: int
     """A frame whose first code is this ends the sequence."""
-    bos_token_id: int = 1
+    bos_token_id: int
     """Text token that separates the prompt from the generated frames."""
-    rope_theta: float = 10000.0
-    max_position_embeddings: int = 1024
+    rope_theta: float
+    max_position_embeddings: int
 
 
 @dataclass(frozen=True)
 class CodecConfig:
     """A small causal convolutional decoder from frames to samples."""
 
-    num_codebooks: int = 4
-    codebook_size: int = 64
-    embed_dim: int = 32
-    channels: int = 32
-    kernel_size: int = 3
-    num_layers: int = 3
-    samples_per_frame: int = 160
-    sample_rate: int = 16000
+    num_codebooks: int
+    codebook_size: int
+    embed_dim: int
+    channels: int
+    kernel_size: int
+    num_layers: int
+    samples_per_frame: int
+    sample_rate: int
 
     @property
     def receptive_field(self) -> int:
@@ -53,17 +47,12 @@ class CodecConfig:
 
 
 @dataclass(frozen=True)
-class TinyConfig:
-    talker: TalkerConfig = field(default_factory=TalkerConfig)
-    codec: CodecConfig = field(default_factory=CodecConfig)
-    model_type: str = MODEL_TYPE
+class TinyConfig(ConfigFile):
+    MODEL_TYPE = MODEL_TYPE
+    talker: TalkerConfig
+    codec: CodecConfig
 
     @classmethod
-    def from_dir(cls, path: Path) -> TinyConfig:
-        data = read_json(path, MODEL_TYPE)
-        return from_json(cls, data, talker=from_json(TalkerConfig, data["talker_config"]), codec=from_json(CodecConfig, data["codec_config"]))
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"model_type": self.model_type, "talker_config": asdict(self.talker), "codec_config": asdict(self.codec)}, indent=2
-        )
+    def from_dict(cls, data: dict[str, Any]) -> TinyConfig:
+        return cls(talker=TalkerConfig.read(data.get("talker_config"), "talker_config"),
+                   codec=from_json(CodecConfig, data.get("codec_config"), where="codec_config"))

@@ -19,7 +19,7 @@ SPEAKER_DIM = 16
 
 def decoder_layer(c: TalkerConfig) -> PreNormDecoderLayer:
     """A Llama-style layer without q/k-norm, its RMSNorms in the input's dtype."""
-    return gated_decoder_layer(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, 1e-6,
+    return gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, 1e-6,
                                norm_upcast=False)
 
 
@@ -27,11 +27,11 @@ class TinyTalker(nn.Module):
     def __init__(self, config: TalkerConfig) -> None:
         super().__init__()
         self.config = config
-        self.text_embedding = nn.Embedding(config.text_vocab_size, config.hidden_size)
+        self.text_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         self.codec_embedding = nn.ModuleList(
             nn.Embedding(config.codebook_size, config.hidden_size) for _ in range(config.num_codebooks)
         )
-        self.layers = nn.ModuleList(decoder_layer(config) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(decoder_layer(config) for _ in range(config.num_hidden_layers))
         self.speaker_proj = nn.Linear(SPEAKER_DIM, config.hidden_size, bias=False)
         self.norm = RMSNorm(config.hidden_size, upcast=False)
         self.codec_head = nn.Linear(config.hidden_size, config.num_codebooks * config.codebook_size, bias=False)

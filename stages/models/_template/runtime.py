@@ -36,7 +36,7 @@ class TinyTalkerModel(AutoregressiveModel):
     def __init__(self, talker: TinyTalker, max_len: int) -> None:
         self.talker = talker
         c = talker.config
-        self.cache_shape = CacheShape(c.num_layers, c.num_kv_heads, c.head_dim, min(max_len, c.max_position_embeddings))
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
 
     def start(self, request: SynthesisRequest[TinyInput], payload: object = None) -> SequenceStart:
         if POISON in request.text:  # lets tests give one request an input the stage fails on

@@ -7,12 +7,15 @@ tower are used: the talker and token2wav parts of the Qwen snapshot are never bu
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
+from vocalis.stages.api.whisper_sizes import WhisperEncoderSizes
 
 SAMPLE_RATE = 24000
 THINKER_SAMPLE_RATE = 16000
@@ -20,66 +23,53 @@ THINKER_SAMPLE_RATE = 16000
 NO_PROMPT_AUDIO_MARKER = "|<no_prompt_audio>|"
 FLASH_T_GRID = (0.0, 0.07612049579620361, 0.2928932309150696, 0.6173166036605835, 1.0)
 MAX_SECONDS = 30.0
+UPSTREAM_DEFAULTS = Path(__file__).with_name("upstream_defaults.json")
+"""The DiT's and VAE's sizes where the bundle's `dit` / `vae.model_init_kwargs` leave a key out: the defaults of the
+upstream classes (the published AuK's sizes), in the assembled config.json's own layout."""
 
 
 @dataclass(frozen=True)
-class TextConfig:
+class TextConfig(DecoderSizes):
     """The thinker's decoder (Qwen2.5 with multimodal RoPE; audio and text share one position axis here)."""
 
-    vocab_size: int = 151936
-    hidden_size: int = 2048
-    intermediate_size: int = 11008
-    num_hidden_layers: int = 36
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 2
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 1000000.0
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+    rms_norm_eps: float
+    rope_theta: float
 
 
 @dataclass(frozen=True)
-class AudioConfig:
+class AudioConfig(WhisperEncoderSizes):
     """The thinker's audio tower (Whisper-style encoder over windows of 2 x n_window mel frames)."""
 
-    num_mel_bins: int = 128
-    d_model: int = 1280
-    encoder_layers: int = 32
-    encoder_attention_heads: int = 20
-    encoder_ffn_dim: int = 5120
-    max_source_positions: int = 1500
-    n_window: int = 100
-    output_dim: int = 2048
+    n_window: int
+    output_dim: int
 
 
 @dataclass(frozen=True)
 class DiTConfig:
-    dim: int = 1536
-    heads: int = 24
-    dim_head: int = 64
-    ff_mult: float = 2.0
-    text_hidden_dim: int = 2048
-    num_layers: int = 10
-    num_single_layers: int = 20
-    attn_mask_enabled: bool = True
+    dim: int
+    heads: int
+    dim_head: int
+    ff_mult: float
+    text_hidden_dim: int
+    num_layers: int
+    num_single_layers: int
+    attn_mask_enabled: bool
 
 
 @dataclass(frozen=True)
 class VAEConfig:
-    upsample_rates: tuple[int, ...] = (5, 4, 3, 2, 2, 2)
-    upsample_kernel_sizes: tuple[int, ...] = (10, 8, 6, 4, 4, 4)
-    upsample_initial_channel: int = 1536
-    resblock_kernel_sizes: tuple[int, ...] = (3, 7, 11)
-    resblock_dilation_sizes: tuple[tuple[int, ...], ...] = ((1, 3, 5), (1, 3, 5), (1, 3, 5))
-    downsample_rates: tuple[int, ...] = (2, 2, 2, 3, 4, 5)
-    downsample_channels: tuple[int, ...] = (12, 24, 48, 96, 192, 384, 768)
-    latent_dim: int = 64
-    use_vae: bool = True
-    causal: bool = True
-    act_causal: bool = True
-    flow_hidden_channels: int = 256
+    upsample_rates: tuple[int, ...]
+    upsample_kernel_sizes: tuple[int, ...]
+    upsample_initial_channel: int
+    resblock_kernel_sizes: tuple[int, ...]
+    resblock_dilation_sizes: tuple[tuple[int, ...], ...]
+    downsample_rates: tuple[int, ...]
+    downsample_channels: tuple[int, ...]
+    latent_dim: int
+    use_vae: bool
+    causal: bool
+    act_causal: bool
+    flow_hidden_channels: int
 
     @property
     def hop(self) -> int:
@@ -94,20 +84,20 @@ class Defaults:
 
 
 @dataclass(frozen=True)
-class AuKConfig:
+class AuKConfig(ConfigFile):
     text: TextConfig
     audio: AudioConfig
     dit: DiTConfig
     vae: VAEConfig
-    variant: str = "base"
+    variant: str
     """"base" (32-step) or "flash" (DMD-distilled 4-step)."""
-    flash_t_grid: tuple[float, ...] = FLASH_T_GRID
-    defaults: Defaults = field(default_factory=Defaults)
-    audio_token_id: int = 151646
-    audio_start_token_id: int = 151647
-    audio_end_token_id: int = 151648
-    sample_rate: int = SAMPLE_RATE
-    downsample_rate: int = 480
+    flash_t_grid: tuple[float, ...]
+    defaults: Defaults
+    audio_token_id: int
+    audio_start_token_id: int
+    audio_end_token_id: int
+    sample_rate: int
+    downsample_rate: int
 
     @property
     def flash(self) -> bool:
@@ -125,14 +115,16 @@ class AuKConfig:
         thinker = data.get("thinker_config", data)
         text = thinker.get("text_config", {})
         rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
-        text = {**text, "rope_theta": rope.get("rope_theta", text.get("rope_theta", TextConfig.rope_theta))}
-        vae = dict(data.get("vae") or {})
+        text = {**text, "rope_theta": rope["rope_theta"]} if "rope_theta" in rope else text
+        upstream = json.loads(UPSTREAM_DEFAULTS.read_text())
+        vae = upstream["vae"] | dict(data.get("vae") or {})
         defaults = dict(data.get("defaults") or {})
         return cls(
-            text=from_json(TextConfig, text),
-            audio=from_json(AudioConfig, thinker.get("audio_config")),
-            dit=from_json(DiTConfig, data.get("dit")),
-            vae=from_json(VAEConfig, vae.get("model_init_kwargs"), latent_dim=vae.get("latent_dim", VAEConfig.latent_dim)),
+            text=TextConfig.read(text, "thinker_config.text_config"),
+            audio=from_json(AudioConfig, thinker.get("audio_config"), where="thinker_config.audio_config"),
+            dit=from_json(DiTConfig, upstream["dit"] | dict(data.get("dit") or {}), where="dit"),
+            vae=from_json(VAEConfig, upstream["vae"]["model_init_kwargs"] | dict(vae.get("model_init_kwargs") or {}),
+                          where="vae.model_init_kwargs", latent_dim=vae["latent_dim"]),
             variant=str(data.get("variant", "base")),
             flash_t_grid=tuple(float(t) for t in data.get("flash_t_grid", FLASH_T_GRID)),
             defaults=from_json(Defaults, defaults, where="defaults"),
@@ -142,10 +134,6 @@ class AuKConfig:
             sample_rate=int(vae.get("target_sample_rate", SAMPLE_RATE)),
             downsample_rate=int(vae.get("downsample_rate", 480)),
         )
-
-    @classmethod
-    def from_dir(cls, path: Path) -> AuKConfig:
-        return cls.from_dict(read_json(path))
 
 
 def _interpolate(value: Any, root: dict[str, Any]) -> Any:

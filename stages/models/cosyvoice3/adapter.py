@@ -15,7 +15,6 @@ from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.cosyvoice3.runtime import CosyVoice3Input
-from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
 from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
 from vocalis.stages.runtime.request import RequestParams
 
@@ -38,9 +37,7 @@ class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
         request = self.prologue(params)
         reference = request.reference
         assert reference is not None  # required
-        lm = self.config.lm
-        ras = RASParams(top_p=lm.top_p, top_k=lm.top_k, win_size=lm.win_size, tau_r=lm.tau_r)
-        sampling, ras_params = STANDARD.sampling(request.extra, ras, request.seed)
+        sampling, ras_params = STANDARD.sampling(request.extra, self.config.lm.sampling, request.seed)
         return CosyVoice3Input(ref_text=(reference.text or "").strip(), samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
                                sample_rate=int(reference.sample_rate), sampling=sampling, ras=ras_params,
                                max_new_tokens=request.max_new_tokens, initial_codec_chunk_frames=request.initial_codec_chunk_frames)

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.api.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
+from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
 
 MODEL_TYPE = "cosyvoice3"
 YAML = "cosyvoice3.yaml"
@@ -20,38 +22,25 @@ FILE_SET = (YAML, "llm.pt", "flow.pt", "hift.pt", "campplus.onnx", "speech_token
 
 
 @dataclass(frozen=True)
-class Qwen2Config:
-    """CosyVoice-BlankEN/config.json (the LM's transformer)."""
+class Qwen2Config(DecoderSizes):
+    """CosyVoice-BlankEN/config.json (the LM's transformer; head_dim implied by `DecoderSizes.read`)."""
 
-    vocab_size: int = 151936
-    hidden_size: int = 896
-    intermediate_size: int = 4864
-    num_hidden_layers: int = 24
-    num_attention_heads: int = 14
-    num_key_value_heads: int = 2
-    rms_norm_eps: float = 1e-6
-    rope_theta: float = 1000000.0
-    max_position_embeddings: int = 32768
-    tie_word_embeddings: bool = True
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
 
 
 @dataclass(frozen=True)
 class LMConfig:
-    """`llm` of the yaml: speech tokens and the sampler."""
+    """`llm` of the yaml: speech tokens and the sampler (`sampling`, the published `ras_sampling` arguments)."""
 
-    speech_token_size: int = 6561
-    llm_input_size: int = 896
-    llm_output_size: int = 896
+    speech_token_size: int
+    llm_input_size: int
+    llm_output_size: int
+    sampling: RASParams
     stop_tokens: int = 200
     """Ids speech_token_size .. speech_token_size + stop_tokens - 1 are sos, eos, task id, fill and other stops."""
-    top_p: float = 0.8
-    top_k: int = 25
-    win_size: int = 10
-    tau_r: float = 0.1
     min_token_text_ratio: float = 2.0
     max_token_text_ratio: float = 20.0
 
@@ -99,10 +88,12 @@ class CosyVoice3Config:
             if not isinstance(data.get(key), dict):
                 raise ValueError(f"{yaml_path}: no `{key}` section")
         llm = data["llm"]
-        sampling = llm.get("sampling") or {}
-        lm = from_json(LMConfig, _without_class(llm) | {k: v for k, v in sampling.items() if k != CLASS_KEY})
+        sampling = from_json(RASParams, _without_class(llm.get("sampling") or {}), where="llm.sampling")
+        lm = from_json(LMConfig, _without_class(llm), where="llm", sampling=sampling)
         qwen_config = path / QWEN_DIR / "config.json"
-        qwen = from_json(Qwen2Config, json.loads(qwen_config.read_text()) if qwen_config.is_file() else None)
+        if not qwen_config.is_file():
+            raise ValueError(f"{path} has no {QWEN_DIR}/config.json: the LM's sizes are read from it")
+        qwen = Qwen2Config.read(json.loads(qwen_config.read_text()), f"{QWEN_DIR}/config.json")
         flow = data["flow"]
         return cls(
             qwen=qwen, lm=lm, flow=flow, hift=data["hift"], sample_rate=int(data.get("sample_rate", 24000)),

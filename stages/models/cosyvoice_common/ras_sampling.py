@@ -16,27 +16,13 @@ back, and a seeded row's tokens do not depend on its batch. The window is a ring
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, SeenTokens, inverse_cdf, sample_rows
-
-
-@dataclass(frozen=True)
-class RASParams:
-    top_p: float = 0.8
-    top_k: int = 25
-    win_size: int = 10
-    tau_r: float = 0.1
-
-    @property
-    def repeats_to_redraw(self) -> int:
-        """The least count in the window that redraws: a count n (an integer) is >= win_size * tau_r exactly when
-        it is >= this, so the device compares integers and no float rounding moves the threshold."""
-        return math.ceil(self.win_size * self.tau_r)
 
 
 class RecentTokens:

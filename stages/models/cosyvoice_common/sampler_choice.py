@@ -12,7 +12,7 @@ from typing import Any
 from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.extra_params import ExtraParam
 from vocalis.stages.api.standard_adapter import SamplingTable, sampling_params
-from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
+from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
 from vocalis.stages.runtime.sampling import SamplingParams
 
 RAS = "ras"

@@ -16,7 +16,7 @@ from vocalis.stages.api.reference import ReferenceCache, content_key, resample
 from vocalis.stages.components.campplus import CampPlus
 from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
-from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
+from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams
 

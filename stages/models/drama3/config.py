@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, TypeVar
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
 from vocalis.stages.components.hybrid import FULL, HybridConfig
+from vocalis.stages.models.fish_common.semantic_tokens import SemanticTokens
 
 T = TypeVar("T")
 
@@ -77,22 +77,13 @@ class CodebookDecoderConfig:
 
 
 @dataclass(frozen=True)
-class Drama3Config:
+class Drama3Config(SemanticTokens, ConfigFile):
+    MODEL_TYPE = MODEL_TYPE
     text: HybridConfig
     decoder: CodebookDecoderConfig
-    semantic_start_token_id: int
-    semantic_end_token_id: int
     eos_token_id: int
     fp8_experts: bool = False
     """The routed experts are stored block-FP8 (`quantization_config.quant_method` bsgemm-moe)."""
-
-    @property
-    def semantic_ids(self) -> range:
-        return range(self.semantic_start_token_id, self.semantic_end_token_id + 1)
-
-    @classmethod
-    def from_dir(cls, path: Path) -> Drama3Config:
-        return cls.from_dict(read_json(path, MODEL_TYPE))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Drama3Config:

@@ -19,6 +19,7 @@ from torch import nn
 from vocalis.stages.components.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.attention import causal_mask
 from vocalis.stages.layers.audio_blocks import (
+    BlockSequence,
     CausalConvNeXtBlock,
     CausalConvTranspose1d,
     FactorizedVQ,
@@ -84,45 +85,33 @@ class WindowedTransformer(nn.Module):
         return self.norm(x).transpose(1, 2)
 
 
-class EncoderBlock(nn.Module):
+class EncoderBlock(BlockSequence):
     def __init__(self, dim: int, stride: int, transformer_layers: int, config: FishDACConfig) -> None:
-        super().__init__()
         half = dim // 2
         layers = [*residual_units(half), Snake(half), nested_causal_conv(half, dim, 2 * stride, stride=stride)]
         if transformer_layers:
             layers.append(WindowedTransformer(dim, transformer_layers, dim // ENCODER_HEAD_WIDTH, config.head_dim, dim * 3,
                                               config.encoder_window, config))
-        self.block = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
+        super().__init__(*layers)
 
 
-class Encoder(nn.Module):
+class Encoder(BlockSequence):
     """[B, 1, samples] to latents [B, latent_dim, samples / hop_length]."""
 
     def __init__(self, config: FishDACConfig) -> None:
-        super().__init__()
         dim = config.encoder_dim
         layers: list[nn.Module] = [nested_causal_conv(1, dim, 7)]
         for stride, transformer_layers in zip(config.encoder_rates, config.encoder_transformer_layers, strict=True):
             dim *= 2
             layers.append(EncoderBlock(dim, stride, transformer_layers, config))
         layers += [Snake(dim), nested_causal_conv(dim, config.latent_dim, 3)]
-        self.block = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
+        super().__init__(*layers)
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(BlockSequence):
     def __init__(self, input_dim: int, output_dim: int, stride: int) -> None:
-        super().__init__()
-        self.block = nn.Sequential(Snake(input_dim), Nested(CausalConvTranspose1d(input_dim, output_dim, 2 * stride, stride)),
-                                   *residual_units(output_dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
+        super().__init__(Snake(input_dim), Nested(CausalConvTranspose1d(input_dim, output_dim, 2 * stride, stride)),
+                         *residual_units(output_dim))
 
     def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
         return carry.run(self.block, x)

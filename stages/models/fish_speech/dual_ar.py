@@ -28,8 +28,8 @@ ROPE_TABLE_DTYPE = torch.bfloat16
 
 
 def _layers(c: SlowARConfig | FastARConfig) -> nn.ModuleList:
-    return nn.ModuleList(gptfast_block(c.dim, c.n_head, c.n_local_heads, c.head_dim, c.intermediate_size, c.norm_eps,
-                                       qk_norm=c.attention_qk_norm) for _ in range(c.n_layer))
+    return nn.ModuleList(gptfast_block(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, c.norm_eps,
+                                       qk_norm=c.attention_qk_norm) for _ in range(c.num_hidden_layers))
 
 
 class SlowModel(nn.Module):
@@ -37,9 +37,9 @@ class SlowModel(nn.Module):
 
     def __init__(self, c: SlowARConfig) -> None:
         super().__init__()
-        self.embeddings = nn.Embedding(c.vocab_size, c.dim)
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = _layers(c)
-        self.norm = RMSNorm(c.dim, c.norm_eps)
+        self.norm = RMSNorm(c.hidden_size, c.norm_eps)
 
 
 class TextModel(nn.Module):
@@ -57,12 +57,12 @@ class AudioDecoder(nn.Module):
     def __init__(self, c: FastARConfig) -> None:
         super().__init__()
         self.codebook_embeddings = nn.Embedding(c.vocab_size * c.num_codebooks, c.text_dim)
-        self.embeddings = nn.Embedding(c.vocab_size, c.dim)
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = _layers(c)
-        self.norm = RMSNorm(c.dim, c.norm_eps)
-        self.output = nn.Linear(c.dim, c.vocab_size, bias=False)
+        self.norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.output = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
         # Only when the widths differ (S2 Pro's are equal, and it has no such tensor); named as upstream S2's code.
-        self.project_in = nn.Linear(c.text_dim, c.dim) if c.text_dim != c.dim else nn.Identity()
+        self.project_in = nn.Linear(c.text_dim, c.hidden_size) if c.text_dim != c.hidden_size else nn.Identity()
 
 
 class FishDualAR(nn.Module):
@@ -70,9 +70,9 @@ class FishDualAR(nn.Module):
         super().__init__()
         self.config = config
         self.text_model = TextModel(config.text)
-        if config.audio_decoder.text_dim != config.text.dim:
+        if config.audio_decoder.text_dim != config.text.hidden_size:
             raise ValueError(f"audio_decoder_config.text_dim {config.audio_decoder.text_dim} is not the slow AR's "
-                             f"width {config.text.dim}")
+                             f"width {config.text.hidden_size}")
         self.audio_decoder = AudioDecoder(config.audio_decoder)
 
     # -- the slow AR ------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class SlowARStageModel(AutoregressiveModel):
         self.encoder = encoder or ReferenceEncoder(modules.codec)
         c = modules.config
         self.config = c
-        self.cache_shape = CacheShape(c.text.n_layer, c.text.n_local_heads, c.text.head_dim, min(max_len, c.text.max_seq_len))
+        self.cache_shape = CacheShape(c.text.num_hidden_layers, c.text.num_key_value_heads, c.text.head_dim, min(max_len, c.text.max_seq_len))
         allowed = torch.zeros(c.text.vocab_size, dtype=torch.bool)
         allowed[c.semantic_start_token_id:c.semantic_end_token_id + 1] = True
         allowed[tokenizer.im_end] = True  # the stop token

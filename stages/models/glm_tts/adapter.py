@@ -13,7 +13,7 @@ from vocalis.stages.api.extra_params import ExtraParams
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
-from vocalis.stages.models.cosyvoice_common.ras_sampling import RASParams
+from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
 from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.glm_tts.runtime import GLMTTSInput

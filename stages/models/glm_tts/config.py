@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 from vocalis.stages.api.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
 
 LLM_DIR = "llm"
@@ -26,27 +27,20 @@ SAMPLE_RATE = 24000
 
 
 @dataclass(frozen=True)
-class LlamaConfig:
+class LlamaConfig(DecoderSizes):
     """llm/config.json."""
 
-    vocab_size: int = 98304
-    hidden_size: int = 2048
-    intermediate_size: int = 6144
-    num_hidden_layers: int = 28
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 4
-    head_dim: int | None = 128
-    rms_norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
-    rope_scaling: dict[str, Any] | None = None
-    max_position_embeddings: int = 8192
-    tie_word_embeddings: bool = True
-    attention_bias: bool = False
-    mlp_bias: bool = False
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
 
-    @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LlamaConfig:
+        return cls.read(data, f"{LLM_DIR}/config.json")
 
 
 @dataclass(frozen=True)
@@ -137,7 +131,7 @@ class GLMTTSConfig:
         if scaling and (scaling.get("rope_type") or scaling.get("type")) not in ("default", None):
             raise ValueError(f"{llm_config}: rope_scaling {scaling} is not supported (the published GLM-TTS has none)")
         return cls(
-            llama=from_json(LlamaConfig, data), flow=from_json(FlowConfig, {k: v for k, v in flow.items() if k != CLASS_KEY}),
+            llama=LlamaConfig.from_dict(data), flow=from_json(FlowConfig, {k: v for k, v in flow.items() if k != CLASS_KEY}),
             hift=dict(HIFT),
         )
 

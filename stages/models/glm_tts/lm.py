@@ -25,7 +25,7 @@ class GLMSpeechLM(nn.Module):
             raise ValueError("llm/config.json: mlp_bias is not supported (the published GLM-TTS has none)")
         self.config = config
         self.model = DecoderStack(config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
-                                  config.num_key_value_heads, config.dim_per_head, config.intermediate_size, config.rms_norm_eps,
+                                  config.num_key_value_heads, config.head_dim, config.intermediate_size, config.rms_norm_eps,
                                   bias=config.attention_bias)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
@@ -39,11 +39,11 @@ class GLMSpeechLM(nn.Module):
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
-        return run_cached(self.model.layers, self.model.norm, embeds, batch, cache, self.config.dim_per_head, self.config.rope_theta)
+        return run_cached(self.model.layers, self.model.norm, embeds, batch, cache, self.config.head_dim, self.config.rope_theta)
 
     def dense(self, embeds: torch.Tensor) -> torch.Tensor:
         """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
-        return run_dense(self.model.layers, self.model.norm, embeds, self.config.dim_per_head, self.config.rope_theta)
+        return run_dense(self.model.layers, self.model.norm, embeds, self.config.head_dim, self.config.rope_theta)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight

@@ -55,7 +55,7 @@ class GLMTTSLM(AutoregressiveModel):
     def __init__(self, lm: GLMSpeechLM, tokenizer: GLMTokenizer, max_len: int, budget: TokenBudget = TokenBudget()) -> None:
         self.lm, self.tokenizer, self.budget = lm, tokenizer, budget
         c = lm.config
-        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, min(max_len, c.max_position_embeddings))
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
         self.audio_start, self.speech_tokens = tokenizer.audio_start, tokenizer.speech_tokens
         self.stop_ids = tokenizer.stop_ids()
         self.begin_of_audio = tokenizer.begin_of_audio()

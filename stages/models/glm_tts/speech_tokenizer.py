@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.api.config_json import from_json
+from vocalis.stages.api.whisper_sizes import WhisperEncoderSizes
 from vocalis.stages.components.speech_features import whisper_log_mel
 from vocalis.stages.components.whisper import WhisperEncoderLayer
 from vocalis.stages.layers.weights import load_strict, read_safetensors
@@ -26,22 +27,22 @@ RATE = 16000
 
 
 @dataclass(frozen=True)
-class WhisperVQConfig:
-    d_model: int = 1280
-    encoder_attention_heads: int = 20
-    encoder_ffn_dim: int = 5120
-    encoder_layers: int = 32
-    num_mel_bins: int = 128
-    max_source_positions: int = 1500
-    pooling_kernel_size: int | None = 2
-    pooling_position: int | None = 16
-    pooling_type: str = "avg"
-    quantize_position: int = 16
-    quantize_vocab_size: int = 32768
-    quantize_causal_block_size: int | None = 200
-    encoder_causal_attention: bool = False
-    quantize_causal_encoder: bool = False
-    encoder_causal_convolution: bool = False
+class WhisperVQConfig(WhisperEncoderSizes):
+    """speech_tokenizer/config.json: a Whisper encoder cut at `quantize_position`, pooled and quantized there."""
+
+    pooling_kernel_size: int | None
+    pooling_position: int | None
+    pooling_type: str
+    quantize_position: int
+    quantize_vocab_size: int
+    quantize_causal_block_size: int | None
+    encoder_causal_attention: bool
+    quantize_causal_encoder: bool
+    encoder_causal_convolution: bool
+
+    @classmethod
+    def from_dir(cls, path: Path) -> WhisperVQConfig:
+        return from_json(cls, json.loads((path / "config.json").read_text()), where=f"{path.name}/config.json")
 
 
 def block_causal_mask(valid: torch.Tensor, block: int | None) -> torch.Tensor:
@@ -110,7 +111,7 @@ config), the final norm, the training-only EMA codebook state and second positio
 
 class SpeechTokenizer:
     def __init__(self, path: Path) -> None:
-        config = from_json(WhisperVQConfig, json.loads((path / "config.json").read_text()))
+        config = WhisperVQConfig.from_dir(path)
         self.encoder = WhisperVQEncoder(config)
         weights = read_safetensors(path)
         unused = [*UNUSED, *(rf"layers\.{i}\..*" for i in range(config.quantize_position, config.encoder_layers))]

@@ -41,12 +41,7 @@ class BackboneConfig(DecoderSizes):
             raise ValueError(f"llm_config rope_type {rope_type!r} is not supported (only 'default')")
         if data.get("use_sliding_window"):
             raise ValueError("llm_config.use_sliding_window is not supported")
-        heads = data.get("num_attention_heads")
-        derived = {"num_key_value_heads": data.get("num_key_value_heads", heads),
-                   "rope_theta": float(rope.get("rope_theta", data.get("rope_theta", 1000000.0)))}
-        if not data.get("head_dim") and isinstance(heads, int) and isinstance(data.get("hidden_size"), int):
-            derived["head_dim"] = data["hidden_size"] // heads
-        return from_json(cls, data, where="llm_config", **derived)
+        return cls.read(data, "llm_config", rope_theta=float(rope.get("rope_theta", data.get("rope_theta", 1000000.0))))
 
 
 @dataclass(frozen=True)

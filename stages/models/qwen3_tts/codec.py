@@ -20,6 +20,7 @@ from torch import nn
 from vocalis.stages.components.causal_stream import CausalStream, StreamState
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.audio_blocks import (
+    BlockSequence,
     CausalConvNeXtBlock,
     CausalConvTranspose1d,
     Nested,
@@ -39,19 +40,15 @@ from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderCon
 # -- convolutions ----------------------------------------------------------------------------------
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(BlockSequence):
     """SnakeBeta, an upsampling transposed conv (x rate), three dilated residual units."""
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
-        super().__init__()
-        self.block = nn.Sequential(
+        super().__init__(
             SnakeBeta(in_dim), Nested(CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)),
             *snake_residual_units(out_dim, lambda i, o, k, d: nested_causal_conv(i, o, k, dilation=d), SnakeBeta,
                                   names=("act1", "conv1", "act2", "conv2")),
         )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
 
     def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
         return carry.run(self.block, x)
@@ -122,7 +119,7 @@ class DecoderTransformer(nn.Module):
         self.input_proj = nn.Linear(config.latent_dim, config.hidden_size)
         c = config
         self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
                                 c.rms_norm_eps, bias=c.attention_bias, layer_scale=True)
             for _ in range(c.num_hidden_layers)
         )
@@ -134,7 +131,7 @@ class DecoderTransformer(nn.Module):
         c = self.config
         x = self.input_proj(x)
         t = x.shape[1]
-        cos, sin = rope(torch.arange(t, device=x.device), c.dim_per_head, c.rope_theta)
+        cos, sin = rope(torch.arange(t, device=x.device), c.head_dim, c.rope_theta)
         mask = causal_mask(t, c.sliding_window, device=x.device)
         for layer in self.layers:
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask)
@@ -147,11 +144,11 @@ class DecoderTransformer(nn.Module):
         c = self.config
         x = self.input_proj(x)
         at, mask = carry.window_mask(positions, x.shape[1], c.sliding_window, x.device)
-        cos, sin = rope(at, c.dim_per_head, c.rope_theta)  # [B, L, D]
+        cos, sin = rope(at, c.head_dim, c.rope_theta)  # [B, L, D]
         held = c.sliding_window - 1
         for layer in self.layers:
             attention = layer.self_attn
-            kv = carry.carried_kv(attention, x.new_zeros(1, c.num_key_value_heads, held, c.dim_per_head))
+            kv = carry.carried_kv(attention, x.new_zeros(1, c.num_key_value_heads, held, c.head_dim))
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, kv=kv)
             carry.keep_kv(attention, kv, held)
         return self.output_proj(self.norm(x))
@@ -266,7 +263,7 @@ class MimiMLP(nn.Module):
 
 
 def mimi_transformer_layer(c: MimiEncoderConfig) -> PreNormDecoderLayer:
-    attention = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.attention_bias)
+    attention = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.attention_bias)
     return PreNormDecoderLayer(c.hidden_size, attention, MimiMLP(c.hidden_size, c.intermediate_size),
                                lambda dim: nn.LayerNorm(dim, eps=c.norm_eps), layer_scale=True)
 
@@ -281,7 +278,7 @@ class MimiTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         t = x.shape[1]
-        cos, sin = rope(torch.arange(t, device=x.device), self.config.dim_per_head, self.config.rope_theta)
+        cos, sin = rope(torch.arange(t, device=x.device), self.config.head_dim, self.config.rope_theta)
         mask = causal_mask(t, device=x.device)
         for layer in self.layers:
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask)

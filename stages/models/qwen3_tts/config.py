@@ -14,7 +14,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json, read_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes, TransformerSizes
 
 MODEL_TYPE = "qwen3_tts"
 TASKS = ("custom_voice", "voice_design", "base")
@@ -22,16 +23,9 @@ TASKS = ("custom_voice", "voice_design", "base")
 
 
 @dataclass(frozen=True)
-class CodePredictorConfig:
+class CodePredictorConfig(DecoderSizes):
     """The small decoder that predicts codebooks 1..G-1 of a frame from the talker's hidden state."""
 
-    vocab_size: int = 2048
-    hidden_size: int = 1024
-    intermediate_size: int = 3072
-    num_hidden_layers: int = 5
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 8
-    head_dim: int = 128
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     attention_bias: bool = False
@@ -39,18 +33,11 @@ class CodePredictorConfig:
 
 
 @dataclass(frozen=True)
-class TalkerConfig:
-    """The Qwen3 decoder over text and codec embeddings that predicts codebook 0 of each frame."""
+class TalkerConfig(DecoderSizes):
+    """The Qwen3 decoder over text and codec embeddings that predicts codebook 0 of each frame. Its `vocab_size` is
+    the codec vocabulary: the codebook plus 1024 control ids (pad, bos, eos, think, languages, speakers)."""
 
     code_predictor: CodePredictorConfig
-    vocab_size: int = 3072
-    """Codec vocabulary: the codebook plus 1024 control ids (pad, bos, eos, think, languages, speakers)."""
-    hidden_size: int = 1024
-    intermediate_size: int = 2048
-    num_hidden_layers: int = 20
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 2
-    head_dim: int | None = None
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     rope_scaling: dict[str, Any] | None = None
@@ -73,14 +60,10 @@ class TalkerConfig:
     """Preset speaker -> the dialect language it speaks Chinese in, or false."""
 
     @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
-
-    @property
     def mrope_section(self) -> list[int]:
         """Rotary sections (temporal, height, width) of half the head dim; text uses one position for all."""
         scaling = self.rope_scaling or {}
-        return list(scaling.get("mrope_section") or [self.dim_per_head // 2])
+        return list(scaling.get("mrope_section") or [self.head_dim // 2])
 
     @property
     def mrope_interleaved(self) -> bool:
@@ -112,31 +95,22 @@ class SpeakerEncoderConfig:
 
 
 @dataclass(frozen=True)
-class DecoderConfig:
-    """The 12 Hz speech-tokenizer decoder: split RVQ, causal transformer, upsampling, SnakeBeta blocks."""
+class DecoderConfig(TransformerSizes):
+    """The 12 Hz speech-tokenizer decoder: split RVQ, causal transformer, upsampling, SnakeBeta blocks. The sizes have
+    no default (every published config names them); the four settings after them default as the reference class's."""
 
-    codebook_size: int = 2048
-    hidden_size: int = 1024
-    latent_dim: int = 1024
-    codebook_dim: int = 512
+    codebook_size: int
+    latent_dim: int
+    codebook_dim: int
+    sliding_window: int
+    num_quantizers: int
+    upsample_rates: tuple[int, ...]
+    upsampling_ratios: tuple[int, ...]
+    decoder_dim: int
     max_position_embeddings: int = 8000
     rope_theta: float = 10000.0
-    num_attention_heads: int = 16
-    num_key_value_heads: int = 16
-    head_dim: int | None = None
     attention_bias: bool = False
-    sliding_window: int = 72
-    intermediate_size: int = 3072
     rms_norm_eps: float = 1e-5
-    num_hidden_layers: int = 8
-    num_quantizers: int = 16
-    upsample_rates: tuple[int, ...] = (8, 5, 4, 3)
-    upsampling_ratios: tuple[int, ...] = (2, 2)
-    decoder_dim: int = 1536
-
-    @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
 
     @property
     def samples_per_frame(self) -> int:
@@ -163,42 +137,33 @@ class DecoderConfig:
 
 
 @dataclass(frozen=True)
-class MimiEncoderConfig:
-    """The Mimi encoder (SEANet + transformer + split RVQ) that turns reference audio into codes."""
+class MimiEncoderConfig(TransformerSizes):
+    """The Mimi encoder (SEANet + transformer + split RVQ) that turns reference audio into codes. The sizes have no
+    default (every published config names them); the settings after them default as the reference class's."""
 
-    sampling_rate: int = 24000
-    frame_rate: float = 12.5
-    audio_channels: int = 1
-    hidden_size: int = 512
-    num_filters: int = 64
-    num_residual_layers: int = 1
-    upsampling_ratios: tuple[int, ...] = (8, 6, 5, 4)
-    kernel_size: int = 7
-    last_kernel_size: int = 3
-    residual_kernel_size: int = 3
+    sampling_rate: int
+    frame_rate: float
+    audio_channels: int
+    num_filters: int
+    num_residual_layers: int
+    upsampling_ratios: tuple[int, ...]
+    kernel_size: int
+    last_kernel_size: int
+    residual_kernel_size: int
+    compress: int
+    codebook_size: int
+    codebook_dim: int
+    num_quantizers: int
+    vector_quantization_hidden_dimension: int
+    num_semantic_quantizers: int
     dilation_growth_rate: int = 2
     use_causal_conv: bool = True
     pad_mode: str = "constant"
-    compress: int = 2
-    codebook_size: int = 2048
-    codebook_dim: int = 256
-    num_quantizers: int = 32
     use_conv_shortcut: bool = False
-    vector_quantization_hidden_dimension: int = 256
-    num_semantic_quantizers: int = 1
-    num_hidden_layers: int = 8
-    intermediate_size: int = 2048
-    num_attention_heads: int = 8
-    num_key_value_heads: int = 8
-    head_dim: int | None = None
     hidden_act: str = "gelu"
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     attention_bias: bool = False
-
-    @property
-    def dim_per_head(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
 
     @property
     def encodec_frame_rate(self) -> float:
@@ -209,26 +174,22 @@ class MimiEncoderConfig:
 
 
 @dataclass(frozen=True)
-class SpeechTokenizerConfig:
+class SpeechTokenizerConfig(ConfigFile):
     decoder: DecoderConfig
     encoder: MimiEncoderConfig | None
-    encoder_valid_num_quantizers: int = 16
+    encoder_valid_num_quantizers: int
     input_sample_rate: int = 24000
     output_sample_rate: int = 24000
     decode_upsample_rate: int = 1920
     encode_downsample_rate: int = 1920
 
     @classmethod
-    def from_dir(cls, path: Path) -> SpeechTokenizerConfig:
-        return cls.from_dict(read_json(path))
-
-    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeechTokenizerConfig:
         encoder = data.get("encoder_config")
         return from_json(
-            cls, data,
-            decoder=from_json(DecoderConfig, data.get("decoder_config")),
-            encoder=from_json(MimiEncoderConfig, encoder) if encoder else None,
+            cls, data, where="speech_tokenizer/config.json",
+            decoder=DecoderConfig.read(data.get("decoder_config"), "decoder_config"),
+            encoder=MimiEncoderConfig.read(encoder, "encoder_config") if encoder else None,
         )
 
 
@@ -284,10 +245,10 @@ class Qwen3TTSConfig:
         if kind not in TASKS:
             raise ValueError(f"unknown tts_model_type {kind!r}; known: {', '.join(TASKS)}")
         talker = dict(data.get("talker_config") or {})
-        predictor = from_json(CodePredictorConfig, talker.get("code_predictor_config"))
+        predictor = CodePredictorConfig.read(talker.get("code_predictor_config"), "talker_config.code_predictor_config")
         return from_json(
             cls, data,
-            talker=from_json(TalkerConfig, talker, code_predictor=predictor),
+            talker=TalkerConfig.read(talker, "talker_config", code_predictor=predictor),
             speaker_encoder=from_json(SpeakerEncoderConfig, data.get("speaker_encoder_config")) if kind == "base" else None,
             speech_tokenizer=speech_tokenizer,
             generation=from_json(GenerationDefaults, generation),

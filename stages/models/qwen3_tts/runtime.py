@@ -63,7 +63,7 @@ class TalkerStageModel(AutoregressiveModel):
         self.talker = modules.talker
         c = modules.config.talker
         self.config = c
-        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, min(max_len, c.max_position_embeddings))
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
         never = torch.zeros(c.vocab_size, dtype=torch.bool)
         never[c.vocab_size - c.num_control_ids :] = True  # control ids are inputs, never outputs ...
         never[c.codec_eos_token_id] = False  # ... except EOS

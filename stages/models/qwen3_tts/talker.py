@@ -25,7 +25,7 @@ class TalkerModel(nn.Module):
         self.text_embedding = nn.Embedding(config.text_vocab_size, config.text_hidden_size)
         c = config
         self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.dim_per_head, c.intermediate_size,
+            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
                                 c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
             for _ in range(c.num_hidden_layers)
         )
@@ -152,7 +152,7 @@ class Talker(nn.Module):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         c = self.config
         positions = batch.token_positions.to(embeds.device)
-        cos, sin = mrope(positions.expand(3, -1), c.dim_per_head, c.rope_theta, c.mrope_section, c.mrope_interleaved)
+        cos, sin = mrope(positions.expand(3, -1), c.head_dim, c.rope_theta, c.mrope_section, c.mrope_interleaved)
         rotary = (cos.to(embeds.dtype), sin.to(embeds.dtype))
         x = embeds
         for index, layer in enumerate(self.model.layers):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json
+from vocalis.stages.api.decoder_sizes import DecoderSizes
 
 ARCHITECTURE = "voxcpm2"
 
@@ -61,18 +61,13 @@ class TransformerConfig:
 
 
 @dataclass(frozen=True)
-class LMConfig:
-    """`lm_config`: the MiniCPM4 text-semantic LM, and the template of every other stack."""
+class LMConfig(DecoderSizes):
+    """`lm_config`: the MiniCPM4 text-semantic LM, and the template of every other stack. Its `head_dim` is published
+    as `kv_channels` (None or absent: hidden_size / num_attention_heads)."""
 
-    hidden_size: int
-    intermediate_size: int
     max_position_embeddings: int
-    num_attention_heads: int
-    num_hidden_layers: int
-    num_key_value_heads: int
     rms_norm_eps: float
     rope_scaling: RopeScaling
-    vocab_size: int
     scale_emb: float
     dim_model_base: int
     scale_depth: float
@@ -80,7 +75,6 @@ class LMConfig:
     bos_token_id: int = 1
     eos_token_id: int = 2
     use_mup: bool = True
-    kv_channels: int | None = None
     no_rope: bool = False
 
     def stack(self, **changes: Any) -> TransformerConfig:
@@ -102,7 +96,7 @@ class LMConfig:
             rope_scaling=self.rope_scaling,
             no_rope=self.no_rope,
         )
-        kv_channels = changes.pop("kv_channels", self.kv_channels)
+        kv_channels = changes.pop("kv_channels", self.head_dim)
         stack = replace(base, **changes)
         head_dim = kv_channels if kv_channels else stack.hidden_size // stack.num_heads
         return replace(stack, head_dim=head_dim)
@@ -162,7 +156,7 @@ class AudioVAEConfig:
 
 
 @dataclass(frozen=True)
-class VoxCPM2Config:
+class VoxCPM2Config(ConfigFile):
     lm: LMConfig
     encoder: LocalStackConfig = field(default_factory=LocalStackConfig)
     dit: LocalStackConfig = field(default_factory=LocalStackConfig)
@@ -215,8 +209,8 @@ class VoxCPM2Config:
         architecture = str(data.get("architecture", ARCHITECTURE)).lower()
         if architecture != ARCHITECTURE:
             raise ValueError(f"architecture is {architecture!r}, not {ARCHITECTURE!r}")
-        lm = dict(data["lm_config"])
-        lm["rope_scaling"] = from_json(RopeScaling, lm["rope_scaling"])
+        lm = data["lm_config"]
+        rope_scaling = from_json(RopeScaling, lm["rope_scaling"])
         dit = dict(data.get("dit_config") or {})
         cfm = dit.pop("cfm_config", None) or {}
         mean_mode = bool(dit.pop("dit_mean_mode", False))  # the reference reads only this spelling, not `mean_mode`
@@ -226,7 +220,7 @@ class VoxCPM2Config:
             "scalar_quantization_scale", "max_length", "dtype",
         ) if k in data}
         config = cls(
-            lm=from_json(LMConfig, lm),
+            lm=LMConfig.read(lm, "lm_config", aliases={"kv_channels": "head_dim"}, rope_scaling=rope_scaling),
             encoder=from_json(LocalStackConfig, data.get("encoder_config") or {}),
             dit=from_json(LocalStackConfig, dit),
             cfm=from_json(CfmConfig, cfm),
@@ -236,10 +230,6 @@ class VoxCPM2Config:
         )
         config.validate()
         return config
-
-    @classmethod
-    def from_dir(cls, path: Path) -> VoxCPM2Config:
-        return cls.from_dict(read_json(path))
 
     def validate(self) -> None:
         if self.feat_dim != self.audio_vae.latent_dim:

@@ -18,7 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.layers.audio_blocks import RESIDUAL_DILATIONS, CausalConv1d, CausalConvTranspose1d, ResidualUnit, Snake
+from vocalis.stages.layers.audio_blocks import (
+    RESIDUAL_DILATIONS,
+    BlockSequence,
+    CausalConv1d,
+    CausalConvTranspose1d,
+    ResidualUnit,
+    Snake,
+)
 from vocalis.stages.models.voxcpm2.config import AudioVAEConfig
 
 RESIDUAL_KERNEL = 7
@@ -32,19 +39,15 @@ def residual_units(dim: int, groups: int) -> list[ResidualUnit]:
     ]
 
 
-class EncoderBlock(nn.Module):
+class EncoderBlock(BlockSequence):
     def __init__(self, dim: int, stride: int, depthwise: bool) -> None:
-        super().__init__()
         half = dim // 2
         groups = half if depthwise else 1
-        self.block = nn.Sequential(
+        super().__init__(
             *residual_units(half, groups),
             Snake(half),
             CausalConv1d(half, dim, 2 * stride, stride=stride),
         )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
 
 
 class Encoder(nn.Module):
@@ -65,19 +68,15 @@ class Encoder(nn.Module):
         return self.fc_mu(self.block(audio))
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(BlockSequence):
     def __init__(self, in_dim: int, out_dim: int, stride: int, depthwise: bool) -> None:
-        super().__init__()
-        self.input_channels = in_dim
         groups = out_dim if depthwise else 1
-        self.block = nn.Sequential(
+        super().__init__(
             Snake(in_dim),
             CausalConvTranspose1d(in_dim, out_dim, 2 * stride, stride),
             *residual_units(out_dim, groups),
         )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)
+        self.input_channels = in_dim
 
 
 class RateCondition(nn.Module):

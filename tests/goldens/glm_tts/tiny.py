@@ -94,14 +94,13 @@ def randomize(module: torch.nn.Module, generator: torch.Generator) -> dict[str, 
 
 
 def write_llm(folder: Path, vocab: int, generator: torch.Generator, audio_start: int) -> None:
-    from vocalis.stages.api.config_json import from_json
     from vocalis.stages.models.glm_tts.config import LlamaConfig
     from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
 
     folder.mkdir(parents=True, exist_ok=True)
     config = LLAMA | {"vocab_size": vocab + 8}  # a few unused rows, as real vocabularies are padded
     (folder / "config.json").write_text(json.dumps(config, indent=1))
-    state = randomize(GLMSpeechLM(from_json(LlamaConfig, config)), generator)
+    state = randomize(GLMSpeechLM(LlamaConfig.from_dict(config)), generator)
     embed = state["model.embed_tokens.weight"]
     embed[audio_start:audio_start + SPEECH_TOKENS] *= 2.0  # speech ids likelier than text ids, so utterances are speech
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})

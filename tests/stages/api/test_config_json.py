@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from vocalis.stages.api.config_json import from_json, read_json
+from vocalis.stages.api.config_json import ConfigFile, from_json, read_json
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,21 @@ def test_read_json_refuses_another_model_type_naming_the_file(tmp_path):
     assert read_json(tmp_path) == {"model_type": "other", "layers": 2}
     with pytest.raises(ValueError, match=r"config\.json: model_type is 'other', not 'mine'"):
         read_json(tmp_path, "mine")
+
+
+@dataclass(frozen=True)
+class Mine(ConfigFile):
+    MODEL_TYPE = "mine"
+    layers: int
+
+    @classmethod
+    def from_dict(cls, data):
+        return from_json(cls, data, where="config.json")
+
+
+def test_a_config_file_is_its_from_dict_over_config_json_of_its_model_type(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "mine", "layers": 2}')
+    assert Mine.from_dir(tmp_path) == Mine(layers=2)
+    (tmp_path / "config.json").write_text('{"model_type": "other", "layers": 2}')
+    with pytest.raises(ValueError, match=r"model_type is 'other', not 'mine'"):
+        Mine.from_dir(tmp_path)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from vocalis.stages.models.auk.config import AudioConfig, DiTConfig, TextConfig, VAEConfig
+from vocalis.stages.models.auk.config import AuKConfig
 from vocalis.stages.models.auk.dit import AuKDiT
 from vocalis.stages.models.auk.encoder import ConditionEncoder
 from vocalis.stages.models.auk.loader import QWEN_UNUSED, VAE_UNUSED, load_modules
@@ -22,6 +22,15 @@ from vocalis.stages.models.auk.vae import AuKVAE
 
 REAL = json.loads(Path("tests/goldens/auk/real_keys.json").read_text())
 TINY = Path("tests/goldens/auk/tiny")
+REAL_SIZES = json.loads(Path("bench/configs/auk_real_sizes.json").read_text())
+"""The published sizes of the Qwen2.5-Omni-3B thinker (and of the DiT and VAE), laid over the tiny bundle's config."""
+
+
+def overlay(base: dict, top: dict) -> dict:
+    return base | {k: overlay(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v for k, v in top.items()}
+
+
+REAL_CONFIG = AuKConfig.from_dict(overlay(json.loads((TINY / "config.json").read_text()), REAL_SIZES))
 
 
 def shapes(module: torch.nn.Module, prefix: str = "") -> dict[str, list[int]]:
@@ -41,7 +50,7 @@ def published(keys: dict[str, list[int]], unused: tuple[str, ...]) -> dict[str, 
 
 def test_thinker_and_fusion_at_the_published_size():
     with torch.device("meta"):
-        encoder = ConditionEncoder(TextConfig(), AudioConfig())
+        encoder = ConditionEncoder(REAL_CONFIG.text, REAL_CONFIG.audio)
     ours = shapes(encoder)
     fusion = {k: ours.pop(k) for k in ("layer_weights", "layer_scale")}
     assert ours == published(REAL["qwen"], QWEN_UNUSED)
@@ -50,8 +59,8 @@ def test_thinker_and_fusion_at_the_published_size():
 
 def test_dit_and_vae_at_the_published_size():
     with torch.device("meta"):
-        dit = AuKDiT(DiTConfig(), 64)
-        vae = AuKVAE(VAEConfig())
+        dit = AuKDiT(REAL_CONFIG.dit, REAL_CONFIG.vae.latent_dim)
+        vae = AuKVAE(REAL_CONFIG.vae)
     expected_dit = {k: v for k, v in REAL["auk"].items() if k.startswith("transformer.")}
     assert shapes(dit, "transformer.") == expected_dit
     assert shapes(vae) == published(REAL["vae"], VAE_UNUSED)

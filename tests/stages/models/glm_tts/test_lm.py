@@ -14,7 +14,6 @@ import torch
 from safetensors.torch import load_file
 
 from tests.tolerance import rounding_bound, traced
-from vocalis.stages.api.config_json import from_json
 from vocalis.stages.layers.weights import load_strict, read_safetensors
 from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory
 from vocalis.stages.models.glm_tts.config import LlamaConfig
@@ -32,7 +31,7 @@ META = json.loads((GOLDENS / "lm_goldens.json").read_text())
 
 @pytest.fixture(scope="module")
 def lm(glm_checkpoint):
-    config = from_json(LlamaConfig, json.loads((glm_checkpoint / "llm" / "config.json").read_text()))
+    config = LlamaConfig.from_dict(json.loads((glm_checkpoint / "llm" / "config.json").read_text()))
     return load_strict(GLMSpeechLM(config), read_safetensors(glm_checkpoint / "llm"), "llm").eval()
 
 

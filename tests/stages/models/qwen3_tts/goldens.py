@@ -59,7 +59,7 @@ def teacher_forced(mods: Qwen3TTSModules, name: str, codes: torch.Tensor | None 
     codes = golden(name)["codes"] if codes is None else codes
     prompt = build_prompt(mods.talker, mods.config, mods.tokenizer, meta["text"], conditioning(name))
     c = mods.config.talker
-    cache = PagedKVCache(CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.dim_per_head, 512), num_blocks=32, block_size=16)
+    cache = PagedKVCache(CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, 512), num_blocks=32, block_size=16)
     table = list(range(cache.num_blocks))  # the one sequence owns every block
     hidden = mods.talker(prompt.embeds, cache.batch([table], [0], [len(prompt.embeds)]), cache)[-1:]
     position = len(prompt.embeds)

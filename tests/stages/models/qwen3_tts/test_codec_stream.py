@@ -125,7 +125,7 @@ def test_the_carried_state_stays_one_window_long():
     assert state.state.frames == 200
     assert len(set(sizes)) == 1  # bounded: the same after 50 frames as after 200
     keys, _ = state.state.carry[mods.decoder.pre_transformer.layers[0].self_attn]
-    assert keys.shape == (1, c.num_key_value_heads, c.sliding_window - 1, c.dim_per_head)
+    assert keys.shape == (1, c.num_key_value_heads, c.sliding_window - 1, c.head_dim)
 
 
 def test_a_window_that_skips_frames_is_refused():

@@ -2,7 +2,8 @@
 
 Every family warms up, decided here once: the warm-up request is the model's defaults, plus what the model says it
 needs (`Capabilities.warmup_fields`, a description for a model whose `instructions` are required, its first preset
-when it has no default voice), and, for a model that only speaks a cloned voice, a synthetic reference clip.
+when it has no default voice), and, for a model that only speaks a cloned voice, a synthetic reference clip. A token
+model's warm-up is capped at WARMUP_MAX_NEW_TOKENS.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from vocalis.stages.runtime.request import ReferenceAudio, RequestParams
 log = logging.getLogger(__name__)
 WARMUP_TEXT = "Hello."
 WARMUP_INSTRUCTIONS = "A calm, clear voice."
+WARMUP_MAX_NEW_TOKENS = 64
+"""A token model's warm-up ends here at the latest: enough frames for every stage's first chunks, and a model that
+does not stop on its own (random weights, a broken checkpoint) cannot hold the start-up for its whole cache."""
 REFERENCE_RATE = 16000
 REFERENCE_SECONDS = 3.0
 
@@ -40,6 +44,8 @@ def warmup_params(model: LoadedModel) -> list[RequestParams]:
     capabilities = model.capabilities
     voice = model.adapter.resolve_voice("") or (capabilities.voices[0] if capabilities.voices else "")
     fields = dict(capabilities.warmup_fields)
+    if "max_new_tokens" in capabilities.accepted_fields:
+        fields.setdefault("max_new_tokens", WARMUP_MAX_NEW_TOKENS)
     if "instructions" in capabilities.required_fields:
         fields.setdefault("instructions", WARMUP_INSTRUCTIONS)
     tries = [RequestParams(model=model.name, voice=voice, fields=dict(fields))]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.family_servers import CONFORMANCE, HOME_FILES, home_file
 from tests.serving import ROOT, RunningServer, start_server
 
 TESTS = ROOT / "tests"
@@ -52,8 +53,28 @@ def kind(item: pytest.Item) -> str:
     return "unit"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def xdist_group(item: pytest.Item) -> str:
+    """The tests that must run in one pytest-xdist worker, because they share what is costly to start: a family's
+    e2e file and its conformance rows (one family server), a family's golden tests (its session-built checkpoint),
+    otherwise the tests of one file (its module-scoped servers)."""
+    path = Path(str(item.path)).resolve()
+    if path.name == CONFORMANCE and hasattr(item, "callspec"):
+        family = item.callspec.params["family"]
+        return f"home:{home_file(family) or family}"
+    if path.name in HOME_FILES:
+        return f"home:{path.name}"
+    parts = path.relative_to(TESTS).parts
+    if parts[:2] == ("stages", "models") and len(parts) > 3:
+        return f"golden:{parts[2]}"
+    return str(path.relative_to(TESTS))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(kind(item))
         if item.nodeid.split("[", 1)[0] in SLOW:
             item.add_marker("slow")
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    # The groups with a slow test first: a worker that starts one last would finish alone, the other one idle.
+    groups_with_slow = {xdist_group(item) for item in items if item.get_closest_marker("slow")}
+    items[:] = sorted(items, key=lambda item: xdist_group(item) not in groups_with_slow)

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.family_servers import HOME_FILES, FamilyServers
+from tests.e2e.family_servers import CONFORMANCE, HOME_FILES, FamilyServers
 
-CONFORMANCE = "test_family_conformance.py"
 _REGISTRY = pytest.StashKey[FamilyServers]()
 
 

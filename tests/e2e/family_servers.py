@@ -149,6 +149,14 @@ HOME_FILES: dict[str, tuple[str, ...]] = {
 }
 """The family file whose tests use each shared server (the conformance rows run right before it)."""
 
+CONFORMANCE = "test_family_conformance.py"
+"""The file of the checks every family passes, one row per family server key."""
+
+
+def home_file(key: str) -> str | None:
+    """The family file that uses the shared server `key` (None for Piper: its tests share the session's `server`)."""
+    return next((name for name, keys in HOME_FILES.items() if key in keys), None)
+
 
 class FamilyServers:
     """The session's family servers: started on first use, stopped by `keep_only` when no later test needs them."""

@@ -1,5 +1,7 @@
 """Block-quantised FP8 weights (DeepSeek-V3 style, as Drama 3's `bsgemm-moe` experts are published) turned back into
-ordinary tensors when the device has no FP8 matrix path (CPU, pre-Hopper GPUs).
+ordinary tensors: one expert at a time just before its matrix product (fp8_experts.py, which keeps the checkpoint's
+float8 codes in memory), or a whole checkpoint at once (`dequantize_checkpoint`, the reference the kept form is
+checked against bit for bit).
 
 A quantised weight `<name>.weight` is float8_e4m3fn [rows, cols] beside `<name>.weight_scale_inv` float32
 [ceil(rows / block_rows), ceil(cols / block_cols)]: each block's real value is its FP8 codes times its scale.
@@ -23,6 +25,9 @@ def dequantize_block_fp8(weight: torch.Tensor, scale_inv: torch.Tensor, block: t
     if tuple(scale_inv.shape) != expected:
         raise ValueError(f"a [{rows}, {cols}] FP8 weight with {list(block)} blocks needs scales of shape {list(expected)}, "
                          f"got {list(scale_inv.shape)}")
+    if rows % br == 0 and cols % bc == 0:  # whole blocks: broadcast the scales instead of spelling them out
+        blocks = weight.float().view(rows // br, br, cols // bc, bc) * scale_inv.float()[:, None, :, None]
+        return blocks.view(rows, cols).to(dtype)
     scales = scale_inv.float().repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols]
     return (weight.float() * scales).to(dtype)
 

@@ -1,5 +1,6 @@
 """Drama 3's modules under the checkpoint's names: the Qwen3.5-MoE backbone (`model.language_model.*`, the floor's
-HybridDecoder with its sparse MoE), the untied `lm_head`, and the codebook tower (`tower.py`).
+HybridDecoder with its sparse MoE; block-FP8 routed experts, as `bsgemm-moe` publishes them, kept FP8 by
+`fp8_experts.py`), the untied `lm_head`, and the codebook tower (`tower.py`).
 
 A frame is a row [main token id, code 0, ..., code K-1]: text positions carry a text token and zeros, audio positions
 the semantic token `<|semantic:code0|>` and the frame's codes. The backbone's input at a semantic row adds the
@@ -16,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.components.hybrid import HybridDecoder
-from vocalis.stages.models.drama3.config import Drama3Config
+from vocalis.stages.models.drama3.config import FP8_BLOCK, Drama3Config
+from vocalis.stages.models.drama3.fp8_experts import keep_experts_fp8
 from vocalis.stages.models.drama3.tower import CodebookTower
 
 
@@ -33,6 +35,8 @@ class Drama3(nn.Module):
         super().__init__()
         self.config = config
         self.model = LanguageModelHolder(config)
+        if config.fp8_experts:
+            keep_experts_fp8(self.model, FP8_BLOCK)
         self.lm_head = nn.Linear(config.text.hidden_size, config.text.vocab_size, bias=False)
         self.tower = CodebookTower(config.decoder, config.semantic_start_token_id, config.semantic_end_token_id)
         candidates = sorted({config.eos_token_id, *config.semantic_ids})

@@ -14,6 +14,7 @@ expert hit, never a loop over tokens), and the weighted outputs are scattered ba
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -68,12 +69,17 @@ class Experts(RoutedExperts):
         return self.gate_up_proj[expert], self.down_proj[expert]
 
 
+ExpertsFactory = Callable[[int, int, int], RoutedExperts]
+"""(num_experts, hidden, intermediate) -> the routed experts' store: `Experts`, or a quantised one."""
+
+
 class SparseMoE(nn.Module):
-    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, shared_intermediate: int) -> None:
+    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, shared_intermediate: int,
+                 experts: ExpertsFactory = Experts) -> None:
         super().__init__()
         self.top_k = top_k
         self.gate = nn.Linear(hidden, num_experts, bias=False)
-        self.experts: RoutedExperts = Experts(num_experts, hidden, intermediate)
+        self.experts = experts(num_experts, hidden, intermediate)
         self.shared_expert = GatedMLP(hidden, shared_intermediate)
         self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
 

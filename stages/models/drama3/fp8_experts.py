@@ -19,9 +19,8 @@ import re
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
-from vocalis.stages.layers.moe import RoutedExperts, SparseMoE, fuse_expert_weights
+from vocalis.stages.layers.moe import RoutedExperts, fuse_expert_weights
 from vocalis.stages.models.drama3.block_fp8 import SCALE_SUFFIX, dequantize_block_fp8, dequantize_checkpoint
 
 FP8 = torch.float8_e4m3fn
@@ -67,15 +66,6 @@ class BlockFp8Experts(RoutedExperts):
         return self
 
 
-def keep_experts_fp8(model: nn.Module, block: tuple[int, int]) -> None:
-    """Every `SparseMoE` in `model` given `BlockFp8Experts` of its experts' sizes (to be loaded from a checkpoint)."""
-    for module in model.modules():
-        if isinstance(module, SparseMoE):
-            experts = module.experts
-            _, hidden, intermediate = experts.down_proj.shape
-            module.experts = BlockFp8Experts(experts.num_experts, hidden, intermediate, block)
-
-
 def fuse_fp8_experts(weights: dict[str, torch.Tensor], block: tuple[int, int],
                      dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """The published per-expert FP8 codes and their scales fused as `BlockFp8Experts` holds them, codes staying
@@ -91,7 +81,3 @@ def fuse_fp8_experts(weights: dict[str, torch.Tensor], block: tuple[int, int],
     out |= {n + SCALE_SUFFIX: t for n, t in fuse_expert_weights({n: weights[n + SCALE_SUFFIX] for n in codes}).items()}
     return out
 
-
-def fp8_bytes(model: nn.Module) -> int:
-    """Bytes of the FP8 experts' codes and scales in `model`."""
-    return sum(t.numel() * t.element_size() for m in model.modules() if isinstance(m, BlockFp8Experts) for t in m.buffers())

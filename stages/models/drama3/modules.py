@@ -11,14 +11,16 @@ the published `mtp_shared_pre` placement); the tower takes the rest.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.components.hybrid import HybridDecoder
+from vocalis.stages.layers.moe import Experts
 from vocalis.stages.models.drama3.config import FP8_BLOCK, Drama3Config
-from vocalis.stages.models.drama3.fp8_experts import keep_experts_fp8
+from vocalis.stages.models.drama3.fp8_experts import BlockFp8Experts
 from vocalis.stages.models.drama3.tower import CodebookTower
 
 
@@ -27,7 +29,8 @@ class LanguageModelHolder(nn.Module):
 
     def __init__(self, config: Drama3Config) -> None:
         super().__init__()
-        self.language_model = HybridDecoder(config.text)
+        experts = partial(BlockFp8Experts, block=FP8_BLOCK) if config.fp8_experts else Experts
+        self.language_model = HybridDecoder(config.text, experts)
 
 
 class Drama3(nn.Module):
@@ -35,8 +38,6 @@ class Drama3(nn.Module):
         super().__init__()
         self.config = config
         self.model = LanguageModelHolder(config)
-        if config.fp8_experts:
-            keep_experts_fp8(self.model, FP8_BLOCK)
         self.lm_head = nn.Linear(config.text.hidden_size, config.text.vocab_size, bias=False)
         self.tower = CodebookTower(config.decoder, config.semantic_start_token_id, config.semantic_end_token_id)
         candidates = sorted({config.eos_token_id, *config.semantic_ids})

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 
 from vocalis.stages.layers.moe import RoutedExperts, fuse_expert_weights
-from vocalis.stages.models.drama3.block_fp8 import SCALE_SUFFIX, dequantize_block_fp8, dequantize_checkpoint
+from vocalis.stages.models.drama3.block_fp8 import SCALE_SUFFIX, check_codes, dequantize_block_fp8, dequantize_checkpoint
 
 FP8 = torch.float8_e4m3fn
 _EXPERT = re.compile(r".*\.experts\.\d+\.(gate|up|down)_proj\.weight")
@@ -75,6 +75,8 @@ def fuse_fp8_experts(weights: dict[str, torch.Tensor], block: tuple[int, int],
     plain = sorted(n for n in codes if weights[n].dtype != FP8 or n + SCALE_SUFFIX not in weights)
     if plain:
         raise ValueError(f"{plain[0]} is not FP8 with its {SCALE_SUFFIX} though the experts are quantised")
+    for name in sorted(codes):
+        check_codes(name, weights[name])
     scales = {n + SCALE_SUFFIX for n in codes}
     out = dequantize_checkpoint({n: t for n, t in weights.items() if n not in codes | scales}, block, dtype)
     out |= fuse_expert_weights({n: weights[n] for n in codes})

@@ -1,7 +1,7 @@
 """Drama 3's routed experts stay FP8 in memory (stages/models/drama3/fp8_experts.py) and compute exactly what the
-checkpoint dequantised on load computed: each expert's dequantised weights and the model's outputs (backbone logits,
-every codebook head's logits) are equal bit for bit, in float32 and bfloat16, since the same float32 products are
-cast to the same dtype and the same matrix products run on them. And the memory claim, structurally: after loading,
+checkpoint dequantised on load (`codes.float() * scale`, then the serving dtype) computed: each expert's dequantised
+weights and the model's outputs (backbone logits, every codebook head's logits) are equal bit for bit, in float32
+and bfloat16, since the same float32 products are cast to the same dtype and the same matrix products run on them. And the memory claim, structurally: after loading,
 the experts hold 1 byte per weight plus a float32 scale per [128, 128] block, whatever the serving dtype."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from vocalis.stages.layers.moe import Experts
 from vocalis.stages.layers.weights import load_strict, read_safetensors
 from vocalis.stages.models.drama3.block_fp8 import (
     SCALE_SUFFIX,
+    check_codes,
     dequantize_block_fp8,
-    dequantize_checkpoint,
+    fp8_over_256,
     quantize_block_fp8,
 )
 from vocalis.stages.models.drama3.config import FP8_BLOCK, Drama3Config
@@ -29,11 +30,20 @@ from vocalis.stages.models.drama3.weights import load_drama3, module_weights
 ROWS, TEXT_ROWS = 48, 16
 
 
+def code_times_scale(codes: torch.Tensor, scale: torch.Tensor, block: tuple[int, int]) -> torch.Tensor:
+    """The former loader's dequantisation, spelled out: float32 codes times each element's block scale."""
+    rows, cols = codes.shape
+    return codes.float() * scale.repeat_interleave(block[0], 0)[:rows].repeat_interleave(block[1], 1)[:, :cols]
+
+
 def dequantised_on_load(directory, config: Drama3Config, dtype: torch.dtype) -> Drama3:
     """The former loader: every FP8 expert dequantised into `dtype` before the model sees it."""
+    published = read_safetensors(directory)
+    weights = {n: code_times_scale(t, published[n + SCALE_SUFFIX], FP8_BLOCK).to(dtype) if t.dtype == torch.float8_e4m3fn else t
+               for n, t in published.items() if not n.endswith(SCALE_SUFFIX)}
     dense = dataclasses.replace(config, fp8_experts=False)
     model = Drama3(dense)
-    load_strict(model, module_weights(dequantize_checkpoint(read_safetensors(directory), FP8_BLOCK, dtype), dense), directory)
+    load_strict(model, module_weights(weights, dense), directory)
     return model.to(dtype=dtype).eval()
 
 
@@ -135,10 +145,23 @@ def test_fused_experts_dequantise_like_each_published_weight(intermediate):
         assert torch.equal(down, each(e, "down_proj"))
 
 
+def test_every_code_dequantises_to_its_float32_product_with_any_scale():
+    """The float16 route of `fp8_over_256` against torch's own float8 conversion: all 254 finite codes (subnormals,
+    signed zeros, +-448), scales from float32's subnormals to 1e30, whole blocks (one row each) and partial ones."""
+    codes = torch.arange(256, dtype=torch.uint8)
+    codes = codes[(codes & 0x7F) != 0x7F].view(torch.float8_e4m3fn)
+    scales = torch.tensor([1e-42, 2.0**-126, 1e-20, 3.7e-4, 0.0123, 1.0, 7.3, 448.0, 1e30])
+    weight = codes.repeat(len(scales), 1)
+    for scale, block in [(scales[:, None], (1, len(codes))), (scales[None, [3, 8]], FP8_BLOCK)]:
+        assert torch.equal(dequantize_block_fp8(weight, scale, block), code_times_scale(weight, scale, block))
+    assert torch.equal(fp8_over_256(codes) * 256, codes.float())
+    with pytest.raises(ValueError, match="w holds NaN FP8 codes"):
+        check_codes("w", torch.tensor([0x7F], dtype=torch.uint8).view(torch.float8_e4m3fn))
+
+
 def test_whole_blocks_dequantise_like_partial_ones():
     codes, scales = quantize_block_fp8(torch.randn(256, 384, generator=torch.Generator().manual_seed(2)), FP8_BLOCK)
-    spelled = scales.repeat_interleave(128, 0).repeat_interleave(128, 1)
-    assert torch.equal(dequantize_block_fp8(codes, scales, FP8_BLOCK), codes.float() * spelled)
+    assert torch.equal(dequantize_block_fp8(codes, scales, FP8_BLOCK), code_times_scale(codes, scales, FP8_BLOCK))
 
 
 def test_a_dense_expert_in_a_quantised_checkpoint_is_refused():

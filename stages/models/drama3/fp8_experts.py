@@ -5,7 +5,8 @@ expert a step reaches on every call.
 
 The dequantised values are exactly `dequantize_block_fp8`'s (float32 code times float32 scale, then the compute
 dtype), so the products are those of a checkpoint dequantised on load, bit for bit. No FP8 matrix product is used on
-any device: torch's scaled FP8 matmul takes per-tensor or per-row scales, not these [128, 128] blocks.
+any device: CPUs have none, and a GPU's scaled FP8 matmul (where its torch build takes [128, 128] block scales) would
+round the products otherwise; it has not been tried on a device here.
 
 Fused like `Experts` (stages/layers/moe.py): `gate_up_proj` [E, 2I, H] holds each expert's gate rows then its up
 rows, `down_proj` [E, H, I]; their scales `gate_up_proj_scale_inv` [E, 2 ceil(I/128), ceil(H/128)] (the gate rows'
@@ -82,4 +83,3 @@ def fuse_fp8_experts(weights: dict[str, torch.Tensor], block: tuple[int, int],
     out |= fuse_expert_weights({n: weights[n] for n in codes})
     out |= {n + SCALE_SUFFIX: t for n, t in fuse_expert_weights({n: weights[n + SCALE_SUFFIX] for n in codes}).items()}
     return out
-

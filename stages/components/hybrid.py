@@ -23,7 +23,7 @@ from torch import nn
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.gated_deltanet import GatedDeltaNet
 from vocalis.stages.layers.mlp import GatedMLP
-from vocalis.stages.layers.moe import SparseMoE
+from vocalis.stages.layers.moe import Experts, ExpertsFactory, SparseMoE
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
 from vocalis.stages.runtime.attention import AttentionBatch
@@ -156,14 +156,15 @@ class HybridDecoder(nn.Module):
     """`embed_tokens`, `layers`, `norm`. Each layer's MLP is the dense SiLU GatedMLP of `qwen3_5`, or with
     `num_experts` set the sparse MoE block of `qwen3_5_moe` (stages/layers/moe.py)."""
 
-    def __init__(self, config: HybridConfig) -> None:
+    def __init__(self, config: HybridConfig, experts: ExpertsFactory = Experts) -> None:
+        """`experts`: how the MoE layers hold their routed experts (a checkpoint's quantised store, say)."""
         super().__init__()
         self.config = config
 
         def make_mlp() -> nn.Module:
             if config.num_experts:
                 return SparseMoE(config.hidden_size, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,
-                                 config.shared_expert_intermediate_size)
+                                 config.shared_expert_intermediate_size, experts)
             return GatedMLP(config.hidden_size, config.intermediate_size)
 
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)

@@ -14,6 +14,7 @@ expert hit, never a loop over tokens), and the weighted outputs are scattered ba
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -22,14 +23,17 @@ from torch import nn
 from vocalis.stages.layers.mlp import GatedMLP
 
 
-class Experts(nn.Module):
-    def __init__(self, num_experts: int, hidden: int, intermediate: int) -> None:
+class RoutedExperts(nn.Module):
+    """The batched dispatch over `num_experts` experts; how an expert's weights are held is the subclass's
+    (`Experts`: ordinary parameters; a quantised store dequantises one expert at use)."""
+
+    def __init__(self, num_experts: int) -> None:
         super().__init__()
         self.num_experts = num_experts
-        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * intermediate, hidden))
-        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden, intermediate))
-        nn.init.normal_(self.gate_up_proj, std=hidden**-0.5)
-        nn.init.normal_(self.down_proj, std=intermediate**-0.5)
+
+    def expert_weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gate_up [2 x intermediate, hidden], down [hidden, intermediate]) of one expert, for inputs of `dtype`."""
+        raise NotImplementedError
 
     def forward(self, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x [T, H]; chosen/weights [T, k]: each token's experts and their weights. Returns [T, H]."""
@@ -45,19 +49,37 @@ class Experts(nn.Module):
             if count == 0:
                 continue
             part = rows[start : start + count]
-            gate, up = F.linear(part, self.gate_up_proj[expert]).chunk(2, dim=-1)
-            out[start : start + count] = F.linear(F.silu(gate) * up, self.down_proj[expert])
+            gate_up, down = self.expert_weights(expert, part.dtype)
+            gate, up = F.linear(part, gate_up).chunk(2, dim=-1)
+            out[start : start + count] = F.linear(F.silu(gate) * up, down)
             start += count
         out = out * weights.reshape(-1)[order, None].to(out.dtype)
         return torch.zeros_like(x).index_add_(0, tokens, out)
 
 
+class Experts(RoutedExperts):
+    def __init__(self, num_experts: int, hidden: int, intermediate: int) -> None:
+        super().__init__(num_experts)
+        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * intermediate, hidden))
+        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden, intermediate))
+        nn.init.normal_(self.gate_up_proj, std=hidden**-0.5)
+        nn.init.normal_(self.down_proj, std=intermediate**-0.5)
+
+    def expert_weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.gate_up_proj[expert], self.down_proj[expert]
+
+
+ExpertsFactory = Callable[[int, int, int], RoutedExperts]
+"""(num_experts, hidden, intermediate) -> the routed experts' store: `Experts`, or a quantised one."""
+
+
 class SparseMoE(nn.Module):
-    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, shared_intermediate: int) -> None:
+    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, shared_intermediate: int,
+                 experts: ExpertsFactory = Experts) -> None:
         super().__init__()
         self.top_k = top_k
         self.gate = nn.Linear(hidden, num_experts, bias=False)
-        self.experts = Experts(num_experts, hidden, intermediate)
+        self.experts = experts(num_experts, hidden, intermediate)
         self.shared_expert = GatedMLP(hidden, shared_intermediate)
         self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
 

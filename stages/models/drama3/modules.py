@@ -1,5 +1,6 @@
 """Drama 3's modules under the checkpoint's names: the Qwen3.5-MoE backbone (`model.language_model.*`, the floor's
-HybridDecoder with its sparse MoE), the untied `lm_head`, and the codebook tower (`tower.py`).
+HybridDecoder with its sparse MoE; block-FP8 routed experts, as `bsgemm-moe` publishes them, kept FP8 by
+`fp8_experts.py`), the untied `lm_head`, and the codebook tower (`tower.py`).
 
 A frame is a row [main token id, code 0, ..., code K-1]: text positions carry a text token and zeros, audio positions
 the semantic token `<|semantic:code0|>` and the frame's codes. The backbone's input at a semantic row adds the
@@ -10,13 +11,16 @@ the published `mtp_shared_pre` placement); the tower takes the rest.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.components.hybrid import HybridDecoder
-from vocalis.stages.models.drama3.config import Drama3Config
+from vocalis.stages.layers.moe import Experts
+from vocalis.stages.models.drama3.config import FP8_BLOCK, Drama3Config
+from vocalis.stages.models.drama3.fp8_experts import BlockFp8Experts
 from vocalis.stages.models.drama3.tower import CodebookTower
 
 
@@ -25,7 +29,8 @@ class LanguageModelHolder(nn.Module):
 
     def __init__(self, config: Drama3Config) -> None:
         super().__init__()
-        self.language_model = HybridDecoder(config.text)
+        experts = partial(BlockFp8Experts, block=FP8_BLOCK) if config.fp8_experts else Experts
+        self.language_model = HybridDecoder(config.text, experts)
 
 
 class Drama3(nn.Module):

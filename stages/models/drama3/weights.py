@@ -2,7 +2,7 @@
 
 - `model.language_model.*`: the Qwen3.5-MoE backbone under transformers' names, experts one by one (stacked by the
   floor's `fuse_expert_weights`); with `quantization_config` bsgemm-moe the routed experts are float8_e4m3fn with a
-  `weight_scale_inv` per [128, 128] block, dequantised here into the serving dtype (no FP8 matrix path is used).
+  `weight_scale_inv` per [128, 128] block, fused and kept so (fp8_experts.py dequantises each at use).
 - `lm_head.weight`: untied, the whole text vocabulary.
 - `audio_decoder.codebook_embeddings.weight`, `audio_decoder_mtp_shared.layers.<i>.*` (shared enrichment layers),
   `audio_decoder_mtp.layers.<j>.*` and `audio_decoder_mtp.heads.<j>.weight`: the tower. Its layers use gpt-fast
@@ -25,8 +25,9 @@ import torch
 
 from vocalis.stages.layers.moe import fuse_expert_weights
 from vocalis.stages.layers.weights import Weights, load_strict, read_safetensors
-from vocalis.stages.models.drama3.block_fp8 import dequantised_growth, dequantize_checkpoint
+from vocalis.stages.models.drama3.block_fp8 import dequantised_growth
 from vocalis.stages.models.drama3.config import FP8_BLOCK, CodebookDecoderConfig, Drama3Config
+from vocalis.stages.models.drama3.fp8_experts import fuse_fp8_experts
 from vocalis.stages.models.drama3.modules import Drama3
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,12 @@ def tower_weights(weights: Weights, c: CodebookDecoderConfig) -> Weights:
 
 
 def module_weights(weights: Weights, config: Drama3Config, dtype: torch.dtype = torch.float32) -> Weights:
-    """The checkpoint's tensors renamed (and dequantised, fused, split) for `Drama3`."""
+    """The checkpoint's tensors renamed (and fused, split) for `Drama3`; FP8 experts stay FP8, any other FP8 weight
+    is dequantised into `dtype`."""
     if config.fp8_experts:
-        log.info("dequantising the FP8 experts into %s: %.2f GiB more than as published (no FP8 matrix path is used)",
-                 dtype, dequantised_growth(weights, dtype) / 2**30)
-        weights = dequantize_checkpoint(weights, FP8_BLOCK, dtype)
+        log.info("keeping the routed experts FP8 (dequantised per expert at use): %.2f GiB less than in %s",
+                 dequantised_growth(weights, dtype) / 2**30, dtype)
+        weights = fuse_fp8_experts(weights, FP8_BLOCK, dtype)
     else:
         fp8 = [n for n, t in weights.items() if t.dtype == torch.float8_e4m3fn]
         if fp8:

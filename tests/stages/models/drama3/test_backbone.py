@@ -1,4 +1,4 @@
-"""Drama 3's backbone, loaded from the tiny checkpoint in the published layout (FP8 experts dequantised on load),
+"""Drama 3's backbone, loaded from the tiny checkpoint in the published layout (FP8 experts kept FP8, dequantised at use),
 against transformers' `qwen3_5_moe` logits (tests/goldens/drama3/make_goldens.py: the qwen3_5_moe golden model with
 Drama 3's vocabulary, FP8 experts and untied lm_head): a dense forward and a cached prefill + decodes through the
 runtime's paged KV cache and recurrent states. Logits agree to <= 1e-4 at all but a few positions; the worst is

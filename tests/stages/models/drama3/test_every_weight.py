@@ -2,6 +2,8 @@
 logits of a teacher-forced prompt (text rows, then semantic frames) have a non-zero gradient with respect to each
 published tensor, taken through the loader's renaming, splitting, expert fusion and FP8 dequantisation (an FP8
 expert through its dequantised values, its block scales directly), so changing any one of them changes the output.
+It runs the model with the experts dequantised on load; test_fp8_experts.py shows the loaded model, which keeps
+them FP8 and dequantises at use, computes the same outputs bit for bit.
 A tensor the loader accepts but the forward pass leaves out (a misrouted name, an expert no row reaches, a skipped
 norm) fails here. One forward and backward pass rather than one perturbed run per tensor: 420 tensors, ~1 s."""
 
@@ -33,8 +35,9 @@ def test_every_published_tensor_reaches_the_output(drama3_dir):
     fp8 = [n for n, t in published.items() if t.dtype == torch.float8_e4m3fn]
     for name in fp8:
         dequantised[name].retain_grad()
-    weights = module_weights(dequantised, dataclasses.replace(config, fp8_experts=False))
-    model = Drama3(config).eval()
+    dense = dataclasses.replace(config, fp8_experts=False)  # dequantised on load: the FP8-kept model's reference
+    weights = module_weights(dequantised, dense)
+    model = Drama3(dense).eval()
     assert set(weights) == set(model.state_dict())
 
     g = torch.Generator().manual_seed(4)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -53,28 +53,39 @@ def kind(item: pytest.Item) -> str:
     return "unit"
 
 
-def xdist_group(item: pytest.Item) -> str:
+def worker_group(nodeid: str) -> str:
     """The tests that must run in one pytest-xdist worker, because they share what is costly to start: a family's
     e2e file and its conformance rows (one family server), a family's golden tests (its session-built checkpoint),
-    otherwise the tests of one file (its module-scoped servers)."""
-    path = Path(str(item.path)).resolve()
-    if path.name == CONFORMANCE and hasattr(item, "callspec"):
-        family = item.callspec.params["family"]
+    otherwise the tests of one file (its module-scoped servers). From the node id alone: xdist's scheduler, in the
+    controller, sees no more than that."""
+    path = PurePosixPath(nodeid.split("::", 1)[0])
+    if path.name == CONFORMANCE and nodeid.endswith("]"):
+        family = nodeid[nodeid.rindex("[") + 1:-1]
         return f"home:{home_file(family) or family}"
     if path.name in HOME_FILES:
         return f"home:{path.name}"
-    parts = path.relative_to(TESTS).parts
-    if parts[:2] == ("stages", "models") and len(parts) > 3:
-        return f"golden:{parts[2]}"
-    return str(path.relative_to(TESTS))
+    if path.parts[:3] == ("tests", "stages", "models") and len(path.parts) > 4:
+        return f"golden:{path.parts[3]}"
+    return str(path)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Whole groups (worker_group) to a worker: xdist's own --dist loadgroup does not group under pytest 9 (it
+    renames `item._nodeid`, which pytest 9 no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(kind(item))
         if item.nodeid.split("[", 1)[0] in SLOW:
             item.add_marker("slow")
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
     # The groups with a slow test first: a worker that starts one last would finish alone, the other one idle.
-    groups_with_slow = {xdist_group(item) for item in items if item.get_closest_marker("slow")}
-    items[:] = sorted(items, key=lambda item: xdist_group(item) not in groups_with_slow)
+    groups_with_slow = {worker_group(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items[:] = sorted(items, key=lambda item: worker_group(item.nodeid) not in groups_with_slow)

@@ -27,8 +27,9 @@ Rules, in the order they are applied:
   a short one is cut at a clause: its first part is spoken before the short one has
   finished playing, even while the text is still arriving (a streaming LLM). The first
   sentence of a turn (at the start, after a flush or a clear) longer than AUTO_FIRST_WHOLE_CHARS
-  is cut the same way within its first AUTO_FIRST_CHARS, so that a long first sentence does not
-  hold back the first audio; the rest of it follows as the next unit. A unit that ends a sentence
+  is cut at its last clause mark within AUTO_FIRST_CHARS (in the second half), else at its last
+  space within AUTO_FIRST_SPACE_CHARS, so that a long first sentence does not hold back the first
+  audio; the rest of it follows as the next unit. A unit that ends a sentence
   cut before it counts as long as the whole sentence (so the short tail of a cut sentence does
   not make the next sentence be cut as well).
 - Units are stripped of surrounding whitespace; pieces with no letter or digit are dropped.
@@ -57,8 +58,11 @@ AUTO_FIRST_WHOLE_CHARS = 80
 """With AUTO granularity, a turn's first sentence up to this long is its first unit (cut shorter, it would
 leave a tail of a word or two)..."""
 AUTO_FIRST_CHARS = 60
-"""...and a longer one is cut within this many characters, so that the first audio waits only for about ten
-words (a clause such as "The lighthouse stood on a rock at the edge of the bay,")."""
+"""...and a longer one is cut at a clause mark within this many characters, so that the first audio waits only
+for about ten words (a clause such as "The lighthouse stood on a rock at the edge of the bay,")..."""
+AUTO_FIRST_SPACE_CHARS = 48
+"""...or, with no clause mark there, at a space within this many: a cut between two words is no natural pause,
+so it is worth no more wait than the first audio needs."""
 
 SENTENCE_ASCII = ".!?"
 SENTENCE_SCRIPT = "。！？｡．…‼⁇⁈⁉।॥؟۔።፧፨။።។៕"
@@ -253,11 +257,12 @@ class SentenceSplitter:
             return min(self.max_unit_chars, AUTO_FIRST_WHOLE_CHARS)
         return min(self.max_unit_chars, max(AUTO_MIN_CHARS, AUTO_GROWTH * self._previous_chars))
 
-    def _cut_window(self) -> int:
-        """Longest next unit when it has to be cut: shorter than _max_chars() for a turn's first unit."""
+    def _cut_windows(self) -> tuple[int, int]:
+        """Longest next unit when it has to be cut, at a clause mark and at a space: shorter than _max_chars() for a
+        turn's first unit."""
         if self.granularity is Granularity.AUTO and self._previous_chars is None:
-            return min(self.max_unit_chars, AUTO_FIRST_CHARS)
-        return self._max_chars()
+            return min(self.max_unit_chars, AUTO_FIRST_CHARS), min(self.max_unit_chars, AUTO_FIRST_SPACE_CHARS)
+        return self._max_chars(), self._max_chars()
 
     def _boundary(self, pos: int, final: bool) -> int | None:
         """End of the first unit starting at `pos`, None if none ends within _max_chars(); raises _Undecided."""
@@ -328,19 +333,19 @@ class SentenceSplitter:
 
     def _forced_cut(self, pos: int) -> int:
         """Where to cut a unit that found no boundary within _max_chars() (needs one character more than that):
-        within _cut_window()."""
+        within _cut_windows()."""
         buffer = self._buffer
-        window = self._cut_window()
-        limit = pos + window
-        half = pos + window // 2
+        clause_window, space_window = self._cut_windows()
+        limit, space_limit = pos + clause_window, pos + space_window
+        half = pos + clause_window // 2
         last_space = None
         for k in range(limit, pos, -1):
             clause_before = buffer[k - 1] in CLAUSE_SCRIPT or (buffer[k - 1] in CLAUSE_ASCII and buffer[k].isspace())
             if clause_before and k >= half:
                 return k  # the last clause mark in the second half of the window
-            if last_space is None and buffer[k].isspace():
+            if last_space is None and k <= space_limit and buffer[k].isspace():
                 last_space = k
-        return last_space if last_space is not None else limit
+        return last_space if last_space is not None else space_limit
 
     # -- bookkeeping ----------------------------------------------------------------
 

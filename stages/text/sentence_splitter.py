@@ -25,7 +25,13 @@ Rules, in the order they are applied:
   space, else at the limit. With AUTO granularity the limit after a unit is also at most
   AUTO_GROWTH times that unit (but at least AUTO_MIN_CHARS), so that a long sentence after
   a short one is cut at a clause: its first part is spoken before the short one has
-  finished playing, even while the text is still arriving (a streaming LLM).
+  finished playing, even while the text is still arriving (a streaming LLM). The first
+  sentence of a turn (at the start, after a flush or a clear) longer than AUTO_FIRST_WHOLE_CHARS
+  is cut at its last clause mark within AUTO_FIRST_CHARS (in the second half), else at its last
+  space within AUTO_FIRST_SPACE_CHARS, so that a long first sentence does not hold back the first
+  audio; the rest of it follows as the next unit. A unit that ends a sentence
+  cut before it counts as long as the whole sentence (so the short tail of a cut sentence does
+  not make the next sentence be cut as well).
 - Units are stripped of surrounding whitespace; pieces with no letter or digit are dropped.
 
 Offsets in TextUnit count characters (code points) from the start of everything
@@ -48,6 +54,15 @@ AUTO_GROWTH = 3
 """With AUTO granularity, a unit is at most this many times as long as the one before it..."""
 AUTO_MIN_CHARS = 40
 """...but may always be this long."""
+AUTO_FIRST_WHOLE_CHARS = 80
+"""With AUTO granularity, a turn's first sentence up to this long is its first unit (cut shorter, it would
+leave a tail of a word or two)..."""
+AUTO_FIRST_CHARS = 60
+"""...and a longer one is cut at a clause mark within this many characters, so that the first audio waits only
+for about ten words (a clause such as "The lighthouse stood on a rock at the edge of the bay,")..."""
+AUTO_FIRST_SPACE_CHARS = 48
+"""...or, with no clause mark there, at a space within this many: a cut between two words is no natural pause,
+so it is worth no more wait than the first audio needs."""
 
 SENTENCE_ASCII = ".!?"
 SENTENCE_SCRIPT = "。！？｡．…‼⁇⁈⁉।॥؟۔።፧፨။።។៕"
@@ -73,7 +88,8 @@ class Granularity(enum.Enum):
     """Where a session's text is cut into units."""
 
     AUTO = "auto"
-    """Sentences; a long one right after a short unit is cut at a clause mark (see AUTO_GROWTH)."""
+    """Sentences; a long first one, or a long one right after a short unit, is cut at a clause mark
+    (see AUTO_FIRST_WHOLE_CHARS and AUTO_GROWTH)."""
     SENTENCE = "sentence"
     CLAUSE = "clause"
     NONE = "none"
@@ -119,7 +135,9 @@ class SentenceSplitter:
         """Offset of the buffer's first character in everything fed."""
         self._last_feed_at: float | None = None
         self._previous_chars: int | None = None
-        """Length of the unit before, since the last flush or clear (for AUTO)."""
+        """Length of the unit before, with the earlier pieces of its sentence if it was cut; None at a turn's start (for AUTO)."""
+        self._sentence_chars = 0
+        """Length of the pieces of a sentence cut so far, when the last unit was such a piece (for AUTO)."""
         ascii_terms = SENTENCE_ASCII + (CLAUSE_ASCII if granularity is Granularity.CLAUSE else "")
         script_terms = SENTENCE_SCRIPT + (CLAUSE_SCRIPT if granularity is Granularity.CLAUSE else "")
         self._ascii = frozenset(ascii_terms)
@@ -153,13 +171,13 @@ class SentenceSplitter:
             self._consume(len(self._buffer))
             return units
         units = self._extract(final=True)
-        self._previous_chars = None
+        self._start_turn()
         return units
 
     def clear(self) -> None:
         """Drop the buffered text (its offsets stay used)."""
         self._consume(len(self._buffer))
-        self._previous_chars = None
+        self._start_turn()
 
     def tentative(self) -> TextUnit | None:
         """The unit that ends at the end of the buffer if the text ends there, when only the next text can tell.
@@ -214,26 +232,37 @@ class SentenceSplitter:
                 end = self._boundary(pos, final)
             except _Undecided:
                 break  # a terminator within reach waits for more text
+            cut = False
             if end is None or end - pos > self._max_chars():
                 if len(buffer) - pos > self._max_chars():
-                    end = self._forced_cut(pos)
+                    end, cut = self._forced_cut(pos), True
                 elif final:
                     end = len(buffer)
                 else:
                     break
             found = self._units(pos, end)
             if found:
-                self._previous_chars = len(found[0].text)
+                self._previous_chars = self._sentence_chars + len(found[0].text)
+                self._sentence_chars = self._previous_chars if cut else 0
             units.extend(found)
             pos = end
         self._consume(pos)
         return units
 
     def _max_chars(self) -> int:
-        """Longest next unit."""
-        if self.granularity is not Granularity.AUTO or self._previous_chars is None:
+        """Longest next unit that is kept whole."""
+        if self.granularity is not Granularity.AUTO:
             return self.max_unit_chars
+        if self._previous_chars is None:
+            return min(self.max_unit_chars, AUTO_FIRST_WHOLE_CHARS)
         return min(self.max_unit_chars, max(AUTO_MIN_CHARS, AUTO_GROWTH * self._previous_chars))
+
+    def _cut_windows(self) -> tuple[int, int]:
+        """Longest next unit when it has to be cut, at a clause mark and at a space: shorter than _max_chars() for a
+        turn's first unit."""
+        if self.granularity is Granularity.AUTO and self._previous_chars is None:
+            return min(self.max_unit_chars, AUTO_FIRST_CHARS), min(self.max_unit_chars, AUTO_FIRST_SPACE_CHARS)
+        return self._max_chars(), self._max_chars()
 
     def _boundary(self, pos: int, final: bool) -> int | None:
         """End of the first unit starting at `pos`, None if none ends within _max_chars(); raises _Undecided."""
@@ -303,20 +332,27 @@ class SentenceSplitter:
         return test(buffer[j])
 
     def _forced_cut(self, pos: int) -> int:
-        """Where to cut a unit that found no boundary within _max_chars() (needs one character more than that)."""
+        """Where to cut a unit that found no boundary within _max_chars() (needs one character more than that):
+        within _cut_windows()."""
         buffer = self._buffer
-        limit = pos + self._max_chars()
-        half = pos + self._max_chars() // 2
+        clause_window, space_window = self._cut_windows()
+        limit, space_limit = pos + clause_window, pos + space_window
+        half = pos + clause_window // 2
         last_space = None
         for k in range(limit, pos, -1):
             clause_before = buffer[k - 1] in CLAUSE_SCRIPT or (buffer[k - 1] in CLAUSE_ASCII and buffer[k].isspace())
             if clause_before and k >= half:
                 return k  # the last clause mark in the second half of the window
-            if last_space is None and buffer[k].isspace():
+            if last_space is None and k <= space_limit and buffer[k].isspace():
                 last_space = k
-        return last_space if last_space is not None else limit
+        return last_space if last_space is not None else space_limit
 
     # -- bookkeeping ----------------------------------------------------------------
+
+    def _start_turn(self) -> None:
+        """The next unit is a turn's first (after a flush or a clear): no unit before it to grow from."""
+        self._previous_chars = None
+        self._sentence_chars = 0
 
     def _units(self, start: int, end: int) -> list[TextUnit]:
         piece = self._buffer[start:end]

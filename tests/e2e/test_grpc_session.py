@@ -131,7 +131,8 @@ async def test_units_are_spoken_while_text_keeps_arriving(client):
 async def test_the_next_unit_is_in_the_engine_before_the_first_is_spoken(client):
     long_first = "This first sentence is rather long, so that the voice needs a good while to synthesize all of it. "
     responses = []
-    async with await client.session(config()) as session:
+    # Whole sentences: auto would cut the long first sentence at its comma (a short first unit).
+    async with await client.session(config(pb.TextSplitting(granularity=pb.SPLIT_GRANULARITY_SENTENCE))) as session:
         recorder = Recorder(session)
         await session.send(long_first + "Short second. Short third.")
         await session.end()

@@ -77,6 +77,50 @@ def test_auto_cuts_a_long_sentence_after_a_short_one_at_a_clause():
     assert [u.text for u in splitter.feed(long_sentence + " ")] == [long_sentence]
 
 
+LONG_FIRST = (
+    "The lighthouse stood on a rock at the edge of the bay, and for more than a hundred years its keeper had climbed "
+    "the same spiral stairs every evening to light the lamp. The last keeper was a patient woman named Ruth."
+)
+
+
+def test_auto_cuts_a_long_first_sentence_at_a_clause_else_a_space():
+    assert units(LONG_FIRST) == [
+        "The lighthouse stood on a rock at the edge of the bay,",  # the first audio waits for this clause only
+        "and for more than a hundred years its keeper had climbed the same spiral stairs every evening to light the lamp.",
+        "The last keeper was a patient woman named Ruth.",
+    ]
+    assert units(LONG_FIRST, granularity=Granularity.SENTENCE)[0].endswith("light the lamp.")  # asked for: whole sentences
+    no_clause = "Building a small garden on a city balcony takes less space than most people think. " + "Start by watching " * 6
+    # no clause mark: cut at a space, shorter still (no natural pause is worth the wait)
+    assert units(no_clause)[:2] == ["Building a small garden on a city balcony takes", "less space than most people think."]
+    # the tail of the cut sentence counts as its whole sentence: the next one is not cut after it
+    assert units(no_clause)[2] == ("Start by watching " * 6).strip()
+    medium = "To reset your password, open the settings page and choose security. Enter the code."
+    assert units(medium)[0] == "To reset your password, open the settings page and choose security."  # 67: no tail of one word
+
+
+def test_every_turn_starts_with_a_short_unit():
+    splitter = SentenceSplitter(idle_flush_s=None)
+    assert [u.text for u in splitter.feed(LONG_FIRST)][:1] == ["The lighthouse stood on a rock at the edge of the bay,"]
+    splitter.flush()
+    assert [u.text for u in splitter.feed(LONG_FIRST)][:1] == ["The lighthouse stood on a rock at the edge of the bay,"]
+    splitter.feed("A sentence that is cleared")
+    splitter.clear()
+    assert [u.text for u in splitter.feed(LONG_FIRST)][:1] == ["The lighthouse stood on a rock at the edge of the bay,"]
+
+
+def test_a_long_first_sentence_is_cut_the_same_whatever_the_pieces():
+    whole = fed_in_pieces(LONG_FIRST, [])
+    rng = random.Random(7)
+    for _ in range(100):
+        assert fed_in_pieces(LONG_FIRST, rng.sample(range(1, len(LONG_FIRST)), rng.randint(1, 40))) == whole
+    assert fed_in_pieces(LONG_FIRST, list(range(1, len(LONG_FIRST)))) == whole
+    splitter = SentenceSplitter(idle_flush_s=None)
+    first = LONG_FIRST.index(",") + 1
+    assert splitter.feed(LONG_FIRST[:80]) == []  # a sentence end may still come within AUTO_FIRST_WHOLE_CHARS
+    assert [u.text for u in splitter.feed(LONG_FIRST[80:82])] == [LONG_FIRST[:first]]
+
+
 def test_none_granularity_waits_for_the_flush():
     splitter = SentenceSplitter(granularity=Granularity.NONE)
     assert splitter.feed("One. Two. ", now=0.0) == []

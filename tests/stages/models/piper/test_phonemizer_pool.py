@@ -89,16 +89,21 @@ def test_a_refusal_keeps_the_worker(scripted):
 
 
 def test_espeak_crash_texts_never_end_the_calling_process():
-    """Real espeak-ng: its crash texts end in a clean error (or phonemes), and the pool still phonemizes after."""
+    """Real espeak-ng: its crash texts end in a clean error (or phonemes), and the pool still phonemizes after.
+
+    Whether espeak-ng does crash on them varies from run to run (a read of memory it does not own: most runs, not
+    all); the scripted worker above crashes every time, so the restart itself is checked there."""
     model = default_voice_path()
     pool = PhonemizerPool(model.with_name(model.name + ".json"), size=1)
+    crashes = 0
     try:
         for text in ("a." * 150, "U.S.A." * 50):
             try:
                 pool.phonemize(text)
             except TextFrontEndCrashed as error:
                 assert "espeak-ng" in str(error)
-        assert pool.restarts >= 1  # a fresh espeak-ng crashes on the first of them
+                crashes += 1
+        assert pool.restarts >= crashes
         assert pool.phonemize("Hello there.") == [list("həlˈoʊ ðˈɛɹ.")]
     finally:
         pool.close()

@@ -202,13 +202,7 @@ class CausalHiFTGenerator(nn.Module):
                  lrelu_slope: float = 0.1, audio_limit: float = 0.99, conv_pre_look_right: int = 4,
                  f0_predictor: CausalConvRNNF0Predictor, **_unused: object) -> None:
         super().__init__()
-        if sampling_rate == 22050:
-            raise ValueError("the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz")
-        self.n_fft, self.hop = istft_params["n_fft"], istft_params["hop_len"]
-        self.lrelu_slope, self.audio_limit = lrelu_slope, audio_limit
-        self.num_kernels = len(resblock_kernel_sizes)
-        self.upsample_rates = list(upsample_rates)
-        self.samples_per_frame = int(math.prod(upsample_rates) * self.hop)
+        self._set_sizes(sampling_rate, istft_params, lrelu_slope, audio_limit, resblock_kernel_sizes, upsample_rates)
         self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold)
         self.conv_pre = LookaheadConv1d(in_channels, base_channels, conv_pre_look_right + 1)
         self.ups = nn.ModuleList(
@@ -224,6 +218,17 @@ class CausalHiFTGenerator(nn.Module):
         self.conv_post = CausalConv1d(base_channels // 2 ** len(self.ups), self.n_fft + 2, 7)
         self.register_buffer("stft_window", torch.hann_window(self.n_fft, periodic=True), persistent=False)
         self.f0_predictor = f0_predictor
+
+    def _set_sizes(self, sampling_rate: int, istft_params: dict[str, int], lrelu_slope: float, audio_limit: float,
+                   resblock_kernel_sizes: list[int], upsample_rates: list[int]) -> None:
+        """The checks and sizes both generators (causal and centred) share."""
+        if sampling_rate == 22050:
+            raise ValueError("the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz")
+        self.n_fft, self.hop = istft_params["n_fft"], istft_params["hop_len"]
+        self.lrelu_slope, self.audio_limit = lrelu_slope, audio_limit
+        self.num_kernels = len(resblock_kernel_sizes)
+        self.upsample_rates = list(upsample_rates)
+        self.samples_per_frame = int(math.prod(upsample_rates) * self.hop)
 
     def source(self, mel: torch.Tensor) -> torch.Tensor:
         """The excitation [B, 1, M * samples_per_frame] of mel [B, C, M]."""
@@ -307,13 +312,7 @@ class HiFTGenerator(CausalHiFTGenerator):
                  source_resblock_kernel_sizes: list[int], source_resblock_dilation_sizes: list[list[int]],
                  lrelu_slope: float = 0.1, audio_limit: float = 0.99, f0_predictor: ConvRNNF0Predictor, **_unused: object) -> None:
         nn.Module.__init__(self)
-        if sampling_rate == 22050:
-            raise ValueError("the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz")
-        self.n_fft, self.hop = istft_params["n_fft"], istft_params["hop_len"]
-        self.lrelu_slope, self.audio_limit = lrelu_slope, audio_limit
-        self.num_kernels = len(resblock_kernel_sizes)
-        self.upsample_rates = list(upsample_rates)
-        self.samples_per_frame = int(math.prod(upsample_rates) * self.hop)
+        self._set_sizes(sampling_rate, istft_params, lrelu_slope, audio_limit, resblock_kernel_sizes, upsample_rates)
         self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold,
                                           phase_upsampling="linear")
         self.conv_pre = nn.Conv1d(in_channels, base_channels, 7, padding=3)

@@ -1,0 +1,89 @@
+"""Each model family's tiny checkpoint, found or built in one place, for every test that loads a family as the
+server does: the shared family servers (tests/e2e/family_servers.py) and the checks run across families
+(tests/stages/models/test_prompt_room.py).
+
+`TINY[family](root)` is the checkpoint directory of the family named as its folder under stages/models. A committed
+checkpoint read as it is (Qwen3-TTS, OmniVoice, AuK) is returned in place; one built by a script (or copied, where a
+server may write beside it) lands under `root`. Builders import lazily: importing this file loads no torch.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+GOLDENS = Path(__file__).resolve().parent / "goldens"
+
+
+def qwen3_tts(root: Path, variant: str = "cv-1b7") -> Path:
+    """The committed tiny Qwen3-TTS checkpoint of `variant` (cv-1b7 CustomVoice, vd-1b7 VoiceDesign, base-1b7 Base)."""
+    return GOLDENS / "qwen3_tts" / variant
+
+
+def voxcpm2(root: Path) -> Path:
+    return Path(shutil.copytree(GOLDENS / "voxcpm2" / "tiny", root / "voxcpm2-tiny"))
+
+
+def omnivoice(root: Path) -> Path:
+    return GOLDENS / "omnivoice" / "tiny"
+
+
+def higgs_audio_v2(root: Path) -> Path:
+    from tests.goldens.higgs_audio_v2.checkpoint import native
+
+    return native(root / "tiny-higgs")
+
+
+def fish_speech(root: Path) -> Path:
+    return Path(shutil.copytree(GOLDENS / "fish_speech" / "tiny", root / "s2-pro-tiny"))
+
+
+def drama3(root: Path) -> Path:
+    from tests.tiny_drama3.build import build_checkpoint
+
+    return build_checkpoint(root / "drama-3-tiny")
+
+
+def cosyvoice3(root: Path) -> Path:
+    from tests.goldens.cosyvoice3.tiny import build
+
+    return build(root / "cosyvoice3-tiny")
+
+
+def glm_tts(root: Path) -> Path:
+    from tests.goldens.glm_tts.tiny import build
+
+    return build(root / "glm-tts-tiny")
+
+
+def voxtral(root: Path) -> Path:
+    from tests.goldens.voxtral.build_tiny import build
+
+    return build(root / "Voxtral-4B-TTS-2603")
+
+
+def gepard(root: Path) -> Path:
+    from tests.tiny_gepard.build import build_checkpoint
+
+    return build_checkpoint(root / "gepard-tiny")
+
+
+def auk(root: Path) -> Path:
+    return GOLDENS / "auk" / "tiny"
+
+
+TINY: dict[str, Callable[[Path], Path]] = {
+    "qwen3_tts": qwen3_tts,
+    "voxcpm2": voxcpm2,
+    "omnivoice": omnivoice,
+    "higgs_audio_v2": higgs_audio_v2,
+    "fish_speech": fish_speech,
+    "drama3": drama3,
+    "cosyvoice3": cosyvoice3,
+    "glm_tts": glm_tts,
+    "voxtral": voxtral,
+    "gepard": gepard,
+    "auk": auk,
+}
+"""The tiny checkpoint of each family by its folder name (Piper has none: the server embeds a Piper voice)."""

@@ -1,6 +1,6 @@
 """Each model family's tiny checkpoint, found or built in one place, for every test that loads a family as the
-server does: the shared family servers (tests/e2e/family_servers.py) and the checks run across families
-(tests/stages/models/test_prompt_room.py).
+server does: the shared family servers (tests/e2e/family_servers.py), the checks run across families
+(tests/stages/models/test_prompt_room.py) and the serving bench's tiny cases (bench/gpu.py).
 
 `TINY[family](root)` is the checkpoint directory of the family named as its folder under stages/models. A committed
 checkpoint read as it is (Qwen3-TTS, OmniVoice, AuK) is returned in place; one built by a script (or copied, where a

@@ -1,16 +1,17 @@
 """Each model family's tiny checkpoint, found or built in one place, for every test that loads a family as the
 server does: the shared family servers (tests/e2e/family_servers.py), the checks run across families
-(tests/stages/models/test_prompt_room.py) and the serving bench's tiny cases (bench/gpu.py).
+(tests/stages/models/test_prompt_room.py, tests/stages/runtime/test_device.py) and the serving bench's tiny cases
+(bench/gpu.py).
 
-`TINY[family](root)` is the checkpoint directory of the family named as its folder under stages/models. A committed
-checkpoint read as it is (Qwen3-TTS, OmniVoice, AuK) is returned in place; one built by a script (or copied, where a
-server may write beside it) lands under `root`. Builders import lazily: importing this file loads no torch.
+`<family>(root)`, named as the family's folder under stages/models, is its checkpoint directory (Piper has none: the
+server embeds a Piper voice). A committed checkpoint read as it is (Qwen3-TTS, OmniVoice, AuK) is returned in place;
+one built by a script (or copied, where a server may write beside it) lands under `root`. Builders import lazily:
+importing this file loads no torch.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 GOLDENS = Path(__file__).resolve().parent / "goldens"
@@ -72,18 +73,3 @@ def gepard(root: Path) -> Path:
 def auk(root: Path) -> Path:
     return GOLDENS / "auk" / "tiny"
 
-
-TINY: dict[str, Callable[[Path], Path]] = {
-    "qwen3_tts": qwen3_tts,
-    "voxcpm2": voxcpm2,
-    "omnivoice": omnivoice,
-    "higgs_audio_v2": higgs_audio_v2,
-    "fish_speech": fish_speech,
-    "drama3": drama3,
-    "cosyvoice3": cosyvoice3,
-    "glm_tts": glm_tts,
-    "voxtral": voxtral,
-    "gepard": gepard,
-    "auk": auk,
-}
-"""The tiny checkpoint of each family by its folder name (Piper has none: the server embeds a Piper voice)."""

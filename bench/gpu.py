@@ -41,6 +41,7 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests import tiny_checkpoints as tiny  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
@@ -53,36 +54,9 @@ def _committed(path: Path) -> Callable[[Path], Path | None]:
     return lambda work: path
 
 
-def _higgs_tiny(work: Path) -> Path:
-    """higgs-audio v2's tiny checkpoint assembled in `work` (its codec is OmniVoice's, committed apart)."""
-    from tests.goldens.higgs_audio_v2 import checkpoint
-
-    return checkpoint.native(work / "higgs-audio-v2-tiny")
-
-
-def _cosyvoice3_tiny(work: Path) -> Path:
-    from tests.goldens.cosyvoice3.tiny import build
-
-    return build(work / "cosyvoice3-tiny")
-
-
-def _glm_tts_tiny(work: Path) -> Path:
-    from tests.goldens.glm_tts.tiny import build
-
-    return build(work / "glm-tts-tiny")
-
-
-def _drama3_tiny(work: Path) -> Path:
-    from tests.tiny_drama3.build import build
-
-    return build(work / "drama-3-tiny")
-
-
 def _voxtral_tiny(work: Path) -> Path:
-    from tests.goldens.voxtral.build_tiny import build
-
     work.mkdir(parents=True, exist_ok=True)
-    return build(Path(tempfile.mkdtemp(prefix="voxtral-tiny-", dir=work)) / "voxtral")  # fresh: parallel runs never share one
+    return tiny.voxtral(Path(tempfile.mkdtemp(prefix="voxtral-tiny-", dir=work)))  # fresh: parallel runs never share one
 
 
 @dataclass(frozen=True)
@@ -104,11 +78,11 @@ CASES = {
     "omnivoice": Case("OmniVoice", _committed(GOLDENS / "omnivoice" / "tiny")),
     "voxtral": Case("Voxtral-4B-TTS-2603", _voxtral_tiny, layout=lambda work: None),
     "auk": Case("AuK", _committed(GOLDENS / "auk" / "tiny")),
-    "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", _higgs_tiny),
+    "higgs-audio-v2": Case("higgs-audio-v2-generation-3B-base", tiny.higgs_audio_v2),
     "fish-speech-s2-pro": Case("s2-pro", _committed(GOLDENS / "fish_speech" / "tiny")),
-    "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", _cosyvoice3_tiny, clone=True, layout=_committed(GOLDENS / "cosyvoice3" / "real")),
-    "glm-tts": Case("GLM-TTS", _glm_tts_tiny, clone=True, layout=lambda work: None),  # _build_glm_tts builds its base
-    "drama-3": Case("drama-3", _drama3_tiny),
+    "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", tiny.cosyvoice3, clone=True, layout=_committed(GOLDENS / "cosyvoice3" / "real")),
+    "glm-tts": Case("GLM-TTS", tiny.glm_tts, clone=True, layout=lambda work: None),  # _build_glm_tts builds its base
+    "drama-3": Case("drama-3", tiny.drama3),
 }
 NO_REAL_SIZES = {"drama-3": "the published tensor index and audio_decoder_config sizes of fishaudio/drama-3 are not known here"}
 """Families measured with --tiny only (why), left out of a real-size run unless named in --families."""

@@ -2,7 +2,7 @@
 
 Markers come from where a test lives, so that no test file names its own: tests/e2e, tests/fuzz and tests/soak, and
 any other test that starts a real server (the `server` fixture, `start_server`), are `e2e`; tests/stages/models, and
-any other module that reads the golden checkpoints of tests/goldens, is `golden`; everything else is `unit`. `slow` marks the few tests that take over ~20 s on 2 cores (SLOW, measured with --durations). CI runs
+any other module that reads the golden checkpoints of tests/goldens (or tests/tiny_checkpoints.py's), is `golden`; everything else is `unit`. `slow` marks the few tests that take over ~20 s on 2 cores (SLOW, measured with --durations). CI runs
 `-m unit` first (.ci/run), then the rest.
 """
 
@@ -35,6 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 
 END_TO_END_DIRS = ("e2e", "fuzz", "soak")
+GOLDEN_SOURCES = ("tests.goldens", "tests/goldens", "tiny_checkpoints")
+"""How a module that reads the golden checkpoints names them: the folder, or the module that finds or builds them."""
 
 
 @cache
@@ -48,7 +50,7 @@ def kind(item: pytest.Item) -> str:
     parts = path.resolve().relative_to(TESTS).parts
     if parts[0] in END_TO_END_DIRS or "server" in getattr(item, "fixturenames", ()) or "start_server(" in _source(path):
         return "e2e"
-    if parts[:2] == ("stages", "models") or "tests.goldens" in _source(path) or "tests/goldens" in _source(path):
+    if parts[:2] == ("stages", "models") or any(name in _source(path) for name in GOLDEN_SOURCES):
         return "golden"
     return "unit"
 

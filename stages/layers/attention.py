@@ -31,6 +31,17 @@ def causal_mask(length: int, window: int | None = None, device: torch.device | s
     return mask
 
 
+def extend_kv(kv: list[torch.Tensor], k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A list cache [k, v] ([B, Hkv, S, D] each) grown in place by the new k, v [B, Hkv, L, D] (an empty list
+    starts one); returns the keys and values of every position so far."""
+    if kv:
+        k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
+        kv[0], kv[1] = k, v
+    else:
+        kv.extend([k, v])
+    return k, v
+
+
 class QKVAttention(nn.Module):
     """`q_proj`, `k_proj`, `v_proj`, `o_proj` (+ `q_norm`, `k_norm` over each head when `qk_norm_eps` is set).
 
@@ -110,10 +121,6 @@ class QKVAttention(nn.Module):
             v_buffer[:, :, start : start + length] = v
             k, v = k_buffer[:, :, : start + length], v_buffer[:, :, : start + length]
         elif kv is not None:
-            if kv:
-                k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
-                kv[0], kv[1] = k, v
-            else:
-                kv.extend([k, v])
+            k, v = extend_kv(kv, k, v)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
         return self._out(out.transpose(1, 2).reshape(b, length, -1), gate)

@@ -1,4 +1,4 @@
-"""One server per model family on its tiny checkpoint, started once per test session and shared by every file that
+"""One server per model family on its tiny checkpoint (tests/tiny_checkpoints.py), started once per test session and shared by every file that
 serves that family (its own tests/e2e/test_<family>.py and the conformance suite, test_family_conformance.py).
 
 `FamilyServers.get(key)` starts a family's server the first time it is asked for; tests/e2e/conftest.py stops it as
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving import ROOT, RunningServer, start_server
+from tests import tiny_checkpoints as tiny
+from tests.serving import RunningServer, start_server
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 """Thousands of tiny ops: one thread is much faster for these tiny checkpoints."""
@@ -24,15 +25,14 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 def _qwen3(variant: str) -> Callable[[Path], RunningServer]:
     def start(root: Path) -> RunningServer:
         overrides = json.dumps({"talker": {"max_len": 128}})  # the talker's cache (4096 as deployed)
-        return start_server(root, "--log-level", "info", f"tests/goldens/qwen3_tts/{variant}", "--stage-overrides", overrides, timeout=120)
+        return start_server(root, "--log-level", "info", str(tiny.qwen3_tts(root, variant)), "--stage-overrides", overrides, timeout=120)
     return start
 
 
 def _voxcpm2(root: Path) -> RunningServer:
     from tests.goldens.voxcpm2.cases import HERE
 
-    checkpoint = root / "voxcpm2-tiny"
-    shutil.copytree(HERE / "tiny", checkpoint)
+    checkpoint = tiny.voxcpm2(root)
     precomputed = root / "precomputed"
     precomputed.mkdir()
     shutil.copy(HERE / "prompt.wav", precomputed / "narrator.wav")
@@ -45,20 +45,17 @@ def _voxcpm2(root: Path) -> RunningServer:
 
 
 def _omnivoice(root: Path) -> RunningServer:
-    return start_server(root, "--log-level", "info", "tests/goldens/omnivoice/tiny", timeout=120)
+    return start_server(root, "--log-level", "info", str(tiny.omnivoice(root)), timeout=120)
 
 
 def _higgs(root: Path) -> RunningServer:
-    from tests.goldens.higgs_audio_v2 import checkpoint
-
-    path = checkpoint.native(root / "tiny-higgs")
+    path = tiny.higgs_audio_v2(root)
     overrides = json.dumps({"talker": {"max_len": 512}})  # room for the peer demo's 300 frames, a cap under 4096
     return start_server(root, "--log-level", "info", str(path), "--served-model-name", "higgs_audio_v2", "--stage-overrides", overrides, timeout=120)
 
 
 def _fish(root: Path) -> RunningServer:
-    checkpoint = root / "s2-pro-tiny"
-    shutil.copytree(ROOT / "tests" / "goldens" / "fish_speech" / "tiny", checkpoint)
+    checkpoint = tiny.fish_speech(root)
     # A 320-position cache (16384 as deployed), so that a prompt under the 5,000-character input limit can overfill it.
     overrides = json.dumps({"slow_ar": {"max_len": 320},
                             "dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2, "left_context_frames": 16}})
@@ -66,18 +63,14 @@ def _fish(root: Path) -> RunningServer:
 
 
 def _drama3(root: Path) -> RunningServer:
-    from tests.tiny_drama3.build import build_checkpoint
-
-    checkpoint = build_checkpoint(root / "drama-3-tiny")
+    checkpoint = tiny.drama3(root)
     overrides = json.dumps({"talker": {"max_len": 320}, "dac_decoder": {"first_chunk_frames": 1, "chunk_frames": 2, "max_chunk_frames": 2,
                                                                        "left_context_frames": 16}})
     return start_server(root, "--log-level", "info", "--stage-overrides", overrides, "--served-model-name", "fishaudio/drama-3", str(checkpoint))
 
 
 def _cosyvoice3(root: Path) -> RunningServer:
-    from tests.goldens.cosyvoice3.tiny import build
-
-    checkpoint = build(root / "cosyvoice3-tiny")
+    checkpoint = tiny.cosyvoice3(root)
     # The tiny DiT's attention chunks are 8 mel frames: 10 tokens of lookahead make streams exact (the published 31 would too).
     # A 160-position LM cache: the peer's max_new_tokens 4096 ends there (the published deploy holds 4096).
     overrides = json.dumps({"llm": {"max_len": 160}, "flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 10}})
@@ -85,9 +78,7 @@ def _cosyvoice3(root: Path) -> RunningServer:
 
 
 def _glm_tts(root: Path) -> RunningServer:
-    from tests.goldens.glm_tts.tiny import build
-
-    checkpoint = build(root / "glm-tts-tiny")
+    checkpoint = tiny.glm_tts(root)
     overrides = json.dumps({"flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 8}})
     # root holds ref.wav for ref_audio as a file:// URI, as vLLM-Omni's GLM-TTS client documents it (test_glm_tts.py)
     return start_server(root, "--log-level", "info", "--stage-overrides", overrides, "--ref-audio-dir", str(root),
@@ -96,25 +87,21 @@ def _glm_tts(root: Path) -> RunningServer:
 
 
 def _voxtral(root: Path) -> RunningServer:
-    from tests.goldens.voxtral.build_tiny import build
-
-    checkpoint = build(root / "Voxtral-4B-TTS-2603")
+    checkpoint = tiny.voxtral(root)
     overrides = json.dumps({"frame_generator": {"max_len": 48, "kv_cache_bytes": 8388608}})
     return start_server(root, "--log-level", "info", str(checkpoint), "--served-model-name", "mistralai/Voxtral-4B-TTS-2603", "--stage-overrides", overrides,
                         timeout=180, env=ONE_THREAD)
 
 
 def _gepard(root: Path) -> RunningServer:
-    from tests.tiny_gepard.build import build_checkpoint
-
-    checkpoint = build_checkpoint(root / "gepard-tiny")
+    checkpoint = tiny.gepard(root)
     overrides = json.dumps({"gepard": {"max_len": 96}, "nanocodec": {"first_chunk_frames": 4, "chunk_frames": 8, "max_chunk_frames": 8,
                                                                    "left_context_frames": 17}})
     return start_server(root, "--log-level", "info", "--stage-overrides", overrides, str(checkpoint), env=ONE_THREAD)
 
 
 def _auk(root: Path) -> RunningServer:
-    return start_server(root, "--log-level", "info", "tests/goldens/auk/tiny", timeout=180)
+    return start_server(root, "--log-level", "info", str(tiny.auk(root)), timeout=180)
 
 
 STARTERS: dict[str, Callable[[Path], RunningServer]] = {

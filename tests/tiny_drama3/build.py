@@ -120,10 +120,5 @@ def build_checkpoint(path: Path, seed: int = 11, with_codec: bool = True) -> Pat
     return path
 
 
-def build(path: Path) -> Path:
-    """The whole tiny checkpoint, codec included (bench/gpu.py's builder hook)."""
-    return build_checkpoint(path)
-
-
 if __name__ == "__main__":
     print(build_checkpoint(Path(sys.argv[1])))

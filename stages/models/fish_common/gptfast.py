@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vocalis.stages.layers.attention import extend_kv
 from vocalis.stages.layers.mlp import SwiGLU
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import apply_interleaved_rotary
@@ -57,11 +58,7 @@ class FusedQKVAttention(nn.Module):
         b, length, _ = x.shape
         q, k, v = (t.transpose(1, 2) for t in self._qkv(x, rope))
         if kv is not None:
-            if kv:
-                k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)
-                kv[0], kv[1] = k, v
-            else:
-                kv.extend([k, v])
+            k, v = extend_kv(kv, k, v)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
         return self.wo(out.transpose(1, 2).reshape(b, length, -1))
 

@@ -1,13 +1,13 @@
 """Every token family's prompt meets the same rule, the runtime's: one too long for the KV cache is refused as
 InvalidField PROMPT_TOO_LONG (a 400 naming the text), never a family's own bare exception (a 500).
 
-Each family's tiny checkpoint is loaded as the server loads it (`load_model`, its autoregressive stage given a small
-max_len), asked for one long sentence through its adapter and pipeline, and the request's error is read."""
+Each family's tiny checkpoint (tests/tiny_checkpoints.py) is loaded as the server loads it (`load_model`, its
+autoregressive stage given a small max_len), asked for one long sentence through its adapter and pipeline, and the
+request's error is read."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import tiny_checkpoints as tiny
 from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.models.registry import load_model
 from vocalis.stages.runtime.prompt_room import PROMPT_TOO_LONG
@@ -25,54 +26,6 @@ TESTS = Path(__file__).resolve().parents[2]
 MAX_LEN = 48
 LONG = " ".join("abcdefghij"[i % 10] for i in range(140))
 """One unit (under the splitter's 300 characters, no sentence mark) of 140 words: past 48 positions in any tokenizer."""
-
-
-def qwen3_tts(root: Path) -> Path:
-    return TESTS / "goldens" / "qwen3_tts" / "cv-1b7"
-
-
-def voxtral(root: Path) -> Path:
-    from tests.goldens.voxtral.build_tiny import build
-
-    return build(root / "Voxtral-4B-TTS-2603")
-
-
-def fish_speech(root: Path) -> Path:
-    return Path(shutil.copytree(TESTS / "goldens" / "fish_speech" / "tiny", root / "s2-pro-tiny"))
-
-
-def drama3(root: Path) -> Path:
-    from tests.tiny_drama3.build import build_checkpoint
-
-    return build_checkpoint(root / "drama-3-tiny")
-
-
-def gepard(root: Path) -> Path:
-    from tests.tiny_gepard.build import build_checkpoint
-
-    return build_checkpoint(root / "gepard-tiny")
-
-
-def higgs_audio_v2(root: Path) -> Path:
-    from tests.goldens.higgs_audio_v2.checkpoint import native
-
-    return native(root / "tiny-higgs")
-
-
-def voxcpm2(root: Path) -> Path:
-    return Path(shutil.copytree(TESTS / "goldens" / "voxcpm2" / "tiny", root / "voxcpm2-tiny"))
-
-
-def cosyvoice3(root: Path) -> Path:
-    from tests.goldens.cosyvoice3.tiny import build
-
-    return build(root / "cosyvoice3-tiny")
-
-
-def glm_tts(root: Path) -> Path:
-    from tests.goldens.glm_tts.tiny import build
-
-    return build(root / "glm-tts-tiny")
 
 
 @dataclass(frozen=True)
@@ -86,16 +39,16 @@ class Family:
 
 
 FAMILIES = {
-    "qwen3_tts": Family(qwen3_tts, "talker"),
-    "qwen3_tts-streaming": Family(qwen3_tts, "talker", fields={"extra_params": {"non_streaming_mode": False}}),
-    "voxtral": Family(voxtral, "frame_generator"),
-    "fish_speech": Family(fish_speech, "slow_ar"),
-    "drama3": Family(drama3, "talker"),
-    "gepard": Family(gepard, "gepard"),
-    "higgs_audio_v2": Family(higgs_audio_v2, "talker"),
-    "voxcpm2": Family(voxcpm2, "latent_generator"),
-    "cosyvoice3": Family(cosyvoice3, "llm", clones=True),
-    "glm_tts": Family(glm_tts, "llm", clones=True),
+    "qwen3_tts": Family(tiny.qwen3_tts, "talker"),
+    "qwen3_tts-streaming": Family(tiny.qwen3_tts, "talker", fields={"extra_params": {"non_streaming_mode": False}}),
+    "voxtral": Family(tiny.voxtral, "frame_generator"),
+    "fish_speech": Family(tiny.fish_speech, "slow_ar"),
+    "drama3": Family(tiny.drama3, "talker"),
+    "gepard": Family(tiny.gepard, "gepard"),
+    "higgs_audio_v2": Family(tiny.higgs_audio_v2, "talker"),
+    "voxcpm2": Family(tiny.voxcpm2, "latent_generator"),
+    "cosyvoice3": Family(tiny.cosyvoice3, "llm", clones=True),
+    "glm_tts": Family(tiny.glm_tts, "llm", clones=True),
 }
 
 

@@ -7,19 +7,19 @@ device mismatch or a silent host round-trip). Each family serves a short greedy
 and a short seeded request through its own deploy defaults, stage by stage. A
 request's admission (prompt building on the host) runs outside the meta scope,
 whichever stage admits it; every step runs inside. Tiny checkpoints come from
-bench/gpu.py's CASES (Gepard's from tests/tiny_gepard, which that bench lacks).
+tests/tiny_checkpoints.py (the template's from its own build.py).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from tests import tiny_checkpoints as tiny
 from vocalis.stages.api.family import ModelFamily, discover, family_for_checkpoint
 from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
@@ -27,15 +27,6 @@ from vocalis.stages.runtime.decode_graphs import DecodeGraphs
 from vocalis.stages.runtime.deploy import load_deploy
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
-
-GOLDENS = Path(__file__).parents[2] / "goldens"
-
-
-def bench_gpu():
-    """bench/gpu.py, whose CASES say how each family's tiny checkpoint is had (committed, built or assembled)."""
-    from bench import gpu
-
-    return gpu
 
 
 class Collect:
@@ -57,20 +48,25 @@ def family(name: str, path: Path) -> ModelFamily:
     return family_for_checkpoint(path)
 
 
+def template(root: Path) -> Path:
+    return build_checkpoint(root / "tiny-tts")
+
+
 CASES = {
-    "tiny_tts": (None, "hello there", {"max_new_tokens": 12}),
-    "qwen3_tts": (GOLDENS / "qwen3_tts" / "cv-0b6", "Hello there.", {"max_new_tokens": 6}),
-    "voxcpm2": (GOLDENS / "voxcpm2" / "tiny", "Hello there.", {"max_new_tokens": 4}),
-    "omnivoice": (GOLDENS / "omnivoice" / "tiny", "Hello there.", {}),
-    "cosyvoice3": ("build", "Hello there.", {"max_new_tokens": 4}),
-    "glm_tts": ("build", "Hello there.", {"max_new_tokens": 4}),
-    "higgs_audio_v2": ("higgs-audio-v2", "Hello there.", {"max_new_tokens": 11}),  # 3 frames after the BOS frame + 7 delay rows
-    "fish_speech": ("fish-speech-s2-pro", "Hello there.", {"max_new_tokens": 4}),
-    "voxtral": ("voxtral", "Hello there.", {"max_new_tokens": 4}),
-    "auk": ("auk", "Hello there.", {"duration_seconds": 0.08}),  # 4 latent frames
-    "gepard": ("gepard", "hello world", {"max_new_tokens": 4}),
-    "drama3": ("drama-3", "Hello there.", {"max_new_tokens": 4}),
+    "tiny_tts": (template, "hello there", {"max_new_tokens": 12}),
+    "qwen3_tts": (partial(tiny.qwen3_tts, variant="cv-0b6"), "Hello there.", {"max_new_tokens": 6}),
+    "voxcpm2": (tiny.voxcpm2, "Hello there.", {"max_new_tokens": 4}),
+    "omnivoice": (tiny.omnivoice, "Hello there.", {}),
+    "cosyvoice3": (tiny.cosyvoice3, "Hello there.", {"max_new_tokens": 4}),
+    "glm_tts": (tiny.glm_tts, "Hello there.", {"max_new_tokens": 4}),
+    "higgs_audio_v2": (tiny.higgs_audio_v2, "Hello there.", {"max_new_tokens": 11}),  # 3 frames after the BOS frame + 7 delay rows
+    "fish_speech": (tiny.fish_speech, "Hello there.", {"max_new_tokens": 4}),
+    "voxtral": (tiny.voxtral, "Hello there.", {"max_new_tokens": 4}),
+    "auk": (tiny.auk, "Hello there.", {"duration_seconds": 0.08}),  # 4 latent frames
+    "gepard": (tiny.gepard, "hello world", {"max_new_tokens": 4}),
+    "drama3": (tiny.drama3, "Hello there.", {"max_new_tokens": 4}),
 }
+"""Each family's case: its tiny checkpoint (found or built under a folder), the text, the request's fields."""
 CLONES = {"cosyvoice3", "glm_tts"}
 """Families that need a voice to clone (a reference clip with its transcript) on every request."""
 
@@ -95,17 +91,8 @@ def use_padded_buffers(stages) -> None:
 
 @pytest.mark.parametrize(("name", "padded"), [(name, False) for name in CASES] + [("tiny_tts", True), ("qwen3_tts", True)])
 def test_pipeline_steps_make_no_tensor_off_the_model_device(name, padded, tmp_path):
-    path, text, fields = CASES[name]
-    if path is None:
-        path = build_checkpoint(tmp_path / "tiny-tts")
-    elif path == "build":
-        path = importlib.import_module(f"tests.goldens.{name}.tiny").build(tmp_path / f"{name}-tiny")
-    elif path == "gepard":  # not in bench/gpu.py's CASES
-        from tests.tiny_gepard.build import build_checkpoint as build_gepard
-
-        path = build_gepard(tmp_path / "gepard-tiny")
-    elif isinstance(path, str):
-        path = bench_gpu().tiny_checkpoint(path, tmp_path)
+    checkpoint, text, fields = CASES[name]
+    path = checkpoint(tmp_path)
     t = np.arange(16000 * 3) / 16000
     reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32), 16000, text="a short prompt.") if name in CLONES else None
     fam = family(name, path)

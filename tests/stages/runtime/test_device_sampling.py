@@ -6,18 +6,16 @@ under a tight RAS window (every code found in it is drawn again) beside a greedy
 seed RAS (its published window: one repeat in the last 10 redraws) beside a greedy request (CosyVoice3's under the
 standard sampler's repetition penalty, GLM-TTS's with no history). What those read of a sequence's past (the
 penalty's seen ids, the RAS window) stays on the device: the same tensor every step, updated in place from the drawn
-codes."""
+codes. The tiny checkpoints are tests/tiny_checkpoints.py's, through test_device's CASES."""
 
 from __future__ import annotations
-
-import importlib
 
 import numpy as np
 import pytest
 import torch
 
 from tests.host_reads import HostReads
-from tests.stages.runtime.test_device import CASES, CLONES, Collect, bench_gpu, family
+from tests.stages.runtime.test_device import CASES, CLONES, Collect, family
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.deploy import load_deploy
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
@@ -119,11 +117,8 @@ def models(tmp_path_factory):
 
     def load(name: str):
         if name not in loaded:
-            path, text, fields = CASES[name]
-            if path == "build":
-                path = importlib.import_module(f"tests.goldens.{name}.tiny").build(tmp_path_factory.mktemp(name))
-            elif isinstance(path, str):
-                path = bench_gpu().tiny_checkpoint(path, tmp_path_factory.mktemp(name))
+            checkpoint, text, fields = CASES[name]
+            path = checkpoint(tmp_path_factory.mktemp(name))
             if name in TOKENS:
                 fields = {**fields, "max_new_tokens": TOKENS[name]}
             fam = family(name, path)

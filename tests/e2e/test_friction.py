@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
@@ -39,9 +40,14 @@ def test_voice_upload_errors_name_the_form_field(server):
 
 
 def test_sigint_and_sigterm_stop_quietly(tmp_path):
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        running = start_server(tmp_path / sig.name if (tmp_path / sig.name).mkdir() is None else tmp_path)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        (tmp_path / sig.name).mkdir()
+    with ThreadPoolExecutor(len(signals)) as pool:  # the two servers start side by side: start-up is mostly waiting
+        servers = list(pool.map(lambda sig: start_server(tmp_path / sig.name), signals))
+    for sig, running in zip(signals, servers, strict=True):
         running.process.send_signal(sig)
+    for running in servers:
         assert running.process.wait(60) == 0
         log = running.log_path.read_text()
         assert "Traceback" not in log and "CancelledError" not in log, log

@@ -111,26 +111,23 @@ def run(name: str, model, text: str, fields: dict, seeds: list[int | None], read
     return [torch.cat(frames[id(r)]) for r in requests]
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    loaded = {}
-
-    def load(name: str):
-        if name not in loaded:
-            checkpoint, text, fields = CASES[name]
-            path = checkpoint(tmp_path_factory.mktemp(name))
-            if name in TOKENS:
-                fields = {**fields, "max_new_tokens": TOKENS[name]}
-            fam = family(name, path)
-            loaded[name] = fam.load(path, load_deploy(fam.deploy_defaults)), text, fields
-        return loaded[name]
-
-    return load
+@pytest.fixture(scope="module", params=FAMILIES)
+def loaded(request, tmp_path_factory):
+    """One family's model at a time (tests are grouped by it): each holds its deployed KV cache, 2 GiB, so the five
+    together would need ~10 GB."""
+    name = request.param
+    checkpoint, text, fields = CASES[name]
+    path = checkpoint(tmp_path_factory.mktemp(name))
+    if name in TOKENS:
+        fields = {**fields, "max_new_tokens": TOKENS[name]}
+    fam = family(name, path)
+    model = fam.load(path, load_deploy(fam.deploy_defaults))
+    yield name, model, text, fields
+    model.close()
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_sampling_reads_back_only_the_frames(name, models):
-    model, text, fields = models(name)
+def test_sampling_reads_back_only_the_frames(loaded):
+    name, model, text, fields = loaded
     reads: list[list[str]] = []
     greedy, seeded = run(name, model, text, fields, [None, 7], reads)
     assert reads and all(calls == ["cpu"] for calls in reads)
@@ -139,20 +136,20 @@ def test_sampling_reads_back_only_the_frames(name, models):
     assert torch.equal(run(name, model, text, fields, [None], [])[0], greedy)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_histories_stay_on_the_device_in_place(name, models):
-    model, text, fields = models(name)
+def test_histories_stay_on_the_device_in_place(loaded):
+    name, model, text, fields = loaded
     storage: dict[int, set[int]] = {}
     frames = run(name, model, text, fields, [None, 7], [], storage)
     assert len(storage) == (1 if name in ("higgs_audio_v2", "glm_tts") else 2) and all(len(f) > 2 for f in frames)
     assert all(len(addresses) == 1 for addresses in storage.values())  # one tensor, never rebuilt
 
 
-def test_higgs_routes_its_experts_without_reading_the_device(models):
+@pytest.mark.parametrize("loaded", ["higgs_audio_v2"], indirect=True)
+def test_higgs_routes_its_experts_without_reading_the_device(loaded):
     """higgs-audio v2's forward routes each row to the text or audio expert from its sequence's audio positions (on
     the host): nothing read back, and the same rows as the audio column of its inputs, a cloned prompt's clip and
     text rows beside generated frames included."""
-    model, text, fields = models("higgs_audio_v2")
+    _, model, text, fields = loaded
     talker = next(s for s in model.pipeline.stages if isinstance(s, AutoregressiveStage))
     forward = talker.model.forward
     reads: list[list[str]] = []

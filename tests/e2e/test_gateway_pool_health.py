@@ -98,7 +98,7 @@ def test_a_dead_member_is_left_out_and_ready_says_so(pool):
     assert served_seconds(b) > before  # in turn with the other member again
 
     for server in (a, b):
-        server.process.terminate()
+        server.process.send_signal(signal.SIGINT)
     for server in (a, b):
         server.process.wait(60)
     ready = httpx.get(f"{url}/ready", timeout=10)

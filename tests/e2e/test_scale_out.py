@@ -62,7 +62,7 @@ def fleet(tmp_path_factory):
         for replica in replicas:
             if replica.alive():
                 os.kill(replica.process.pid, signal.SIGCONT)
-                replica.process.terminate()
+                replica.process.send_signal(signal.SIGINT)  # as RunningServer.stop: no drain delay
         for replica in replicas:
             replica.stop()
         cluster.stop()

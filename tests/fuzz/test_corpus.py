@@ -57,7 +57,9 @@ def test_grpc_streams(server, messages):
 @pytest.fixture(scope="module")
 def victim(tmp_path_factory):
     """A server of its own: if a text does take the process down, the other tests' server is unharmed."""
-    running = start_server(tmp_path_factory.mktemp("victim"))
+    # Each long unit is minutes of audio on three faces at once, one face's queued behind the others': the WebSocket
+    # may wait longer for its first audio than the default idle timeout (30 s) on a loaded machine.
+    running = start_server(tmp_path_factory.mktemp("victim"), "--ws-idle-timeout", "180")
     yield running
     running.stop()
 

@@ -14,11 +14,11 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
     from vocalis.stages.models.qwen3_tts.runtime import TalkerStageModel, code2wav
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
     from vocalis.stages.models.qwen3_tts.weights import load_modules
-    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage

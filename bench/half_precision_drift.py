@@ -1,14 +1,16 @@
-"""Drift of the bf16/fp16 compute paths against float32 (the parity path), per family, on the tiny checkpoints.
+"""Drift of the precision deploy options (bfloat16, float16, int8-dynamic weights) against float32 (the parity
+path), per family, on the tiny checkpoints; with the generator's step time and the model's weight bytes beside it.
 
 Each family's tiny checkpoint (committed, or built as bench/gpu.py's CASES build it;
 Gepard's by tests/tiny_gepard) is served greedy or seeded (stage by stage, in
-process) with its generator stage(s) in float32, then in bfloat16 and float16; the
-half-precision runs are compared with the float32 one (which matches the
+process) with its generator stage(s) in float32, then with each of VARIANTS; the
+other runs are compared with the float32 one (which matches the
 reference packages' goldens within the golden tests' tolerances): how many of the
 generator's output values (codes, or latent frames) agree before the first
 divergence, and the audio's signal-to-error ratio. Qwen3-TTS is also run
 teacher-forced against its goldens, so a flipped code cannot cascade: the talker's
-logit error and its argmax agreement per step.
+logit error and its argmax agreement per step. The tiny checkpoints' step times are
+overhead-bound (the speed of the options at real size: bench/precision_real_size.py).
 
     python bench/half_precision_drift.py
 """
@@ -19,7 +21,9 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.stage_weights import model_weight_bytes  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.stages.runtime.stage import StageItem  # noqa: E402
@@ -66,6 +71,14 @@ CASES: dict[str, tuple[Callable[[Path], Path], dict, tuple[str, ...]]] = {
     "drama3": (_tiny("drama-3"), SEEDED, ("0",)),
 }
 TEXT = "Hello world, this is a tiny voice."
+VARIANTS: dict[str, dict[str, str]] = {
+    # name: the deploy settings of the generator stage(s); "float32 again" shows the run-to-run floor
+    "float32 again": {"dtype": "float32"},
+    "bfloat16": {"dtype": "bfloat16"},
+    "float16": {"dtype": "float16"},
+    "int8-dynamic": {"quantize": "int8-dynamic"},
+    "bfloat16 + int8-dynamic": {"dtype": "bfloat16", "quantize": "int8-dynamic"},
+}
 
 
 class Collect:
@@ -84,10 +97,21 @@ def as_tensor(payload) -> torch.Tensor:
     return payload if torch.is_tensor(payload) else torch.as_tensor(np.asarray(payload))
 
 
-def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], dtype: str) -> tuple[torch.Tensor, np.ndarray]:
-    """The generator's output (the stage feeding the decoder; flattened) and the audio of one request."""
-    model = load_model(str(path), stage_overrides=json.dumps({key: {"dtype": dtype} for key in stages_in_dtype}))
+@dataclass
+class Served:
+    generator: torch.Tensor
+    """The generator's output (the stage feeding the decoder), flattened."""
+    audio: np.ndarray
+    generator_s: float
+    """Wall time in the generator stage's steps."""
+    weight_bytes: int
+
+
+def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str]) -> Served:
+    """One request through the model loaded with `settings` on the generator stage(s)."""
+    model = load_model(str(path), stage_overrides=json.dumps({key: settings for key in stages_in_dtype}))
     try:
+        weights = model_weight_bytes(model)
         voices = model.capabilities.voices
         params = RequestParams(model=model.name, voice=model.adapter.resolve_voice("") or (voices[0] if voices else ""), fields=fields)
         request = SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=Collect())
@@ -95,12 +119,17 @@ def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], dtype: str
         generator = len(stages) - 2  # a PrepareStage may come first; the decoder comes last
         stages[0].add(StageItem(request))
         first: list[torch.Tensor] = []
+        generator_s = 0.0
         with torch.inference_mode():
             while any(stage.has_work() for stage in stages):
                 for index, stage in enumerate(stages):
                     if not stage.has_work():
                         continue
-                    for item in stage.step():
+                    started = time.perf_counter()
+                    items = stage.step()
+                    if index == generator:
+                        generator_s += time.perf_counter() - started
+                    for item in items:
                         if index == generator and item.payload is not None:
                             first.append(as_tensor(item.payload))
                         if index + 1 < len(stages):
@@ -110,7 +139,8 @@ def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], dtype: str
         if request.error:
             raise request.error
         flat = torch.cat([f.detach().flatten().to(torch.float64 if f.is_floating_point() else torch.long) for f in first])
-        return flat, np.concatenate(request.output.pieces) if request.output.pieces else np.zeros(0, np.float32)
+        audio = np.concatenate(request.output.pieces) if request.output.pieces else np.zeros(0, np.float32)
+        return Served(flat, audio, generator_s, weights)
     finally:
         model.close()
 
@@ -135,13 +165,17 @@ def ser_db(reference: np.ndarray, other: np.ndarray) -> float:
     return float(10 * np.log10((np.sum(reference[:n] ** 2) + 1e-12) / (np.sum(error**2) + 1e-12)))
 
 
-def qwen3_teacher_forced(dtype: torch.dtype) -> dict:
+def qwen3_teacher_forced(settings: dict[str, str]) -> dict:
     from tests.stages.models.qwen3_tts.goldens import META, NAMES, golden, teacher_forced
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.qwen3_tts.weights import load_modules
+    from vocalis.stages.runtime.deploy import StageDeploy
 
     errors, agree = [], []
     for name in NAMES:
-        mods = load_modules(GOLDENS / "qwen3_tts" / META[name]["variant"], dtype=dtype)
+        deploy = StageDeploy(name="talker", **settings)
+        mods = load_modules(GOLDENS / "qwen3_tts" / META[name]["variant"], dtype=deploy.torch_dtype)
+        quantize_stage(deploy, mods.talker)
         ours = teacher_forced(mods, name).talker_logits.float()
         reference = golden(name)["talker_logits"].float()
         n = min(len(ours), len(reference))
@@ -154,31 +188,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "half_precision_drift.json")
     parser.add_argument("--families", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
     parser.add_argument("--no-teacher-forced", action="store_true", help="skip Qwen3-TTS teacher-forced against its goldens")
     args = parser.parse_args()
+    variants = args.variants.split(",")
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="half-precision-drift-"))
     rows = []
-    print("| family | dtype | generator output vs float32 | audio signal-to-error dB vs float32 |")
-    print("|---|---|---|---|")
+    print("| family | generator stage | generator output vs float32 | audio signal-to-error dB vs float32 | generator s | weights MiB |")
+    print("|---|---|---|---|---|---|")
     for family in args.families.split(","):
         checkpoint, fields, stages_in_dtype = CASES[family]
         path = checkpoint(work)
-        base_first, base_audio = serve(path, fields, stages_in_dtype, "float32")
-        for dtype in ("float32", "bfloat16", "float16"):  # float32 again: the run-to-run floor
-            first, audio = serve(path, fields, stages_in_dtype, dtype)
-            row = {"family": family, "dtype": dtype, "generator": generator_drift(base_first, first),
-                   "audio_ser_db": ser_db(base_audio, audio), "samples": [len(base_audio), len(audio)]}
+        base = serve(path, fields, stages_in_dtype, {"dtype": "float32"})
+        for variant in variants:
+            run = serve(path, fields, stages_in_dtype, VARIANTS[variant])
+            row = {"family": family, "variant": variant, "settings": VARIANTS[variant],
+                   "generator": generator_drift(base.generator, run.generator), "audio_ser_db": ser_db(base.audio, run.audio),
+                   "samples": [len(base.audio), len(run.audio)], "generator_s": run.generator_s, "float32_generator_s": base.generator_s,
+                   "weight_bytes": run.weight_bytes, "float32_weight_bytes": base.weight_bytes}
             rows.append(row)
-            print(f"| {family} | {dtype} | {row['generator']} | {row['audio_ser_db']:.1f} |", flush=True)
+            print(f"| {family} | {variant} | {row['generator']} | {row['audio_ser_db']:.1f} | {run.generator_s:.2f} (float32 {base.generator_s:.2f}) "
+                  f"| {run.weight_bytes / 2**20:.2f} (float32 {base.weight_bytes / 2**20:.2f}) |", flush=True)
     forced = {}
     if not args.no_teacher_forced:
-        forced = {dtype: qwen3_teacher_forced(getattr(torch, dtype)) for dtype in ("float32", "bfloat16", "float16")}
+        forced = {variant: qwen3_teacher_forced({"dtype": "float32"} if variant == "float32 again" else VARIANTS[variant])
+                  for variant in variants}
     print("\nQwen3-TTS teacher-forced against the reference goldens (every golden case):")
-    print("| dtype | max talker-logit error / max logit | worst case's codebook-0 argmax agreement |")
+    print("| generator stage | max talker-logit error / max logit | worst case's codebook-0 argmax agreement |")
     print("|---|---|---|")
-    for dtype, f in forced.items():
-        print(f"| {dtype} | {f['max_rel_logit_error']:.2e} | {f['argmax_agreement']:.3f} |")
+    for variant, f in forced.items():
+        print(f"| {variant} | {f['max_rel_logit_error']:.2e} | {f['argmax_agreement']:.3f} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"end_to_end": rows, "qwen3_teacher_forced": forced}, indent=2))
     print(f"wrote {args.out}")

@@ -50,10 +50,11 @@ class Int8DynamicLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def quantize_stage(deploy: StageDeploy, *modules: nn.Module) -> int:
+def quantize_stage(deploy: StageDeploy, *modules: nn.Module, keep: tuple[nn.Module, ...] = ()) -> int:
     """Apply `deploy.quantize` to the stage's modules (in place): with int8-dynamic every nn.Linear under them becomes
     an Int8DynamicLinear (a linear shared by two parents becomes one); the number replaced (0 with none). The float
-    weights are freed unless something else (a tied embedding) still holds them."""
+    weights are freed unless something else (a tied embedding) still holds them. `keep`: linears left in float, those
+    whose weight the family reads directly (a head indexed by rows, a dtype or device read from it)."""
     if deploy.quantize == "none":
         return 0
     if deploy.quantize != "int8-dynamic":
@@ -62,7 +63,7 @@ def quantize_stage(deploy: StageDeploy, *modules: nn.Module) -> int:
     for module in modules:
         for parent in list(module.modules()):
             for name, child in list(parent.named_children()):
-                if type(child) is nn.Linear:
+                if type(child) is nn.Linear and not any(child is kept for kept in keep):
                     if id(child) not in replacements:
                         replacements[id(child)] = Int8DynamicLinear(child)
                     setattr(parent, name, replacements[id(child)])

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.forced_sampling import SamplerTape  # noqa: E402
 from bench.stage_weights import model_weight_bytes  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
@@ -107,8 +109,10 @@ class Served:
     weight_bytes: int
 
 
-def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str]) -> Served:
-    """One request through the model loaded with `settings` on the generator stage(s)."""
+def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str],
+          sampler: Callable[[], AbstractContextManager] = nullcontext) -> Served:
+    """One request through the model loaded with `settings` on the generator stage(s), its steps run inside
+    `sampler()` (a SamplerTape's record or force)."""
     model = load_model(str(path), stage_overrides=json.dumps({key: settings for key in stages_in_dtype}))
     try:
         weights = model_weight_bytes(model)
@@ -120,7 +124,7 @@ def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: 
         stages[0].add(StageItem(request))
         first: list[torch.Tensor] = []
         generator_s = 0.0
-        with torch.inference_mode():
+        with torch.inference_mode(), sampler():
             while any(stage.has_work() for stage in stages):
                 for index, stage in enumerate(stages):
                     if not stage.has_work():
@@ -184,6 +188,21 @@ def qwen3_teacher_forced(settings: dict[str, str]) -> dict:
     return {"max_rel_logit_error": max(errors) if errors else None, "argmax_agreement": min(agree) if agree else None, "cases": len(errors)}
 
 
+@contextmanager
+def _into(context: AbstractContextManager, sink: list):
+    """Enter `context` and keep what it yields in `sink`."""
+    with context as value:
+        sink.append(value)
+        yield value
+
+
+def _forced(summary: dict | None) -> str:
+    if summary is None:
+        return "- (codes not drawn by the shared sampler)"
+    return f"{summary['max_rel_logit_error']:.2e}, {summary['argmax_agreement']:.3f} of {summary['picks']}" + (
+        f" ({summary['mismatched_calls']} calls unforced)" if summary["mismatched_calls"] else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "half_precision_drift.json")
@@ -195,20 +214,27 @@ def main() -> None:
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="half-precision-drift-"))
     rows = []
-    print("| family | generator stage | generator output vs float32 | audio signal-to-error dB vs float32 | generator s | weights MiB |")
-    print("|---|---|---|---|---|---|")
+    print("| family | generator stage | generator output vs float32 | audio signal-to-error dB vs float32 "
+          "| teacher-forced: max logit error / max logit, argmax agreement | generator s | weights MiB |")
+    print("|---|---|---|---|---|---|---|")
     for family in args.families.split(","):
         checkpoint, fields, stages_in_dtype = CASES[family]
         path = checkpoint(work)
-        base = serve(path, fields, stages_in_dtype, {"dtype": "float32"})
+        tape = SamplerTape()
+        base = serve(path, fields, stages_in_dtype, {"dtype": "float32"}, tape.record)
         for variant in variants:
             run = serve(path, fields, stages_in_dtype, VARIANTS[variant])
+            replays: list[SamplerTape] = []
+            if tape.calls:
+                serve(path, fields, stages_in_dtype, VARIANTS[variant], lambda tape=tape, replays=replays: _into(tape.force(), replays))
+            forced_row = replays[0].summary() if replays else None
             row = {"family": family, "variant": variant, "settings": VARIANTS[variant],
                    "generator": generator_drift(base.generator, run.generator), "audio_ser_db": ser_db(base.audio, run.audio),
                    "samples": [len(base.audio), len(run.audio)], "generator_s": run.generator_s, "float32_generator_s": base.generator_s,
-                   "weight_bytes": run.weight_bytes, "float32_weight_bytes": base.weight_bytes}
+                   "weight_bytes": run.weight_bytes, "float32_weight_bytes": base.weight_bytes, "teacher_forced": forced_row}
             rows.append(row)
-            print(f"| {family} | {variant} | {row['generator']} | {row['audio_ser_db']:.1f} | {run.generator_s:.2f} (float32 {base.generator_s:.2f}) "
+            print(f"| {family} | {variant} | {row['generator']} | {row['audio_ser_db']:.1f} | {_forced(forced_row)} "
+                  f"| {run.generator_s:.2f} (float32 {base.generator_s:.2f}) "
                   f"| {run.weight_bytes / 2**20:.2f} (float32 {base.weight_bytes / 2**20:.2f}) |", flush=True)
     forced = {}
     if not args.no_teacher_forced:

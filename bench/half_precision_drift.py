@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bench.forced_sampling import SamplerTape  # noqa: E402
 from bench.stage_weights import model_weight_bytes  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
-from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.stages.runtime.stage import StageItem  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
@@ -71,7 +71,11 @@ CASES: dict[str, tuple[Callable[[Path], Path], dict, tuple[str, ...]]] = {
     "auk": (_tiny("auk"), {"seed": 3, "duration_seconds": 0.5}, ("0", "1")),  # the text condition and the flow
     "gepard": (_gepard, SEEDED, ("0",)),
     "drama3": (_tiny("drama-3"), SEEDED, ("0",)),
+    "cosyvoice3": (_tiny("cosyvoice3"), SEEDED, ("llm",)),  # these two clone a reference clip (CLONES)
+    "glm_tts": (_tiny("glm-tts"), SEEDED, ("llm",)),
 }
+CLONES = {"cosyvoice3", "glm_tts"}
+"""Families that need a reference clip with its transcript: bench/gpu.py's synthetic one."""
 TEXT = "Hello world, this is a tiny voice."
 VARIANTS: dict[str, dict[str, str]] = {
     # name: the deploy settings of the generator stage(s); "float32 again" shows the run-to-run floor
@@ -109,15 +113,22 @@ class Served:
     weight_bytes: int
 
 
+def reference_clip() -> ReferenceAudio:
+    t = np.arange(24000 * 3) / 24000
+    samples = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    return ReferenceAudio(samples, 24000, text="A short reference clip for the voice.")
+
+
 def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str],
-          sampler: Callable[[], AbstractContextManager] = nullcontext) -> Served:
+          sampler: Callable[[], AbstractContextManager] = nullcontext, clone: bool = False) -> Served:
     """One request through the model loaded with `settings` on the generator stage(s), its steps run inside
     `sampler()` (a SamplerTape's record or force)."""
     model = load_model(str(path), stage_overrides=json.dumps({key: settings for key in stages_in_dtype}))
     try:
         weights = model_weight_bytes(model)
         voices = model.capabilities.voices
-        params = RequestParams(model=model.name, voice=model.adapter.resolve_voice("") or (voices[0] if voices else ""), fields=fields)
+        voice = model.adapter.resolve_voice("") or (voices[0] if voices and not clone else "")
+        params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference_clip() if clone else None)
         request = SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=Collect())
         stages = model.pipeline.stages
         generator = len(stages) - 2  # a PrepareStage may come first; the decoder comes last
@@ -196,9 +207,9 @@ def _into(context: AbstractContextManager, sink: list):
         yield value
 
 
-def _forced(summary: dict | None) -> str:
+def _forced(summary: dict | None, continuous: bool) -> str:
     if summary is None:
-        return "- (codes not drawn by the shared sampler)"
+        return "- (continuous: no codes)" if continuous else "- (codes picked outside the shared sampler)"
     return f"{summary['max_rel_logit_error']:.2e}, {summary['argmax_agreement']:.3f} of {summary['picks']}" + (
         f" ({summary['mismatched_calls']} calls unforced)" if summary["mismatched_calls"] else "")
 
@@ -220,20 +231,25 @@ def main() -> None:
     for family in args.families.split(","):
         checkpoint, fields, stages_in_dtype = CASES[family]
         path = checkpoint(work)
-        tape = SamplerTape()
-        base = serve(path, fields, stages_in_dtype, {"dtype": "float32"}, tape.record)
+        tape, clone = SamplerTape(), family in CLONES
+        base = serve(path, fields, stages_in_dtype, {"dtype": "float32"}, tape.record, clone)
         for variant in variants:
-            run = serve(path, fields, stages_in_dtype, VARIANTS[variant])
+            try:
+                run = serve(path, fields, stages_in_dtype, VARIANTS[variant], clone=clone)
+            except Exception as error:  # an option that fails on a family is a row of the table, not the end of the run
+                rows.append({"family": family, "variant": variant, "settings": VARIANTS[variant], "error": repr(error)})
+                print(f"| {family} | {variant} | failed: {error!r} | | | | |", flush=True)
+                continue
             replays: list[SamplerTape] = []
             if tape.calls:
-                serve(path, fields, stages_in_dtype, VARIANTS[variant], lambda tape=tape, replays=replays: _into(tape.force(), replays))
+                serve(path, fields, stages_in_dtype, VARIANTS[variant], lambda tape=tape, replays=replays: _into(tape.force(), replays), clone)
             forced_row = replays[0].summary() if replays else None
             row = {"family": family, "variant": variant, "settings": VARIANTS[variant],
                    "generator": generator_drift(base.generator, run.generator), "audio_ser_db": ser_db(base.audio, run.audio),
                    "samples": [len(base.audio), len(run.audio)], "generator_s": run.generator_s, "float32_generator_s": base.generator_s,
                    "weight_bytes": run.weight_bytes, "float32_weight_bytes": base.weight_bytes, "teacher_forced": forced_row}
             rows.append(row)
-            print(f"| {family} | {variant} | {row['generator']} | {row['audio_ser_db']:.1f} | {_forced(forced_row)} "
+            print(f"| {family} | {variant} | {row['generator']} | {row['audio_ser_db']:.1f} | {_forced(forced_row, base.generator.is_floating_point())} "
                   f"| {run.generator_s:.2f} (float32 {base.generator_s:.2f}) "
                   f"| {run.weight_bytes / 2**20:.2f} (float32 {base.weight_bytes / 2**20:.2f}) |", flush=True)
     forced = {}

@@ -120,7 +120,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     dit = dit.to(flow_deploy.device)
     decoder_vae = vae.to(decode_deploy.device)
     quantize_stage(condition_deploy, encoder)
-    quantize_stage(flow_deploy, dit, keep=(dit.proj_out,))  # the flow's dtype is read from proj_out
+    # The flow's dtype is read from these two linears' weights (AuK's runtime, the shared time embedding).
+    quantize_stage(flow_deploy, dit, keep=(dit.proj_out, dit.time_embed.time_mlp[0]))
     adapter = AuKAdapter(config)
     latents = LatentDecoder(decoder_vae, decode_deploy.device)
     stages = [

@@ -1,14 +1,16 @@
-"""Drift of the bf16/fp16 compute paths against float32 (the parity path), per family, on the tiny checkpoints.
+"""Drift of the precision deploy options (bfloat16, float16, int8-dynamic weights) against float32 (the parity
+path), per family, on the tiny checkpoints; with the generator's step time and the model's weight bytes beside it.
 
 Each family's tiny checkpoint (committed, or built as bench/gpu.py's CASES build it;
 Gepard's by tests/tiny_gepard) is served greedy or seeded (stage by stage, in
-process) with its generator stage(s) in float32, then in bfloat16 and float16; the
-half-precision runs are compared with the float32 one (which matches the
+process) with its generator stage(s) in float32, then with each of VARIANTS; the
+other runs are compared with the float32 one (which matches the
 reference packages' goldens within the golden tests' tolerances): how many of the
 generator's output values (codes, or latent frames) agree before the first
 divergence, and the audio's signal-to-error ratio. Qwen3-TTS is also run
 teacher-forced against its goldens, so a flipped code cannot cascade: the talker's
-logit error and its argmax agreement per step.
+logit error and its argmax agreement per step. The tiny checkpoints' step times are
+overhead-bound (the speed of the options at real size: bench/precision_real_size.py).
 
     python bench/half_precision_drift.py
 """
@@ -19,7 +21,10 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +33,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.forced_sampling import SamplerTape  # noqa: E402
+from bench.stage_weights import model_weight_bytes  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
-from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.stages.runtime.stage import StageItem  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
@@ -64,8 +71,20 @@ CASES: dict[str, tuple[Callable[[Path], Path], dict, tuple[str, ...]]] = {
     "auk": (_tiny("auk"), {"seed": 3, "duration_seconds": 0.5}, ("0", "1")),  # the text condition and the flow
     "gepard": (_gepard, SEEDED, ("0",)),
     "drama3": (_tiny("drama-3"), SEEDED, ("0",)),
+    "cosyvoice3": (_tiny("cosyvoice3"), SEEDED, ("llm",)),  # these two clone a reference clip (CLONES)
+    "glm_tts": (_tiny("glm-tts"), SEEDED, ("llm",)),
 }
+CLONES = {"cosyvoice3", "glm_tts"}
+"""Families that need a reference clip with its transcript: bench/gpu.py's synthetic one."""
 TEXT = "Hello world, this is a tiny voice."
+VARIANTS: dict[str, dict[str, str]] = {
+    # name: the deploy settings of the generator stage(s); "float32 again" shows the run-to-run floor
+    "float32 again": {"dtype": "float32"},
+    "bfloat16": {"dtype": "bfloat16"},
+    "float16": {"dtype": "float16"},
+    "int8-dynamic": {"quantize": "int8-dynamic"},
+    "bfloat16 + int8-dynamic": {"dtype": "bfloat16", "quantize": "int8-dynamic"},
+}
 
 
 class Collect:
@@ -84,23 +103,48 @@ def as_tensor(payload) -> torch.Tensor:
     return payload if torch.is_tensor(payload) else torch.as_tensor(np.asarray(payload))
 
 
-def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], dtype: str) -> tuple[torch.Tensor, np.ndarray]:
-    """The generator's output (the stage feeding the decoder; flattened) and the audio of one request."""
-    model = load_model(str(path), stage_overrides=json.dumps({key: {"dtype": dtype} for key in stages_in_dtype}))
+@dataclass
+class Served:
+    generator: torch.Tensor
+    """The generator's output (the stage feeding the decoder), flattened."""
+    audio: np.ndarray
+    generator_s: float
+    """Wall time in the generator stage's steps."""
+    weight_bytes: int
+
+
+def reference_clip() -> ReferenceAudio:
+    t = np.arange(24000 * 3) / 24000
+    samples = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    return ReferenceAudio(samples, 24000, text="A short reference clip for the voice.")
+
+
+def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str],
+          sampler: Callable[[], AbstractContextManager] = nullcontext, clone: bool = False) -> Served:
+    """One request through the model loaded with `settings` on the generator stage(s), its steps run inside
+    `sampler()` (a SamplerTape's record or force)."""
+    model = load_model(str(path), stage_overrides=json.dumps({key: settings for key in stages_in_dtype}))
     try:
+        weights = model_weight_bytes(model)
         voices = model.capabilities.voices
-        params = RequestParams(model=model.name, voice=model.adapter.resolve_voice("") or (voices[0] if voices else ""), fields=fields)
+        voice = model.adapter.resolve_voice("") or (voices[0] if voices and not clone else "")
+        params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference_clip() if clone else None)
         request = SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=Collect())
         stages = model.pipeline.stages
         generator = len(stages) - 2  # a PrepareStage may come first; the decoder comes last
         stages[0].add(StageItem(request))
         first: list[torch.Tensor] = []
-        with torch.inference_mode():
+        generator_s = 0.0
+        with torch.inference_mode(), sampler():
             while any(stage.has_work() for stage in stages):
                 for index, stage in enumerate(stages):
                     if not stage.has_work():
                         continue
-                    for item in stage.step():
+                    started = time.perf_counter()
+                    items = stage.step()
+                    if index == generator:
+                        generator_s += time.perf_counter() - started
+                    for item in items:
                         if index == generator and item.payload is not None:
                             first.append(as_tensor(item.payload))
                         if index + 1 < len(stages):
@@ -110,7 +154,8 @@ def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], dtype: str
         if request.error:
             raise request.error
         flat = torch.cat([f.detach().flatten().to(torch.float64 if f.is_floating_point() else torch.long) for f in first])
-        return flat, np.concatenate(request.output.pieces) if request.output.pieces else np.zeros(0, np.float32)
+        audio = np.concatenate(request.output.pieces) if request.output.pieces else np.zeros(0, np.float32)
+        return Served(flat, audio, generator_s, weights)
     finally:
         model.close()
 
@@ -135,13 +180,17 @@ def ser_db(reference: np.ndarray, other: np.ndarray) -> float:
     return float(10 * np.log10((np.sum(reference[:n] ** 2) + 1e-12) / (np.sum(error**2) + 1e-12)))
 
 
-def qwen3_teacher_forced(dtype: torch.dtype) -> dict:
+def qwen3_teacher_forced(settings: dict[str, str]) -> dict:
     from tests.stages.models.qwen3_tts.goldens import META, NAMES, golden, teacher_forced
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.qwen3_tts.weights import load_modules
+    from vocalis.stages.runtime.deploy import StageDeploy
 
     errors, agree = [], []
     for name in NAMES:
-        mods = load_modules(GOLDENS / "qwen3_tts" / META[name]["variant"], dtype=dtype)
+        deploy = StageDeploy(name="talker", **settings)
+        mods = load_modules(GOLDENS / "qwen3_tts" / META[name]["variant"], dtype=deploy.torch_dtype)
+        quantize_stage(deploy, mods.talker)
         ours = teacher_forced(mods, name).talker_logits.float()
         reference = golden(name)["talker_logits"].float()
         n = min(len(ours), len(reference))
@@ -150,35 +199,68 @@ def qwen3_teacher_forced(dtype: torch.dtype) -> dict:
     return {"max_rel_logit_error": max(errors) if errors else None, "argmax_agreement": min(agree) if agree else None, "cases": len(errors)}
 
 
+@contextmanager
+def _into(context: AbstractContextManager, sink: list):
+    """Enter `context` and keep what it yields in `sink`."""
+    with context as value:
+        sink.append(value)
+        yield value
+
+
+def _forced(summary: dict | None, continuous: bool) -> str:
+    if summary is None:
+        return "- (continuous: no codes)" if continuous else "- (codes picked outside the shared sampler)"
+    return f"{summary['max_rel_logit_error']:.2e}, {summary['argmax_agreement']:.3f} of {summary['picks']}" + (
+        f" ({summary['mismatched_calls']} calls unforced)" if summary["mismatched_calls"] else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "half_precision_drift.json")
     parser.add_argument("--families", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
     parser.add_argument("--no-teacher-forced", action="store_true", help="skip Qwen3-TTS teacher-forced against its goldens")
     args = parser.parse_args()
+    variants = args.variants.split(",")
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="half-precision-drift-"))
     rows = []
-    print("| family | dtype | generator output vs float32 | audio signal-to-error dB vs float32 |")
-    print("|---|---|---|---|")
+    print("| family | generator stage | generator output vs float32 | audio signal-to-error dB vs float32 "
+          "| teacher-forced: max logit error / max logit, argmax agreement | generator s | weights MiB |")
+    print("|---|---|---|---|---|---|---|")
     for family in args.families.split(","):
         checkpoint, fields, stages_in_dtype = CASES[family]
         path = checkpoint(work)
-        base_first, base_audio = serve(path, fields, stages_in_dtype, "float32")
-        for dtype in ("float32", "bfloat16", "float16"):  # float32 again: the run-to-run floor
-            first, audio = serve(path, fields, stages_in_dtype, dtype)
-            row = {"family": family, "dtype": dtype, "generator": generator_drift(base_first, first),
-                   "audio_ser_db": ser_db(base_audio, audio), "samples": [len(base_audio), len(audio)]}
+        tape, clone = SamplerTape(), family in CLONES
+        base = serve(path, fields, stages_in_dtype, {"dtype": "float32"}, tape.record, clone)
+        for variant in variants:
+            try:
+                run = serve(path, fields, stages_in_dtype, VARIANTS[variant], clone=clone)
+            except Exception as error:  # an option that fails on a family is a row of the table, not the end of the run
+                rows.append({"family": family, "variant": variant, "settings": VARIANTS[variant], "error": repr(error)})
+                print(f"| {family} | {variant} | failed: {error!r} | | | | |", flush=True)
+                continue
+            replays: list[SamplerTape] = []
+            if tape.calls:
+                serve(path, fields, stages_in_dtype, VARIANTS[variant], lambda tape=tape, replays=replays: _into(tape.force(), replays), clone)
+            forced_row = replays[0].summary() if replays else None
+            row = {"family": family, "variant": variant, "settings": VARIANTS[variant],
+                   "generator": generator_drift(base.generator, run.generator), "audio_ser_db": ser_db(base.audio, run.audio),
+                   "samples": [len(base.audio), len(run.audio)], "generator_s": run.generator_s, "float32_generator_s": base.generator_s,
+                   "weight_bytes": run.weight_bytes, "float32_weight_bytes": base.weight_bytes, "teacher_forced": forced_row}
             rows.append(row)
-            print(f"| {family} | {dtype} | {row['generator']} | {row['audio_ser_db']:.1f} |", flush=True)
+            print(f"| {family} | {variant} | {row['generator']} | {row['audio_ser_db']:.1f} | {_forced(forced_row, base.generator.is_floating_point())} "
+                  f"| {run.generator_s:.2f} (float32 {base.generator_s:.2f}) "
+                  f"| {run.weight_bytes / 2**20:.2f} (float32 {base.weight_bytes / 2**20:.2f}) |", flush=True)
     forced = {}
     if not args.no_teacher_forced:
-        forced = {dtype: qwen3_teacher_forced(getattr(torch, dtype)) for dtype in ("float32", "bfloat16", "float16")}
+        forced = {variant: qwen3_teacher_forced({"dtype": "float32"} if variant == "float32 again" else VARIANTS[variant])
+                  for variant in variants}
     print("\nQwen3-TTS teacher-forced against the reference goldens (every golden case):")
-    print("| dtype | max talker-logit error / max logit | worst case's codebook-0 argmax agreement |")
+    print("| generator stage | max talker-logit error / max logit | worst case's codebook-0 argmax agreement |")
     print("|---|---|---|")
-    for dtype, f in forced.items():
-        print(f"| {dtype} | {f['max_rel_logit_error']:.2e} | {f['argmax_agreement']:.3f} |")
+    for variant, f in forced.items():
+        print(f"| {variant} | {f['max_rel_logit_error']:.2e} | {f['argmax_agreement']:.3f} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"end_to_end": rows, "qwen3_teacher_forced": forced}, indent=2))
     print(f"wrote {args.out}")

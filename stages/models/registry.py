@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from vocalis.stages.api import family as families
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.models.hub_checkpoint import looks_like_repo_id, resolve_repo
-from vocalis.stages.runtime.deploy import load_deploy
+from vocalis.stages.runtime import weight_quantization
+from vocalis.stages.runtime.cpu_features import lacks_native
+from vocalis.stages.runtime.deploy import DeployConfig, load_deploy
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "en_US-joe-medium"
 NEURAL_MODULES = ("torch", "safetensors", "tokenizers", "tiktoken")
@@ -52,12 +57,15 @@ def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | N
                 f"cannot load model {spec!r}: give {DEFAULT_MODEL!r}, a Piper .onnx voice, a checkpoint directory or a Hugging Face repo id"
             )
     deploy = load_deploy(family.deploy_defaults, deploy_config, stage_overrides)
-    if path is None:
-        from vocalis.stages.models.piper.loader import load_piper
-
-        return load_piper(None, deploy)
+    _warn_emulated_half(family.name, deploy)
     try:
-        return family.load(path, deploy)
+        with weight_quantization.recording() as quantized:
+            if path is None:
+                from vocalis.stages.models.piper.loader import load_piper
+
+                model = load_piper(None, deploy)
+            else:
+                model = family.load(path, deploy)
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] not in NEURAL_MODULES:
             raise
@@ -65,3 +73,19 @@ def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | N
             f"the {family.name} family needs {error.name!r}, which the Piper-only install leaves out: "
             "install the neural extra (pip install -e '.[piper,neural]' or pip install 'vocalis[neural]')"
         ) from error
+    refused = weight_quantization.unapplied({stage.name: stage.quantize for stage in deploy.stages}, quantized)
+    if refused:
+        model.close()
+        raise ValueError(f"the {family.name} family cannot quantise stage(s) {refused} (quantize "
+                         f"{[deploy.stage(name).quantize for name in refused]}; quantised: {sorted(quantized) or 'none'}): "
+                         "set quantize: none on them")
+    return model
+
+
+def _warn_emulated_half(family: str, deploy: DeployConfig) -> None:
+    """A half-precision stage on a CPU without native instructions for it runs, slower than float32: say so."""
+    for stage in deploy.stages:
+        if stage.device.startswith("cpu") and lacks_native(stage.dtype):
+            log.warning("%s stage %r runs in %s on a CPU without native %s instructions: the results are the same, "
+                        "the weights take half the memory, but it computes slower than float32", family, stage.name,
+                        stage.dtype, stage.dtype)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from vocalis.stages.runtime.chunking import ChunkPolicy
+from vocalis.stages.runtime.weight_quantization import QUANTIZE_CHOICES
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class StageDeploy:
     kv_block_size: int = 16
     """Positions per KV-cache block."""
     dtype: str = "float32"
+    """The stage's weights and compute: float32 (the parity path), bfloat16 or float16. On a CPU without native
+    instructions for a half precision the stage still runs, slower than float32, with a warning (cpu_features)."""
+    quantize: str = "none"
+    """Weight quantisation of the stage's generator (weight_quantization.QUANTIZE_CHOICES): none, or int8-dynamic
+    (int8 linear weights, inputs quantised per row at each call; CPU only). Families that cannot quantise a stage
+    refuse it at load."""
     device: str = "cpu"
     threads: int = 0
     """Intra-op threads (ONNX sessions per stage; torch's pool is per process). 0: the library's default."""
@@ -157,6 +164,11 @@ def _merge(stage: StageDeploy, values: dict[str, Any], where: str) -> StageDeplo
             continue
         if not isinstance(value, expected) or isinstance(value, bool):
             raise ValueError(f"{where}: {stage.name}.{field.name} must be {expected.__name__}, got {value!r}")
+    if merged.quantize not in QUANTIZE_CHOICES:
+        raise ValueError(f"{where}: {stage.name}.quantize must be one of {list(QUANTIZE_CHOICES)}, got {merged.quantize!r}")
+    if merged.quantize != "none" and not merged.device.startswith("cpu"):
+        raise ValueError(f"{where}: {stage.name}.quantize {merged.quantize!r} runs on a CPU only (device {merged.device!r}); "
+                         "on a GPU use dtype bfloat16")
     return merged
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.models._template.adapter import TinyAdapter
 from vocalis.stages.models._template.runtime import TinyCodecModel, TinyTalkerModel
 from vocalis.stages.models._template.weights import load_modules
@@ -17,6 +18,7 @@ from vocalis.stages.runtime.pipeline import Pipeline
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     config, talker, codec = load_modules(path, talker_deploy.torch_dtype)
+    quantize_stage(talker_deploy, talker)  # the talker's `quantize` deploy setting (none by default)
     adapter = TinyAdapter(config)
     stages = [
         AutoregressiveStage(

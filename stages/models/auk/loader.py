@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from vocalis.stages.api.model import LoadedModel
+from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.auk.adapter import AuKAdapter
 from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
@@ -118,6 +119,9 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     encoder = encoder.to(condition_deploy.device, condition_deploy.torch_dtype)
     dit = dit.to(flow_deploy.device)
     decoder_vae = vae.to(decode_deploy.device)
+    quantize_stage(condition_deploy, encoder)
+    # The flow's dtype is read from these two linears' weights (AuK's runtime, the shared time embedding).
+    quantize_stage(flow_deploy, dit, keep=(dit.proj_out, dit.time_embed.time_mlp[0]))
     adapter = AuKAdapter(config)
     latents = LatentDecoder(decoder_vae, decode_deploy.device)
     stages = [

@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
     from vocalis.stages.models.cosyvoice3.frontend import Frontend
     from vocalis.stages.models.cosyvoice3.runtime import SpeechLM
@@ -27,6 +28,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
+    quantize_stage(lm_deploy, modules.lm, keep=(modules.lm.llm_decoder,))  # its device is read from the head
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,
                                  first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)
     if flow_deploy.lookahead_frames < decoder.exact_lookahead_tokens:

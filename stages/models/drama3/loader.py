@@ -30,6 +30,7 @@ def codec_directory(path: Path, weights_dir: str) -> Path:
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from tokenizers import Tokenizer
 
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.drama3.adapter import Drama3Adapter
     from vocalis.stages.models.drama3.config import Drama3Config
     from vocalis.stages.models.drama3.runtime import Drama3Talker, ReferenceFrames
@@ -48,6 +49,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                          f"the codec decodes {codec.config.num_codebooks} with a semantic codebook of "
                          f"{codec.config.semantic_codebook_size}")
     model = load_drama3(path, config, talker_deploy.device, talker_deploy.torch_dtype)
+    quantize_stage(talker_deploy, model, keep=(model.lm_head,))  # the head's candidate rows are read as a matrix
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     encoder = ReferenceFrames(ReferenceEncoder(codec))
     talker = Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder)

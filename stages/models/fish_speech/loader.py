@@ -14,6 +14,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.fish_common.codec import ReferenceEncoder, dac_decoder
     from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
     from vocalis.stages.models.fish_speech.prompt import FishTokenizer
@@ -25,6 +26,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
     modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)
+    quantize_stage(ar_deploy, modules.dual_ar)  # the slow and fast ARs; the codec stays float
     tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
     encoder = ReferenceEncoder(modules.codec)
     slow_ar = SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder)

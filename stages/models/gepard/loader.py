@@ -26,6 +26,7 @@ def codec_archive(path: Path, codec_id: str) -> Path:
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.gepard.adapter import GepardAdapter
     from vocalis.stages.models.gepard.nanocodec import load_nanocodec
     from vocalis.stages.models.gepard.talker import GepardModel
@@ -35,6 +36,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     talker_deploy, codec_deploy = deploy.stage("gepard"), deploy.stage("nanocodec")
     talker = load_talker(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device)
+    quantize_stage(talker_deploy, talker)
     config = talker.config
     codec = load_nanocodec(codec_archive(path, config.codec_id), dtype=codec_deploy.torch_dtype, device=codec_deploy.device)
     if codec.config.sample_rate != config.sample_rate or codec.config.input_dim != config.num_heads:

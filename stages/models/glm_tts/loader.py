@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
     from vocalis.stages.models.cosyvoice_common.voice_prompt import VoicePreparer, conditioning
     from vocalis.stages.models.glm_tts.adapter import GLMTTSAdapter
@@ -27,6 +28,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
+    quantize_stage(lm_deploy, modules.lm)
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning)
     log.info("GLM-TTS flow: %d tokens of lookahead; chunk ends approximate a whole-utterance decode (the DiT and its GRN "
              "see the whole utterance, as in the published streaming)", flow_deploy.lookahead_frames)

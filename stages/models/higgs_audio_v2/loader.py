@@ -12,6 +12,7 @@ from pathlib import Path
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
 from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
@@ -41,6 +42,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     talker, codec, tokenizer = load_modules(path)
     talker = talker.to(talker_deploy.device, talker_deploy.torch_dtype)
+    quantize_stage(talker_deploy, talker)
     codec = codec.to(codec_deploy.device, codec_deploy.torch_dtype)
     policy = codec_deploy.chunk_policy()
     if policy.lookahead_frames < talker.config.num_codebooks - 1:

@@ -16,6 +16,7 @@ import torch
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
@@ -47,6 +48,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     generator_deploy, decoder_deploy = deploy.stage("generator"), deploy.stage("decoder")
     lm, codec, tokenizer = load_modules(path, generator_deploy.torch_dtype, generator_deploy.device)
+    quantize_stage(generator_deploy, lm)
     codec = codec.to(decoder_deploy.device, decoder_deploy.torch_dtype)
     adapter = OmniVoiceAdapter(codec.config.sample_rate)
     generator = OmniVoiceGenerator(lm, codec, tokenizer, generator_deploy.device, generator_deploy.torch_dtype)

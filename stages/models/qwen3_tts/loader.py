@@ -14,6 +14,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
+    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
     from vocalis.stages.models.qwen3_tts.runtime import TalkerStageModel, code2wav
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
@@ -25,6 +26,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,
                            codec_device=codec_deploy.device)
+    quantize_stage(talker_deploy, modules.talker)  # the talker and its code predictor; clone encoders stay float
     cloner = VoiceCloner(modules)
     talker = TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options())
     adapter = Qwen3TTSAdapter(modules)

@@ -75,7 +75,7 @@ class TalkerStageModel(AutoregressiveModel):
 
     @property
     def device(self) -> torch.device:
-        return self.talker.codec_head.weight.device
+        return self.talker.model.codec_embedding.weight.device
 
     def prompt(self, request: SynthesisRequest[Qwen3TTSInput]) -> TalkerPrompt:
         m = self.modules

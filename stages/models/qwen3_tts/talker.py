@@ -97,7 +97,7 @@ class CodePredictor(nn.Module):
     def frame_code_graphs(self, sizes, capture: bool | None = None) -> FrameCodeGraphs:
         """The sub-step loop on static buffers padded to `sizes` (CUDA graphs on a GPU), for `generate(graphs=)`."""
         c = self.config
-        weight = self.lm_head[0].weight
+        weight = self.model.codec_embedding[0].weight  # an embedding: its dtype and device whatever the heads' weights
         return FrameCodeGraphs(
             self.static_step, len(self.model.layers), c.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
             embed=lambda group, code: self.model.codec_embedding[group](code), kv_heads=c.num_key_value_heads, head_dim=c.head_dim,
@@ -135,11 +135,11 @@ class Talker(nn.Module):
         self.code_predictor = CodePredictor(config.code_predictor, config.hidden_size)
 
     def embed_text(self, ids: torch.Tensor | list[int]) -> torch.Tensor:
-        ids = torch.as_tensor(ids, dtype=torch.long, device=self.codec_head.weight.device)
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.model.codec_embedding.weight.device)
         return self.text_projection(self.model.text_embedding(ids))
 
     def embed_codec(self, ids: torch.Tensor | list[int]) -> torch.Tensor:
-        ids = torch.as_tensor(ids, dtype=torch.long, device=self.codec_head.weight.device)
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.model.codec_embedding.weight.device)
         return self.model.codec_embedding(ids)
 
     def embed_frames(self, frames: torch.Tensor) -> torch.Tensor:

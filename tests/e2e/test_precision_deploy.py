@@ -1,0 +1,40 @@
+"""The precision deploy options end to end: Qwen3-TTS's tiny checkpoint served over HTTP with its talker (the
+generator stage) in bfloat16, or with int8-dynamic weights, from a `--deploy-config` YAML; the audio decodes at the
+family's rate. A quantisation the family cannot apply to a stage is refused at load, naming the stage."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import pytest
+import soundfile as sf
+
+from tests.serving import start_server
+from vocalis.stages.models.registry import load_model
+
+CHECKPOINT = "tests/goldens/qwen3_tts/cv-1b7"
+RATE = 24000
+HOP = 1920
+"""Samples per 12.5 Hz frame."""
+
+
+@pytest.mark.parametrize("talker", ["dtype: bfloat16", "quantize: int8-dynamic", "dtype: bfloat16\n    quantize: int8-dynamic"])
+def test_the_generator_stage_serves_audio_in_the_precision_the_deploy_file_sets(tmp_path, talker):
+    config = tmp_path / "deploy.yaml"
+    config.write_text(f"stages:\n  - name: talker\n    max_len: 128\n    {talker}\n")
+    server = start_server(tmp_path, "--log-level", "info", CHECKPOINT, "--deploy-config", str(config), timeout=120,
+                          env={"OMP_NUM_THREADS": "1"})
+    try:
+        response = httpx.post(f"{server.http_url}/v1/audio/speech", timeout=120, json={
+            "input": "Hello there.", "voice": "Vivian", "max_new_tokens": 12, "extra_params": {"temperature": 0}})
+        assert response.status_code == 200, response.text
+        samples, rate = sf.read(io.BytesIO(response.content))
+        assert rate == RATE and len(samples) % HOP == 0 and 0 < len(samples) <= 12 * HOP and samples.std() > 0.01
+    finally:
+        server.stop()
+
+
+def test_a_stage_the_family_does_not_quantise_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"cannot quantise stage\(s\) \['code2wav'\]"):
+        load_model(CHECKPOINT, stage_overrides='{"code2wav": {"quantize": "int8-dynamic"}}')

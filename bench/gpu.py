@@ -41,6 +41,7 @@ from safetensors.torch import save_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import write_json  # noqa: E402
 from tests import tiny_checkpoints as tiny  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
@@ -464,9 +465,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         path = tiny_checkpoint(key, args.work_dir) if args.tiny else build_real(key, args.work_dir, args.device)
         built = time.perf_counter() - start
         rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"device": args.device, "dtype": args.dtype, "tiny": args.tiny, "rows": rows}, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, {"device": args.device, "dtype": args.dtype, "tiny": args.tiny, "rows": rows})
     return rows
 
 

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.forced_sampling import SamplerTape  # noqa: E402
+from bench.report import write_json  # noqa: E402
 from bench.stage_weights import model_weight_bytes  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
@@ -261,9 +262,7 @@ def main() -> None:
     print("|---|---|---|")
     for variant, f in forced.items():
         print(f"| {variant} | {f['max_rel_logit_error']:.2e} | {f['argmax_agreement']:.3f} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"end_to_end": rows, "qwen3_teacher_forced": forced}, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, {"end_to_end": rows, "qwen3_teacher_forced": forced})
 
 
 if __name__ == "__main__":

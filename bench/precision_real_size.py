@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import real_size_cpu  # noqa: E402
+from bench.report import write_json  # noqa: E402
 
 VARIANTS: dict[str, dict[str, str]] = {
     "float32": {"dtype": "float32"},
@@ -143,9 +144,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{spread([1000 * t for t in r['ttfa_p50_s']], 0)} | {r['weight_bytes'] / 2**30:.2f} | "
               f"{spread([b / 2**30 for b in r['peak_rss_bytes']], 2)} |")
     result = {"family": args.family, "tiny": args.tiny, "frames": args.frames, "repeats": args.repeats, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return result
 
 

@@ -40,6 +40,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import write_json  # noqa: E402
+
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
 REF_TEXT = "A short reference clip for the voice."
@@ -301,9 +303,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
               "text": TEXT, "rows": rows,
               "ratios": compared}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return result
 
 

@@ -28,6 +28,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import write_json  # noqa: E402
 from vocalis.stages.layers.norm import RMSNorm  # noqa: E402
 from vocalis.stages.layers.rotary import rope  # noqa: E402
 from vocalis.stages.layers.transformer import gated_decoder_layer  # noqa: E402
@@ -182,9 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"| {row['batch']} | {row['vocalis_tokens_per_s']:.0f} | {row['vllm_tokens_per_s']:.0f} | {row['ratio']:.2f}x | {row['same_ids']} |")
     result = {"threads": args.threads, "hidden": args.hidden, "layers": args.layers, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
               "vllm_engine_start_s": vllm["engine_start_s"], "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
     return result
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import sys
@@ -35,6 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import write_json  # noqa: E402
 from tests.fuzz import corpus  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 from vocalis.tts.v1 import audio_pb2, synthesizer_pb2_grpc  # noqa: E402
@@ -230,9 +230,7 @@ def main() -> None:
     print(f"completed {result['completed']}, corrupted {result['corrupted']}, unexpected errors {result['unexpected_errors']}")
     print(f"server RSS {result['rss_first_mb']:.0f} MB -> {result['rss_last_mb']:.0f} MB ({result['rss_growth'] * 100:+.1f} %)")
     print(f"server alive at the end: {result['server_alive']} (restarts: {result['restarts']}); attacks mixed in: {', '.join(result['attacks']) or 'none'}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

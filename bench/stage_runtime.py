@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import sys
@@ -27,6 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import write_json  # noqa: E402
 from vocalis.stages.models._template.build import build_checkpoint  # noqa: E402
 from vocalis.stages.models._template.loader import load  # noqa: E402
 from vocalis.stages.models._template.runtime import TinyInput  # noqa: E402
@@ -154,9 +154,7 @@ def main() -> None:
             f"{r['speedup']:.1f}x | {r['cpu_ms_per_frame']:.2f} ({r['sequential_cpu_ms_per_frame']:.2f}) | "
             f"{r['ttfa_p50_s']:.4f} | {r['ttfa_p50_vs_lone']:.2f} |"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"frames": args.frames, "repeats": args.repeats, "rows": rows}, indent=2))
-    print(f"wrote {args.out}")
+    write_json(args.out, {"frames": args.frames, "repeats": args.repeats, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Prints a table and writes JSON (default bench/results/).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import write_json  # noqa: E402
 from clients.prompts import MEDIUM, SHORT  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 from tests.stages.text.aligner.tiny_ctc import build_tiny_ctc  # noqa: E402
@@ -126,9 +126,7 @@ def main() -> None:
           f"{aligner_result['words_after_last_audio_ms_median']:.1f} ms ({aligner_result['words_after_last_audio_ms_p95']:.1f}) | "
           f"< {aligner_result['chunk_ms']:.0f} ms (one chunk) | "
           f"{aligner_result['first_audio_ms_with']:.0f} / {aligner_result['first_audio_ms_without']:.0f} ms |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
-    print(f"wrote {args.out}")
+    write_json(args.out, results, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,13 @@
+"""What every bench does last: its result as indented JSON at the path it was given, and a line that says where."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: Path, result: Any, indent: int = 2) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=indent))
+    print(f"wrote {path}")

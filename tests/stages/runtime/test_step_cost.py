@@ -1,0 +1,69 @@
+"""StepCost: the batch size a stage steps at, read from the step costs it measured (no clock: costs fed in)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vocalis.stages.runtime.step_cost import StepCost
+
+
+def run(policy: StepCost, ready: int, cost, steps: int) -> list[int]:
+    """`steps` steps with `ready` requests ready, each step costing cost(batch); the batch sizes stepped."""
+    sizes = []
+    for _ in range(steps):
+        size = policy.batch_limit(ready)
+        policy.record(size, cost(size))
+        sizes.append(size)
+    return sizes
+
+
+def test_a_compute_bound_cost_steps_one_at_a_time_after_measuring_two_sizes():
+    policy = StepCost(recheck_every=1000)
+    sizes = run(policy, 4, lambda b: 0.3 * b, 12)
+    assert sizes[:4] == [1, 1, 2, 2]  # measuring: one request, then two
+    assert sizes[4:] == [1] * 8
+    assert policy.compute_bound() is True and policy.marginal_ratio() == pytest.approx(1.0)
+
+
+def test_an_overhead_bound_cost_batches_every_ready_request():
+    policy = StepCost()
+    sizes = run(policy, 16, lambda b: 0.002 + 0.0001 * b, 10)
+    assert sizes[:4] == [1, 1, 2, 2] and sizes[4:] == [16] * 6
+    assert policy.compute_bound() is False and policy.marginal_ratio() < 0.1
+
+
+def test_a_cost_in_between_is_judged_at_half_the_solo_cost():
+    """r = c / t(1): one more request costs r of its cost alone. Below 1/2 batching gives the better mean time to a
+    finished job, at or above it one after another does."""
+    assert run(StepCost(), 4, lambda b: 0.6 + 0.4 * b, 6)[4:] == [4, 4]  # r = 0.4
+    assert run(StepCost(), 4, lambda b: 0.4 + 0.6 * b, 6)[4:] == [1, 1]  # r = 0.6
+
+
+def test_holding_rechecks_two_at_a_time_so_a_hiccup_cannot_lock_it_in():
+    policy = StepCost(recheck_every=4)
+    hiccup = {"on": True}
+
+    def cost(b: int) -> float:
+        return 0.01 + (0.05 if hiccup["on"] and b == 2 else 0.001 * b)  # a slow stretch while measuring two
+
+    sizes = run(policy, 8, cost, 6)
+    assert sizes[-1] == 1 and policy.compute_bound()  # fooled: two looked six times one
+    hiccup["on"] = False
+    sizes = run(policy, 8, cost, 40)
+    assert 2 in sizes and sizes[-1] == 8 and policy.compute_bound() is False
+
+
+def test_one_ready_request_always_runs_and_none_steps_nothing():
+    policy = StepCost()
+    run(policy, 4, lambda b: 1.0 * b, 6)
+    assert policy.compute_bound()
+    assert policy.batch_limit(1) == 1 and policy.batch_limit(0) == 0
+
+
+def test_a_median_of_recent_steps_ignores_one_outlier():
+    policy = StepCost()
+    for t in (0.010, 0.011, 0.5, 0.010, 0.012):
+        policy.record(1, t)
+    for t in (0.011, 0.012, 0.011):
+        policy.record(2, t)
+    assert policy.measured()[1] == pytest.approx(0.011) and policy.compute_bound() is False

@@ -9,11 +9,13 @@ solo times instead of every request at n: the same throughput, a better time to 
 
 So the stage measures, at run time, the wall time of its steps per batch size (the median of the last few, robust
 to a hiccup on a shared machine), fits t(b) = a + c·b, and reads r = c / t(1): what one more request costs against
-running it alone. r ≥ `compute_bound_at` (default 0.5) is compute-bound: the stage then steps one request at a
-time, first come first served (the others keep their state and wait, so none starves: the head always progresses).
-0.5 is where the two orders give the same mean time to first output for jobs that end together (with n equal jobs
-batched, all finish at (1 - r + r·n)·T; one after another, on average at (n + 1)/2·T; equal at r = 1/2 for every n).
-Below it the stage batches as before.
+running it alone. With that cost, batching n requests raises throughput by n / (1 + (n - 1)·r), at most 1 / r at any
+n. r ≥ `compute_bound_at` (default 0.9: batching could add at most ~11 %) is compute-bound: the stage then steps one
+request at a time, first come first served (the others keep their state and wait; none starves, the head always
+progresses, and a cancelled head frees its turn at once). Below it the stage batches as before. Between r = 1/2 and
+the threshold batching still gives a later mean time to a finished job (n equal jobs batched all finish at
+(1 - r + r·n)·T, one after another on average at (n + 1)/2·T), but more throughput; the rule keeps the throughput,
+so a stage where batching helps at all is batched as before.
 
 Until two batch sizes are measured the stage grows its batch one request at a time (1, then 2) to measure them; while
 it holds, every `recheck_every` steps it runs one step at two so that a hiccup cannot lock it into holding. No
@@ -27,7 +29,7 @@ from collections import deque
 
 
 class StepCost:
-    def __init__(self, compute_bound_at: float = 0.5, window: int = 5, min_samples: int = 2,
+    def __init__(self, compute_bound_at: float = 0.9, window: int = 5, min_samples: int = 2,
                  recheck_every: int = 16) -> None:
         if compute_bound_at <= 0:
             raise ValueError("compute_bound_at must be positive")

@@ -32,11 +32,11 @@ def test_an_overhead_bound_cost_batches_every_ready_request():
     assert policy.compute_bound() is False and policy.marginal_ratio() < 0.1
 
 
-def test_a_cost_in_between_is_judged_at_half_the_solo_cost():
-    """r = c / t(1): one more request costs r of its cost alone. Below 1/2 batching gives the better mean time to a
-    finished job, at or above it one after another does."""
-    assert run(StepCost(), 4, lambda b: 0.6 + 0.4 * b, 6)[4:] == [4, 4]  # r = 0.4
-    assert run(StepCost(), 4, lambda b: 0.4 + 0.6 * b, 6)[4:] == [1, 1]  # r = 0.6
+def test_batching_is_kept_wherever_it_raises_throughput_by_more_than_a_tenth():
+    """r = c / t(1): one more request costs r of its cost alone; batching raises throughput by up to 1 / r."""
+    assert run(StepCost(), 4, lambda b: 0.2 + 0.8 * b, 6)[4:] == [4, 4]  # r = 0.8: up to 1.25x
+    assert run(StepCost(), 4, lambda b: 0.05 + 0.95 * b, 6)[4:] == [1, 1]  # r = 0.95: up to 1.05x
+    assert run(StepCost(), 4, lambda b: 1.2 * b - 0.1, 6)[4:] == [1, 1]  # r > 1: batching costs throughput
 
 
 def test_holding_rechecks_two_at_a_time_so_a_hiccup_cannot_lock_it_in():

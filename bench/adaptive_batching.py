@@ -152,7 +152,7 @@ async def at_once(model, clients: int, steps: int) -> dict:
     return {"ttfa_s": [r[0] for r in results], "wall_s": wall, "audio_s_per_s": sum(r[2] for r in results) / wall}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoint as it is")
     parser.add_argument("--synthetic", action="store_true", help="the matmul-only stage instead of OmniVoice")
@@ -161,7 +161,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="unmasking passes per request (num_step)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, help="write the runs as JSON here")
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     from vocalis.stages.models.registry import load_model
@@ -192,6 +193,8 @@ def main() -> None:
                     print(json.dumps(runs[-1]), file=sys.stderr)
         finally:
             model.pipeline.close()
+    if args.out:
+        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs}, indent=2))
     print("\n| mode | alone s | TTFA per request (s, in order of submission) | wall s | audio-s/s | measured r |\n|---|---|---|---|---|---|")
     for run in runs:
         ttfa = ", ".join(f"{t:.2f}" for t in run["ttfa_s"])

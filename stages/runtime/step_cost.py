@@ -18,7 +18,10 @@ the threshold batching still gives a later mean time to a finished job (n equal 
 so a stage where batching helps at all is batched as before.
 
 Until two batch sizes are measured the stage grows its batch one request at a time (1, then 2) to measure them; while
-it holds, every `recheck_every` steps it runs one step at two so that a hiccup cannot lock it into holding. No
+it holds, every `recheck_every` steps it runs one step at two so that a hiccup cannot lock it into holding. Once
+holding it goes back to batching only below `compute_bound_at - hysteresis` (0.7): on a loaded machine the r of a
+compute-bound step scatters by ±0.3 (bench/adaptive_batching.py), and a flip back to batching mid-queue gives the
+waiting requests' wait to the one in service. No
 per-family setting: the same rule reads each stage's own costs on its own device. Torch-free.
 """
 
@@ -30,7 +33,7 @@ from collections import deque
 
 class StepCost:
     def __init__(self, compute_bound_at: float = 0.9, window: int = 5, min_samples: int = 2,
-                 recheck_every: int = 16) -> None:
+                 recheck_every: int = 16, hysteresis: float = 0.2) -> None:
         if compute_bound_at <= 0:
             raise ValueError("compute_bound_at must be positive")
         if min_samples < 1 or window < min_samples:
@@ -39,6 +42,8 @@ class StepCost:
         self.window = window
         self.min_samples = min_samples
         self.recheck_every = recheck_every
+        self.hysteresis = hysteresis
+        self._holding = False
         self._samples: dict[int, deque[float]] = {}
         self._held_steps = 0
 
@@ -71,7 +76,10 @@ class StepCost:
     def compute_bound(self) -> bool | None:
         """Whether batching cannot raise throughput (None: not measured yet)."""
         ratio = self.marginal_ratio()
-        return None if ratio is None else ratio >= self.compute_bound_at
+        if ratio is None:
+            return None
+        self._holding = ratio >= self.compute_bound_at - (self.hysteresis if self._holding else 0.0)
+        return self._holding
 
     def batch_limit(self, ready: int) -> int:
         """How many of `ready` requests (in first-come order) to step now."""

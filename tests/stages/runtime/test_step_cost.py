@@ -67,3 +67,16 @@ def test_a_median_of_recent_steps_ignores_one_outlier():
     for t in (0.011, 0.012, 0.011):
         policy.record(2, t)
     assert policy.measured()[1] == pytest.approx(0.011) and policy.compute_bound() is False
+
+
+def test_once_holding_it_batches_again_only_well_below_the_threshold():
+    policy = StepCost(recheck_every=1000)
+    run(policy, 4, lambda b: 1.0 * b, 6)
+    assert policy.compute_bound()
+    for _ in range(5):  # a quieter stretch: two now cost 1.8 times one (r = 0.8)
+        policy.record(2, 1.8)
+    assert policy.marginal_ratio() == pytest.approx(0.8) and policy.compute_bound() is True
+    assert StepCost().compute_bound() is None
+    for _ in range(5):
+        policy.record(2, 1.6)  # r = 0.6: batching would add a quarter or more
+    assert policy.compute_bound() is False and policy.batch_limit(4) == 4

@@ -21,8 +21,8 @@ Until two batch sizes are measured the stage grows its batch one request at a ti
 it holds, every `recheck_every` steps it runs one step at two so that a hiccup cannot lock it into holding. Once
 holding it goes back to batching only below `compute_bound_at - hysteresis` (0.7): on a loaded machine the r of a
 compute-bound step scatters by ±0.3 (bench/adaptive_batching.py), and a flip back to batching mid-queue gives the
-waiting requests' wait to the one in service. No
-per-family setting: the same rule reads each stage's own costs on its own device. Torch-free.
+waiting requests' wait to the one in service. No per-family setting: the same rule reads each stage's own costs on
+its own device. Torch-free.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from collections import deque
 
 
 class StepCost:
+    """One stage's step costs per batch size, and the batch size they call for (see the module docstring)."""
+
     def __init__(self, compute_bound_at: float = 0.9, window: int = 5, min_samples: int = 2,
                  recheck_every: int = 16, hysteresis: float = 0.2) -> None:
         if compute_bound_at <= 0:
@@ -74,7 +76,8 @@ class StepCost:
         return slope / alone
 
     def compute_bound(self) -> bool | None:
-        """Whether batching cannot raise throughput (None: not measured yet)."""
+        """Whether batching cannot raise throughput (None: not measured yet); judged with the hysteresis of the
+        last answer, which it remembers."""
         ratio = self.marginal_ratio()
         if ratio is None:
             return None

@@ -6,6 +6,10 @@ request by one pass in a single batched call, new requests join between steps, a
 request leaves when its job says it is done. Unlike UtteranceStage (one request per step,
 round-robin), a step's cost is shared by its whole batch.
 
+How many ready jobs a step takes is measured, not configured: the stage times its steps per batch size and, where
+one more job costs about what it costs alone (a compute-bound step), steps them one at a time, first come first
+served, so a job's first output is not delayed by a batch that cannot raise throughput (step_cost.py).
+
 It takes a request at any place in a pipeline: its job starts from the request's first item,
 whose payload is the output of the stage before (None for stage 0). A job that consumes a stream
 (a decoder of units as they arrive) is fed the later outputs and says when it can step (`ready`).
@@ -15,12 +19,15 @@ The model does the tensor work; this file is only bookkeeping and can be tested 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.request_table import RequestTable
 from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.step_cost import StepCost
 
 
 class IterativeJob(Protocol):
@@ -65,11 +72,16 @@ class _Entry:
 
 
 class IterativeStage(RequestTable[_Entry]):
-    def __init__(self, name: str, model: IterativeModel, max_num_seqs: int = 8) -> None:
+    def __init__(self, name: str, model: IterativeModel, max_num_seqs: int = 8, adaptive_batching: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        """`adaptive_batching`: size each step's batch from its measured cost (step_cost.py); False: every ready job
+        up to `max_num_seqs`, whatever the cost. `clock` times the steps."""
         super().__init__()
         self.name = name
         self.model = model
         self.max_num_seqs = max_num_seqs
+        self.step_cost = StepCost() if adaptive_batching else None
+        self._clock = clock
         self.steps = 0
 
     def add(self, item: StageItem) -> None:
@@ -86,13 +98,18 @@ class IterativeStage(RequestTable[_Entry]):
         self.drop_closed()
         ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
         batch = ([entry for entry in ready if entry.running] + [entry for entry in ready if not entry.running])[: self.max_num_seqs]
+        if self.step_cost is not None:
+            batch = batch[: self.step_cost.batch_limit(len(batch))]
         jobs = [entry.job for entry in batch]
         self._batch = [job.request for job in jobs]
         if not jobs:
             return []
         for entry in batch:
             entry.running = True
+        started = self._clock()
         produced = self.model.step(jobs)
+        if self.step_cost is not None:
+            self.step_cost.record(len(jobs), self._clock() - started)
         self.steps += 1
         outputs: list[StageItem] = []
         for job, payloads in zip(jobs, produced, strict=True):

@@ -66,7 +66,7 @@ def drain(stage, joins=None):
 
 def test_running_requests_step_together_and_join_between_steps():
     model = CountingModel()
-    stage = IterativeStage("it", model, max_num_seqs=2)
+    stage = IterativeStage("it", model, max_num_seqs=2, adaptive_batching=False)  # batches as they come, whatever they cost
     a, b, c = request("a a a"), request("b b"), request("c c c c", outputs_at=(1,))
     stage.add(StageItem(a))
     items = drain(stage, {1: [b, c]})
@@ -79,7 +79,7 @@ def test_running_requests_step_together_and_join_between_steps():
 
 def test_cancelled_requests_leave_before_the_next_step():
     model = CountingModel()
-    stage = IterativeStage("it", model)
+    stage = IterativeStage("it", model, adaptive_batching=False)
     a, b = request("a a a a"), request("b b b b")
     stage.add(StageItem(a))
     stage.add(StageItem(b))

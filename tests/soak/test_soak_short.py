@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(300)  # a minute of load plus the server's start and the long units first: past 120 s when loaded
 def test_soak_one_minute(tmp_path):
     out = tmp_path / "soak.json"
     result = subprocess.run(

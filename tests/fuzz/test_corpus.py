@@ -19,6 +19,8 @@ from vocalis.clients.errors import VocalisError
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 SERVER_FAULTS = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS}
+AUDIO_CAP_S = 30
+"""The victim server's --max-audio-seconds: past it a session ends with 413 / RESOURCE_EXHAUSTED, a client status."""
 
 
 def new_log(server, since: int) -> str:
@@ -57,9 +59,10 @@ def test_grpc_streams(server, messages):
 @pytest.fixture(scope="module")
 def victim(tmp_path_factory):
     """A server of its own: if a text does take the process down, the other tests' server is unharmed."""
-    # Each long unit is minutes of audio on three faces at once, one face's queued behind the others': the WebSocket
-    # may wait longer for its first audio than the default idle timeout (30 s) on a loaded machine.
-    running = start_server(tmp_path_factory.mktemp("victim"), "--ws-idle-timeout", "180")
+    # A long unit is minutes of audio (300 CJK characters spelled out); the cap ends each face's session after its
+    # first runs, as a deployment's cap would, and the WebSocket, whose first audio may queue behind the other faces',
+    # gets more than the default idle timeout (30 s) on a loaded machine.
+    running = start_server(tmp_path_factory.mktemp("victim"), "--max-audio-seconds", str(AUDIO_CAP_S), "--ws-idle-timeout", "180")
     yield running
     running.stop()
 
@@ -75,7 +78,7 @@ async def _grpc(target: str, text: str) -> None:
 async def _http(url: str, text: str) -> None:
     async with httpx.AsyncClient(timeout=120) as client:
         response = await client.post(f"{url}/v1/audio/speech", json={"input": text})
-        assert response.status_code in (200, 400, 500), response.text[:300]
+        assert response.status_code in (200, 400, 413, 500), response.text[:300]
 
 
 async def _ws(port: int, text: str) -> None:
@@ -87,10 +90,10 @@ async def _ws(port: int, text: str) -> None:
         try:
             async for frame in ws:
                 frames.append(frame)
-        except ConnectionClosedError as closed:  # a failed synthesis: an error frame, then 1011
-            assert closed.rcvd is not None and closed.rcvd.code == 1011, closed
+        except ConnectionClosedError as closed:  # an error frame, then 1011 (a failed synthesis) or 1009 (the cap)
+            assert closed.rcvd is not None and closed.rcvd.code in (1011, 1009), closed
             errors = [json.loads(f) for f in frames if isinstance(f, str) and json.loads(f)["type"] == "error"]
-            assert errors and errors[-1]["code"] == 500, frames[-3:]
+            assert errors and errors[-1]["code"] == (500 if closed.rcvd.code == 1011 else 413), frames[-3:]
 
 
 @pytest.mark.parametrize("text", corpus.CRASH_TEXTS + corpus.LONG_UNITS, ids=lambda t: t[:12])

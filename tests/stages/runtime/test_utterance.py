@@ -13,20 +13,22 @@ from vocalis.stages.api.errors import SynthesisFailed
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
-from vocalis.stages.runtime.utterance import UtteranceStage, solo
+from vocalis.stages.runtime.utterance import LastPiece, UtteranceStage, solo
 
 PIECE_S = 0.15
 
 
 class Recorder:
-    """A model whose pieces take PIECE_S each, recording when, where and whether solo each ran."""
+    """A model whose pieces take PIECE_S each, recording when, where and whether solo each ran; with stage input
+    "last" it yields its last piece as a LastPiece."""
 
     def __init__(self) -> None:
         self.runs: list[tuple[str, float, float, bool]] = []
         self._lock = threading.Lock()
 
-    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray]:
-        for index in range(int(request.text)):
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
+        count = int(request.text)
+        for index in range(count):
             start = time.monotonic()
             alone = solo()
             time.sleep(PIECE_S)
@@ -34,17 +36,23 @@ class Recorder:
                 raise SynthesisFailed("this request's second piece fails")
             with self._lock:
                 self.runs.append((request.request_id, start, time.monotonic(), alone))
-            yield np.full(10, index, dtype=np.float32)
+            piece = np.full(10, index, dtype=np.float32)
+            yield LastPiece(piece) if request.stage_input == "last" and index == count - 1 else piece
 
 
 def drive(stage: UtteranceStage, requests: list[SynthesisRequest]) -> dict[str, list]:
-    """Step the stage until it is idle; every request's outputs in order ("done" when it finished)."""
+    """Step the stage until it is idle; every request's outputs in order: each piece's index, "done" for an item that
+    only finishes it, "N done" for piece N that also finishes it."""
     for request in requests:
         stage.add(StageItem(request))
     produced: dict[str, list] = {r.request_id: [] for r in requests}
     while stage.has_work():
         for item in stage.step():
-            produced[item.request.request_id].append("done" if item.finished else int(item.payload[0]))
+            if item.payload is None:
+                produced[item.request.request_id].append("done" if item.finished else None)
+            else:
+                index = int(item.payload[0])
+                produced[item.request.request_id].append(f"{index} done" if item.finished else index)
     return produced
 
 
@@ -95,6 +103,35 @@ def test_a_failing_request_fails_alone_on_either_path():
         assert produced["r0"] == [0] and isinstance(requests[0].error, SynthesisFailed)
         assert "second piece fails" in str(requests[0].error)
         assert produced["r1"] == [0, 1, 2, "done"] and requests[1].error is None
+
+
+def test_a_last_piece_ends_its_request_with_its_audio_on_either_path():
+    for lanes in (1, 2):
+        produced, requests, _ = run(lanes, [("2", "last"), ("1", "last"), ("2", None)])
+        assert produced == {"r0": [0, "1 done"], "r1": ["0 done"], "r2": [0, 1, "done"]}
+        assert all(r.error is None for r in requests)
+
+
+def test_a_last_piece_does_not_wait_behind_fresh_requests():
+    """Four one-piece requests on two lanes: each ends the moment its piece is back. Without LastPiece, the end of the
+    first two (a step of their own) waits until the two fresh requests' pieces have freed a lane."""
+    async def go(stage_input: object) -> tuple[dict[str, float], dict[str, float]]:
+        model.runs.clear()
+        stage = UtteranceStage("u", model, lanes=2)
+        requests = [SynthesisRequest(text="1", stage_input=stage_input, output=AudioOutput(), request_id=f"r{i}") for i in range(4)]
+        for request in requests:
+            stage.add(StageItem(request))
+        ended: dict[str, float] = {}
+        while stage.has_work():
+            for item in stage.step():
+                if item.finished:
+                    ended[item.request.request_id] = time.monotonic()
+        return ended, {rid: end for rid, _, end, _ in model.runs}
+
+    ended, piece_done = asyncio.run(go("last"))
+    assert max(ended["r0"], ended["r1"]) < min(piece_done["r2"], piece_done["r3"])
+    ended, piece_done = asyncio.run(go(None))
+    assert min(ended["r0"], ended["r1"]) >= min(piece_done["r2"], piece_done["r3"])
 
 
 def test_a_request_cancelled_mid_piece_is_dropped_when_its_piece_is_back():

@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 _lane = threading.local()
 _DONE = object()
 _POLL_S = 0.05
-"""With a lane free, how often a step looks up from its running pieces to let new requests in."""
+"""With a lane free, how long a step waits on its running pieces at most before it looks up; new input (a request,
+a cancellation) wakes it at once (input_arrived), so a new request starts on a free lane without waiting."""
 
 
 def solo() -> bool:
@@ -86,6 +87,8 @@ class UtteranceStage(Stage):
         self._closing: dict[int, Iterator[np.ndarray | LastPiece]] = {}
         """Pieces of requests dropped while a piece of theirs was running: closed once it is back."""
         self._executor = ThreadPoolExecutor(lanes, thread_name_prefix=f"stage-{name}-lane") if lanes > 1 else None
+        self._look_up = threading.Event()
+        """Set when a piece is back or new input came: a step waiting with a lane free returns to let it in."""
 
     def add(self, item: StageItem) -> None:
         key = id(item.request)
@@ -118,6 +121,9 @@ class UtteranceStage(Stage):
     def drop_closed(self) -> None:
         for request in [r for r in self.active_requests() if r.closed]:
             self.drop(request)
+
+    def input_arrived(self) -> None:
+        self._look_up.set()
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
@@ -157,7 +163,12 @@ class UtteranceStage(Stage):
         lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
         # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
         self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
-        done, _ = wait(list(self._running), timeout=None if lanes_full else _POLL_S, return_when=FIRST_COMPLETED)
+        if lanes_full:
+            done, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
+        else:  # a lane is free: until a piece is back or new input comes, which may take that lane
+            self._look_up.wait(_POLL_S)
+            self._look_up.clear()
+            done = {future for future in self._running if future.done()}
         outputs: list[StageItem] = []
         for future in done:
             key, _ = self._running.pop(future)
@@ -196,7 +207,9 @@ class UtteranceStage(Stage):
             request, pieces = self._active[key]
             self._active.move_to_end(key)
             self._started.add(key)
-            self._running[self._executor.submit(_advance, pieces, alone)] = (key, alone)
+            future = self._executor.submit(_advance, pieces, alone)
+            future.add_done_callback(lambda _: self._look_up.set())
+            self._running[future] = (key, alone)
 
     def _fail(self, request: SynthesisRequest, exc: Exception) -> None:
         """Fail one request; a fault the model reports (SynthesisFailed) is logged without a traceback."""

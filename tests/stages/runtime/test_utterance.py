@@ -10,10 +10,12 @@ from collections.abc import Iterator
 import numpy as np
 
 from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.runtime import utterance
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
 from vocalis.stages.runtime.utterance import LastPiece, UtteranceStage, solo
+from vocalis.stages.runtime.worker import StageWorker
 
 PIECE_S = 0.15
 
@@ -150,3 +152,43 @@ def test_a_request_cancelled_mid_piece_is_dropped_when_its_piece_is_back():
 
     produced = asyncio.run(go())
     assert ("b", True) in produced and not any(rid == "a" for rid, _ in produced)
+
+
+class Timed:
+    """A model of one piece per request that takes `float(request.text)` seconds, recording when each started."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
+        self.started[request.request_id] = time.monotonic()
+        time.sleep(float(request.text))
+        yield LastPiece(np.zeros(10, dtype=np.float32))
+
+
+def test_a_new_request_takes_a_free_lane_at_once(monkeypatch):
+    """A long piece runs on one lane, the other is free: a request put in the inbox starts at once, not when the
+    step next looks up on its own (the poll is made far longer here than the long piece)."""
+    monkeypatch.setattr(utterance, "_POLL_S", 30.0)
+
+    async def go() -> tuple[float, dict[str, float]]:
+        model = Timed()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+        try:
+            def request(seconds: float, name: str) -> SynthesisRequest:
+                return SynthesisRequest(text=str(seconds), stage_input=None, output=AudioOutput(), request_id=name)
+
+            worker.put([StageItem(request(1.5, "long")), StageItem(request(0.05, "short"))])  # side by side, not solo
+            time.sleep(0.4)  # the short one is done: one lane free, the long piece still running
+            put_at = time.monotonic()
+            worker.put([StageItem(request(0.05, "new"))])
+            deadline = time.monotonic() + 5
+            while "new" not in model.started and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return put_at, model.started
+        finally:
+            worker.stop()
+
+    put_at, started = asyncio.run(go())
+    assert started["new"] - put_at < 0.5  # the long piece ends 1.1 s after the put

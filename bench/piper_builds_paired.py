@@ -55,7 +55,7 @@ async def sweep(targets: list[tuple[str, object]], levels: list[int], reps: int,
                 order.reverse()
             for name, target in order:
                 summary = (await closed_loop(target, chosen, concurrency, len(chosen))).summary()
-                runs.append({"server": name, "rep": rep, "concurrency": concurrency, "load": os.getloadavg()[0], **summary})
+                runs.append({"server": name, "rep": rep, "concurrency": concurrency, **summary, "load_average": os.getloadavg()[0]})
                 print(f"  rep {rep} c={concurrency:<2} {name:<12} {summary['audio_s_per_s']:6.2f} audio s/s  "
                       f"E2E p50 {summary['latency_s']['p50']:.3f} s  load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     return runs
@@ -81,7 +81,7 @@ def render(runs: list[dict], names: list[str], levels: list[int]) -> str:
             p50 = ratios(runs, name, concurrency, lambda r: r["latency_s"]["p50"])
             mean = ratios(runs, name, concurrency, lambda r: r["latency_s"]["mean"])
             throughput = ratios(runs, name, concurrency, lambda r: r["audio_s_per_s"])
-            loads = [r["load"] for r in runs if r["server"] == name and r["concurrency"] == concurrency]
+            loads = [r["load_average"] for r in runs if r["server"] == name and r["concurrency"] == concurrency]
             lines.append(f"| {concurrency} | {name} | {len(p50)} | {spread(p50)} | {spread(mean)} | {spread(throughput)} "
                          f"| {statistics.median(loads):.1f} |")
     return "\n".join(lines) + "\n"

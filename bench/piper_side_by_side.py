@@ -245,7 +245,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,2,4,8,16", help="closed-loop levels, comma-separated")
     parser.add_argument("--reps", type=int, default=3, help="A/B pairs per level")
     parser.add_argument("--requests", type=int, default=0, help="requests per run (default: max(16, 3 x concurrency))")
-    parser.add_argument("--ttfa-reps", type=int, default=3, help="reps of the 200-word TTFA comparison")
+    parser.add_argument("--ttfa-reps", type=int, default=3, help="reps of the 200-word TTFA comparison (0: none)")
     parser.add_argument("--quiet-threshold", type=float, default=0.25, help="foreign cores below which a run may start")
     parser.add_argument("--quiet-wait", type=float, default=120, help="longest wait for a quiet machine, seconds")
     parser.add_argument("--max-foreign", type=float, default=0.2, help="a run with more foreign load than this is repeated")
@@ -341,7 +341,8 @@ def main() -> None:
 
     try:
         asyncio.run(sweep())
-        asyncio.run(ttfa())
+        if args.ttfa_reps:
+            asyncio.run(ttfa())
     finally:
         vocalis.stop()
         piper_process.terminate()
@@ -359,6 +360,21 @@ def main() -> None:
         "runs": runs, "ttfa": ttfa_rows,
     }, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
+
+
+def paired(runs: list[dict], concurrency: int, value) -> list[float]:
+    """Vocalis over Piper for each rep (an interleaved pair) at `concurrency`: value(vocalis run) / value(piper run)."""
+    ratios = []
+    for rep in sorted({r["rep"] for r in runs if r.get("concurrency") == concurrency}):
+        pair = {r["server"]: r for r in runs if r.get("concurrency") == concurrency and r["rep"] == rep}
+        if "piper" in pair and "vocalis" in pair:
+            ratios.append(value(pair["vocalis"]) / value(pair["piper"]))
+    return ratios
+
+
+def spread(values: list[float]) -> str:
+    """median [min–max]"""
+    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]" if values else "-"
 
 
 def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: int) -> str:
@@ -385,6 +401,20 @@ def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: in
             f"| {c}{f' ({errors} errors)' if errors else ''} | {p_tp:.1f} | {v_tp:.1f} | {v_tp / p_tp:.2f} | {v_tp / ceiling:.2f} "
             f"| {p_e2e:.2f} | {v_e2e:.2f} | {v_e2e / p_e2e:.2f} | {v_ttfa:.3f} | {v_ttfa / p_e2e:.3f} | {foreign:.2f} |"
         )
+    lines += [
+        "",
+        "Per interleaved pair (the same rep, one server right after the other), Vocalis over Piper: median [min–max].",
+        "",
+        "| concurrency | pairs | E2E p50 | mean E2E | audio s/s |",
+        "|---|---|---|---|---|",
+    ]
+    for c in levels:
+        p50 = paired(runs, c, lambda r: r["latency_s"]["p50"])
+        mean = paired(runs, c, lambda r: r["latency_s"]["mean"])
+        throughput = paired(runs, c, lambda r: r["audio_s_per_s"])
+        lines.append(f"| {c} | {len(p50)} | {spread(p50)} | {spread(mean)} | {spread(throughput)} |")
+    if not ttfa_rows:
+        return "\n".join(lines) + "\n"
     lines += [
         "",
         "| ~200-word prompt | Piper full response s | Vocalis streamed TTFA s | TTFA / Piper | Vocalis full response s "

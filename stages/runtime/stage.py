@@ -55,6 +55,11 @@ class Stage(Protocol):
         until more input comes."""
         return None
 
+    def input_arrived(self) -> None:
+        """Called from any thread when items are put in the stage's inbox (or a cancellation wakes it), so that a
+        step waiting on work of its own (UtteranceStage's lanes) can look up at once; nothing by default."""
+        return None
+
     def step(self) -> list[StageItem]:
         """One step over a batch; returns what it produced, per request."""
         ...

@@ -11,6 +11,11 @@ each lane) then uses every core without its runs fighting over one thread pool.
 A lone request still runs alone ("solo"), so that the model can give it all the
 cores for the lowest latency; models read which case they are in with solo().
 
+A model that knows which piece is its last says so (yields it as a LastPiece): the request then
+ends with that piece's audio. Otherwise it ends a step later, when its generator is found empty, and
+that step waits its turn behind every fresh request's first piece: a whole piece's time or more, in
+which its session can neither move on to its next unit nor admit another.
+
 It takes a request at any place in a pipeline: the model gets the request with the payload of its first item,
 the output of the stage before (None for stage 0; Piper stands there and reads only the request). The unit is
 whole, so a later payload for a request it holds fails that request, as an IterativeModel without `feed` does;
@@ -24,6 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,7 +43,8 @@ log = logging.getLogger(__name__)
 _lane = threading.local()
 _DONE = object()
 _POLL_S = 0.05
-"""With a lane free, how often a step looks up from its running pieces to let new requests in."""
+"""With a lane free, how long a step waits on its running pieces at most before it looks up; new input (a request,
+a cancellation) wakes it at once (input_arrived), so a new request starts on a free lane without waiting."""
 
 
 def solo() -> bool:
@@ -45,10 +52,22 @@ def solo() -> bool:
     return getattr(_lane, "solo", True)
 
 
+@dataclass(frozen=True)
+class LastPiece:
+    """A request's last piece, yielded by a model that knows it is the last: the request ends with its audio."""
+
+    samples: np.ndarray
+
+
+def piece_samples(piece: np.ndarray | LastPiece) -> np.ndarray:
+    """The audio of a piece a model yielded, last or not."""
+    return piece.samples if isinstance(piece, LastPiece) else piece
+
+
 class UtteranceModel(Protocol):
-    def synthesize(self, request: SynthesisRequest, payload: Any) -> Iterator[np.ndarray]:
-        """Mono float32 pieces at the model's rate, each as soon as it exists. `payload` is the output of the stage
-        before (None for stage 0)."""
+    def synthesize(self, request: SynthesisRequest, payload: Any) -> Iterator[np.ndarray | LastPiece]:
+        """Mono float32 pieces at the model's rate, each as soon as it exists, the last one as a LastPiece where the
+        model knows it (nothing may follow it). `payload` is the output of the stage before (None for stage 0)."""
         ...
 
 
@@ -60,14 +79,16 @@ class UtteranceStage(Stage):
         self.lanes = lanes
         self._waiting: OrderedDict[int, tuple[SynthesisRequest, Any]] = OrderedDict()
         """Requests not started yet, with the payload of their first item."""
-        self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray]]] = OrderedDict()
+        self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray | LastPiece]]] = OrderedDict()
         self._batch: list[SynthesisRequest] = []
         self._started: set[int] = set()
         self._running: dict[Future, tuple[int, bool]] = {}
         """Pieces being computed on lane threads: future -> (request key, solo)."""
-        self._closing: dict[int, Iterator[np.ndarray]] = {}
+        self._closing: dict[int, Iterator[np.ndarray | LastPiece]] = {}
         """Pieces of requests dropped while a piece of theirs was running: closed once it is back."""
         self._executor = ThreadPoolExecutor(lanes, thread_name_prefix=f"stage-{name}-lane") if lanes > 1 else None
+        self._look_up = threading.Event()
+        """Set when a piece is back or new input came: a step waiting with a lane free returns to let it in."""
 
     def add(self, item: StageItem) -> None:
         key = id(item.request)
@@ -101,6 +122,9 @@ class UtteranceStage(Stage):
         for request in [r for r in self.active_requests() if r.closed]:
             self.drop(request)
 
+    def input_arrived(self) -> None:
+        self._look_up.set()
+
     def step(self) -> list[StageItem]:
         self.drop_closed()
         while self._waiting and len(self._active) < self.max_num_seqs:
@@ -128,7 +152,7 @@ class UtteranceStage(Stage):
         except Exception as exc:  # noqa: BLE001 - one request's fault fails that request only
             self._fail(request, exc)
             return []
-        return [StageItem(request, samples)]
+        return [self._output(request, samples)]
 
     # -- up to `lanes` pieces at once ----------------------------------------------------
 
@@ -139,7 +163,12 @@ class UtteranceStage(Stage):
         lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
         # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
         self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
-        done, _ = wait(list(self._running), timeout=None if lanes_full else _POLL_S, return_when=FIRST_COMPLETED)
+        if lanes_full:
+            done, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
+        else:  # a lane is free: until a piece is back or new input comes, which may take that lane
+            self._look_up.wait(_POLL_S)
+            self._look_up.clear()
+            done = {future for future in self._running if future.done()}
         outputs: list[StageItem] = []
         for future in done:
             key, _ = self._running.pop(future)
@@ -156,8 +185,15 @@ class UtteranceStage(Stage):
                 self.drop(request)
                 outputs.append(StageItem(request, None, finished=True))
             else:
-                outputs.append(StageItem(request, samples))
+                outputs.append(self._output(request, samples))
         return outputs
+
+    def _output(self, request: SynthesisRequest, samples: np.ndarray | LastPiece) -> StageItem:
+        """The item for a piece the model made; a LastPiece ends its request (its generator is closed)."""
+        if isinstance(samples, LastPiece):
+            self.drop(request)
+            return StageItem(request, piece_samples(samples), finished=True)
+        return StageItem(request, samples)
 
     def _launch(self) -> None:
         """Start pieces on free lanes: alone for a lone request, else one per lane, never beside a solo piece."""
@@ -171,7 +207,9 @@ class UtteranceStage(Stage):
             request, pieces = self._active[key]
             self._active.move_to_end(key)
             self._started.add(key)
-            self._running[self._executor.submit(_advance, pieces, alone)] = (key, alone)
+            future = self._executor.submit(_advance, pieces, alone)
+            future.add_done_callback(lambda _: self._look_up.set())
+            self._running[future] = (key, alone)
 
     def _fail(self, request: SynthesisRequest, exc: Exception) -> None:
         """Fail one request; a fault the model reports (SynthesisFailed) is logged without a traceback."""
@@ -190,7 +228,7 @@ class UtteranceStage(Stage):
         return (fresh + [k for k in keys if k in self._started])[: max(0, count)]
 
 
-def _advance(pieces: Iterator[np.ndarray], alone: bool) -> object:
+def _advance(pieces: Iterator[np.ndarray | LastPiece], alone: bool) -> object:
     """The next piece of a request, computed on a lane thread (_DONE when it has no more)."""
     _lane.solo = alone
     try:

@@ -46,10 +46,12 @@ class StageWorker:
 
     def put(self, items: Iterable[StageItem]) -> None:
         self.inbox.put(list(items))
+        self.stage.input_arrived()
 
     def wake(self) -> None:
         """Run the loop once even with nothing new: it drops the requests closed meanwhile."""
         self.inbox.put([])
+        self.stage.input_arrived()
 
     def stop(self, timeout: float | None = 5.0) -> None:
         self.inbox.put(_STOP)

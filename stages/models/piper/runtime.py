@@ -8,8 +8,9 @@ whose phonemes exceed MAX_IDS_PER_RUN ids is synthesized in several runs (limits
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,10 +25,15 @@ from vocalis.stages.models.piper.limits import (
 from vocalis.stages.models.piper.voice import LoadedPiperVoice
 from vocalis.stages.models.piper.word_alignment import PieceWords, phoneme_sample_spans
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.utterance import solo
+from vocalis.stages.runtime.utterance import LastPiece, solo
 from vocalis.stages.text.word_times import text_words
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_Run = tuple[PieceWords | None, int, int, list[str], list[int]]
+"""One ONNX run: its piece's words (None without word times), its sentence in the piece, where its phonemes start
+in that sentence, the phonemes and their ids."""
 
 
 @dataclass(frozen=True)
@@ -55,36 +61,40 @@ class PiperSynthesizer:
         self.max_piece_chars = max_piece_chars
         self.max_ids_per_run = max_ids_per_run
 
-    def synthesize(self, request: SynthesisRequest, payload: None = None) -> Iterator[np.ndarray]:
-        """The request's audio, sentence by sentence. Piper is stage 0 of its pipeline: `payload` is None, the text
-        and the stage input are on the request."""
+    def synthesize(self, request: SynthesisRequest, payload: None = None) -> Iterator[np.ndarray | LastPiece]:
+        """The request's audio, sentence by sentence, the last as a LastPiece (so the request ends with it). Piper is
+        stage 0 of its pipeline: `payload` is None, the text and the stage input are on the request."""
         params: PiperInput = request.stage_input
+        index = 0  # of the ONNX run in this request: the seeded noise of each run is drawn from it
+        at_sample = 0  # where the next run's audio starts in the utterance
+        for (words, s, start, run, ids), last in _with_last(self._runs(request, params)):
+            if request.cancelled:
+                return
+            request.output_tokens += len(ids)
+            audio, id_frames = self._run(ids, params, index)
+            if words is not None and id_frames is not None:
+                id_samples = _id_samples(id_frames, len(audio))
+                spans = phoneme_sample_spans(run, self.voice.config.phoneme_id_map, id_samples)
+                request.emit_words(words.timed(s, start, spans, at_sample))
+            at_sample += len(audio)
+            yield LastPiece(_normalized(audio)) if last else _normalized(audio)
+            index += 1
+
+    def _runs(self, request: SynthesisRequest, params: PiperInput) -> Iterator[_Run]:
+        """The request's ONNX runs, in order: its text phonemized piece by piece, each sentence cut to the id cap."""
         voice = self.voice.voice
         # Slow speech has more frames per id: the cap is on frames, so fewer ids per run (speed 0.25: a quarter).
         slowdown = max(1.0, params.length_scale / self.voice.config.length_scale)
         max_ids = min(self.max_ids_per_run, max(MIN_IDS_PER_RUN, int(self.max_ids_per_run / slowdown)))
-        index = 0  # of the ONNX run in this request: the seeded noise of each run is drawn from it
-        at_sample = 0  # where the next run's audio starts in the utterance
         for offset, piece in located_text_pieces(_speakable(request.text), self.max_piece_chars):
             if request.cancelled:
                 return
             sentences = self.voice.phonemizer.phonemize(piece)
             words = self._piece_words(piece, offset, sentences) if params.word_timestamps else None
             for s, phonemes in enumerate(sentences):
-                if not phonemes:
-                    continue
-                for start, run, ids in located_phoneme_runs(phonemes, voice.phonemes_to_ids, max_ids):
-                    if request.cancelled:
-                        return
-                    request.output_tokens += len(ids)
-                    audio, id_frames = self._run(ids, params, index)
-                    if words is not None and id_frames is not None:
-                        id_samples = _id_samples(id_frames, len(audio))
-                        spans = phoneme_sample_spans(run, voice.config.phoneme_id_map, id_samples)
-                        request.emit_words(words.timed(s, start, spans, at_sample))
-                    at_sample += len(audio)
-                    yield _normalized(audio)
-                    index += 1
+                if phonemes:
+                    for start, run, ids in located_phoneme_runs(phonemes, voice.phonemes_to_ids, max_ids):
+                        yield words, s, start, run, ids
 
     def _piece_words(self, piece: str, offset: int, sentences: list[list[str]]) -> PieceWords | None:
         """The piece's words, ready to be timed; None (no word times for it, the audio goes on) when the text front
@@ -117,6 +127,28 @@ class PiperSynthesizer:
             )
             audio, frames = outputs["output"], outputs.get(self.voice.durations_output or "")
         return np.asarray(audio, dtype=np.float32).reshape(-1), None if frames is None else np.asarray(frames).reshape(-1)
+
+
+def _with_last(items: Iterable[T]) -> Iterator[tuple[T, bool]]:
+    """Each item and whether it is the last, looking one item ahead (Piper's: the next text piece is phonemized,
+    about a millisecond a sentence, before the current run is synthesized). A failure to make the next item comes
+    after the current one, as it would without the look-ahead."""
+    iterator = iter(items)
+    try:
+        item = next(iterator)
+    except StopIteration:
+        return
+    while True:
+        try:
+            following = next(iterator)
+        except StopIteration:
+            yield item, True
+            return
+        except Exception as error:  # noqa: BLE001 - re-raised once the current item is out
+            yield item, False
+            raise error
+        yield item, False
+        item = following
 
 
 def _id_samples(id_frames: np.ndarray, total: int) -> np.ndarray:

@@ -10,23 +10,27 @@ from collections.abc import Iterator
 import numpy as np
 
 from vocalis.stages.api.errors import SynthesisFailed
+from vocalis.stages.runtime import utterance
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
-from vocalis.stages.runtime.utterance import UtteranceStage, solo
+from vocalis.stages.runtime.utterance import LastPiece, UtteranceStage, solo
+from vocalis.stages.runtime.worker import StageWorker
 
 PIECE_S = 0.15
 
 
 class Recorder:
-    """A model whose pieces take PIECE_S each, recording when, where and whether solo each ran."""
+    """A model whose pieces take PIECE_S each, recording when, where and whether solo each ran; with stage input
+    "last" it yields its last piece as a LastPiece."""
 
     def __init__(self) -> None:
         self.runs: list[tuple[str, float, float, bool]] = []
         self._lock = threading.Lock()
 
-    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray]:
-        for index in range(int(request.text)):
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
+        count = int(request.text)
+        for index in range(count):
             start = time.monotonic()
             alone = solo()
             time.sleep(PIECE_S)
@@ -34,17 +38,23 @@ class Recorder:
                 raise SynthesisFailed("this request's second piece fails")
             with self._lock:
                 self.runs.append((request.request_id, start, time.monotonic(), alone))
-            yield np.full(10, index, dtype=np.float32)
+            piece = np.full(10, index, dtype=np.float32)
+            yield LastPiece(piece) if request.stage_input == "last" and index == count - 1 else piece
 
 
 def drive(stage: UtteranceStage, requests: list[SynthesisRequest]) -> dict[str, list]:
-    """Step the stage until it is idle; every request's outputs in order ("done" when it finished)."""
+    """Step the stage until it is idle; every request's outputs in order: each piece's index, "done" for an item that
+    only finishes it, "N done" for piece N that also finishes it."""
     for request in requests:
         stage.add(StageItem(request))
     produced: dict[str, list] = {r.request_id: [] for r in requests}
     while stage.has_work():
         for item in stage.step():
-            produced[item.request.request_id].append("done" if item.finished else int(item.payload[0]))
+            if item.payload is None:
+                produced[item.request.request_id].append("done" if item.finished else None)
+            else:
+                index = int(item.payload[0])
+                produced[item.request.request_id].append(f"{index} done" if item.finished else index)
     return produced
 
 
@@ -97,6 +107,35 @@ def test_a_failing_request_fails_alone_on_either_path():
         assert produced["r1"] == [0, 1, 2, "done"] and requests[1].error is None
 
 
+def test_a_last_piece_ends_its_request_with_its_audio_on_either_path():
+    for lanes in (1, 2):
+        produced, requests, _ = run(lanes, [("2", "last"), ("1", "last"), ("2", None)])
+        assert produced == {"r0": [0, "1 done"], "r1": ["0 done"], "r2": [0, 1, "done"]}
+        assert all(r.error is None for r in requests)
+
+
+def test_a_last_piece_does_not_wait_behind_fresh_requests():
+    """Four one-piece requests on two lanes: each ends the moment its piece is back. Without LastPiece, the end of the
+    first two (a step of their own) waits until the two fresh requests' pieces have freed a lane."""
+    async def go(stage_input: object) -> tuple[dict[str, float], dict[str, float]]:
+        model.runs.clear()
+        stage = UtteranceStage("u", model, lanes=2)
+        requests = [SynthesisRequest(text="1", stage_input=stage_input, output=AudioOutput(), request_id=f"r{i}") for i in range(4)]
+        for request in requests:
+            stage.add(StageItem(request))
+        ended: dict[str, float] = {}
+        while stage.has_work():
+            for item in stage.step():
+                if item.finished:
+                    ended[item.request.request_id] = time.monotonic()
+        return ended, {rid: end for rid, _, end, _ in model.runs}
+
+    ended, piece_done = asyncio.run(go("last"))
+    assert max(ended["r0"], ended["r1"]) < min(piece_done["r2"], piece_done["r3"])
+    ended, piece_done = asyncio.run(go(None))
+    assert min(ended["r0"], ended["r1"]) >= min(piece_done["r2"], piece_done["r3"])
+
+
 def test_a_request_cancelled_mid_piece_is_dropped_when_its_piece_is_back():
     async def go():
         stage = UtteranceStage("u", model, lanes=2)
@@ -113,3 +152,43 @@ def test_a_request_cancelled_mid_piece_is_dropped_when_its_piece_is_back():
 
     produced = asyncio.run(go())
     assert ("b", True) in produced and not any(rid == "a" for rid, _ in produced)
+
+
+class Timed:
+    """A model of one piece per request that takes `float(request.text)` seconds, recording when each started."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
+        self.started[request.request_id] = time.monotonic()
+        time.sleep(float(request.text))
+        yield LastPiece(np.zeros(10, dtype=np.float32))
+
+
+def test_a_new_request_takes_a_free_lane_at_once(monkeypatch):
+    """A long piece runs on one lane, the other is free: a request put in the inbox starts at once, not when the
+    step next looks up on its own (the poll is made far longer here than the long piece)."""
+    monkeypatch.setattr(utterance, "_POLL_S", 30.0)
+
+    async def go() -> tuple[float, dict[str, float]]:
+        model = Timed()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+        try:
+            def request(seconds: float, name: str) -> SynthesisRequest:
+                return SynthesisRequest(text=str(seconds), stage_input=None, output=AudioOutput(), request_id=name)
+
+            worker.put([StageItem(request(1.5, "long")), StageItem(request(0.05, "short"))])  # side by side, not solo
+            time.sleep(0.4)  # the short one is done: one lane free, the long piece still running
+            put_at = time.monotonic()
+            worker.put([StageItem(request(0.05, "new"))])
+            deadline = time.monotonic() + 5
+            while "new" not in model.started and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return put_at, model.started
+        finally:
+            worker.stop()
+
+    put_at, started = asyncio.run(go())
+    assert started["new"] - put_at < 0.5  # the long piece ends 1.1 s after the put

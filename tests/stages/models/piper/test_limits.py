@@ -14,6 +14,7 @@ from vocalis.stages.models.piper.loader import default_voice_path
 from vocalis.stages.models.piper.runtime import PiperSynthesizer
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.request import RequestParams, SynthesisRequest
+from vocalis.stages.runtime.utterance import piece_samples
 
 LONG = (
     "When the river rose in the spring, the villagers moved their boats, their nets and their goats up the hill, "
@@ -65,7 +66,7 @@ def synthesize(synthesizer: PiperSynthesizer, text: str, speed: float = 1.0) -> 
 
     async def go() -> tuple[list[np.ndarray], int]:
         request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput())
-        pieces = list(synthesizer.synthesize(request))
+        pieces = [piece_samples(piece) for piece in synthesizer.synthesize(request)]
         return pieces, request.output_tokens
 
     return asyncio.run(go())

@@ -14,6 +14,7 @@ from vocalis.stages.models.piper.loader import default_voice_path
 from vocalis.stages.models.piper.runtime import PiperInput, PiperSynthesizer
 from vocalis.stages.runtime.output import AudioOutput
 from vocalis.stages.runtime.request import RequestParams, SynthesisRequest
+from vocalis.stages.runtime.utterance import LastPiece, piece_samples
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +31,30 @@ def params(**fields) -> RequestParams:
     return RequestParams(model="en_US-joe-medium", voice="en_US-joe-medium", fields=fields)
 
 
-def run(voice, text: str, stage_input: PiperInput) -> list[np.ndarray]:
-    async def go() -> list[np.ndarray]:
+def pieces(voice, text: str, stage_input: PiperInput) -> list[np.ndarray | LastPiece]:
+    async def go() -> list[np.ndarray | LastPiece]:
         request = SynthesisRequest(text=text, stage_input=stage_input, output=AudioOutput())
         return list(PiperSynthesizer(voice).synthesize(request))
 
     return asyncio.run(go())
 
 
+def run(voice, text: str, stage_input: PiperInput) -> list[np.ndarray]:
+    return [piece_samples(piece) for piece in pieces(voice, text, stage_input)]
+
+
 def test_one_chunk_per_sentence(voice, adapter):
     chunks = run(voice, "One. Two two. Three three three.", adapter.stage_input(params()))
     assert len(chunks) == 3
     assert all(c.dtype == np.float32 and 0.9 <= np.abs(c).max() <= 1.0 for c in chunks)
+
+
+def test_the_last_sentence_is_a_last_piece(voice, adapter):
+    """The request ends with its last sentence's audio, not a stage step later (stages/runtime/utterance.py)."""
+    made = pieces(voice, "One. Two two. Three three three.", adapter.stage_input(params()))
+    assert [isinstance(piece, LastPiece) for piece in made] == [False, False, True]
+    assert [isinstance(piece, LastPiece) for piece in pieces(voice, "Alone.", adapter.stage_input(params()))] == [True]
+    assert pieces(voice, "   ", adapter.stage_input(params())) == []
 
 
 def test_zero_noise_is_deterministic(voice, adapter):

@@ -13,6 +13,7 @@ from vocalis.stages.models.piper.runtime import PiperInput, PiperSynthesizer
 from vocalis.stages.models.piper.word_alignment import PieceWords, owners, phoneme_sample_spans
 from vocalis.stages.runtime.output import AudioOutput, WordTimes
 from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.utterance import piece_samples
 from vocalis.stages.text.word_times import WordTime, text_words
 
 ID_MAP = {"^": [1], "_": [0], "$": [2], " ": [3], "a": [10], "b": [11], "c": [12], ",": [8]}
@@ -61,7 +62,7 @@ def timed_run(voice, text: str, stage_input: PiperInput, max_ids: int = 500) -> 
     async def go() -> tuple[list[WordTime], int]:
         output = AudioOutput()
         request = SynthesisRequest(text=text, stage_input=stage_input, output=output)
-        samples = sum(len(a) for a in PiperSynthesizer(voice, max_ids_per_run=max_ids).synthesize(request))
+        samples = sum(len(piece_samples(a)) for a in PiperSynthesizer(voice, max_ids_per_run=max_ids).synthesize(request))
         output.close()
         words = [w for item in [i async for i in output] if isinstance(item, WordTimes) for w in item.words]
         return words, samples

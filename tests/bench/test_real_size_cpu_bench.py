@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
+from tests.bench.bench_script import load_bench
 from vocalis.stages.models.omnivoice.duration import estimate_frames
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_real_size_cpu", ROOT / "bench" / "real_size_cpu.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_real_size_cpu"] = bench  # dataclasses look their module up
-    spec.loader.exec_module(bench)
-    return bench
 
 
 def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
-    bench = load_bench()
+    bench = load_bench("real_size_cpu")
     out = tmp_path / "real_size.json"
     bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--omnivoice-steps", "4", "--out", str(out)])
     result = json.loads(out.read_text())
@@ -45,7 +33,7 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
 
 
 def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
-    bench = load_bench()
+    bench = load_bench("real_size_cpu")
     row = {"family": "f", "concurrency": 1, "frames_per_s": 10.0, "ttfa_p50_s": 0.5, "rtf_p50": 0.8, "peak_rss_bytes": 4}
     rows = [row | {"side": "vocalis"}, row | {"side": "reference", "frames_per_s": 5.0, "ttfa_p50_s": 2.0, "rtf_p50": 1.6, "peak_rss_bytes": 8},
             row | {"side": "vocalis", "concurrency": 4}]
@@ -53,7 +41,7 @@ def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
 
 
 def test_tiny_layer_types_are_stretched_to_the_published_depth():
-    bench = load_bench()
+    bench = load_bench("real_size_cpu")
     config = {"talker_config": {"num_hidden_layers": 28, "code_predictor_config": {"num_hidden_layers": 5, "layer_types": ["full_attention"] * 2}}}
     bench.fit_layer_types(config)
     assert config["talker_config"]["code_predictor_config"]["layer_types"] == ["full_attention"] * 5
@@ -61,7 +49,7 @@ def test_tiny_layer_types_are_stretched_to_the_published_depth():
 
 
 def test_voxcpm2_reference_is_told_the_cpu_and_float32():
-    bench = load_bench()
+    bench = load_bench("real_size_cpu")
     config = {"architecture": "voxcpm2", "device": "cuda", "dtype": "bfloat16"}
     bench.fit_cpu(config)
     assert config == {"architecture": "voxcpm2", "device": "cpu", "dtype": "float32"}

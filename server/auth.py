@@ -85,14 +85,23 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
 
-async def take_first_message(requests) -> None:  # noqa: ANN001
-    """Read (and drop) a stream's first message, waiting at most a second.
+async def finish_reading(requests, first_wait_s: float = 1.0, quiet_s: float = 0.1, within_s: float = 1.0) -> None:  # noqa: ANN001
+    """Read (and drop) what the client sends of a stream we refuse: the next message within `first_wait_s`, then
+    until it closes its side, goes quiet for `quiet_s` (a client that waits for our answer before it writes more), or
+    `within_s` has passed in all.
 
-    Refusing a stream that the client is still writing can surface on the client's side as
-    "Internal error from Core" instead of our status; reading its first message first avoids that.
+    Refusing a stream that the client is still writing ends it with a reset while the client's side is open, and the
+    client (or a proxy between, HAProxy here) can report that reset instead of our status: "Internal error from Core",
+    or CANCELLED with "Received RST_STREAM". A client that sends its messages and closes its side gets our status.
     """
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(anext(aiter(requests)), 1.0)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    stream = aiter(requests)
+    wait = first_wait_s
+    with contextlib.suppress(Exception):  # StopAsyncIteration (closed), TimeoutError (quiet), a broken stream
+        while (left := deadline - loop.time()) > 0:
+            await asyncio.wait_for(anext(stream), min(wait, left))
+            wait = quiet_s
 
 
 def refusal_handler(handler: grpc.RpcMethodHandler, error: StatusError) -> grpc.RpcMethodHandler:
@@ -103,7 +112,7 @@ def refusal_handler(handler: grpc.RpcMethodHandler, error: StatusError) -> grpc.
 
     async def streaming(request, context):  # noqa: ANN001
         if handler.request_streaming:
-            await take_first_message(request)
+            await finish_reading(request)
         await context.abort_with_status(error.to_status())
         yield  # pragma: no cover - makes this an async generator
 

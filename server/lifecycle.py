@@ -15,7 +15,7 @@ from collections import Counter
 
 import grpc
 
-from vocalis.server.auth import bearer_token, refusal_handler, take_first_message
+from vocalis.server.auth import bearer_token, finish_reading, refusal_handler
 from vocalis.server.errors import StatusError
 
 SYNTHESIZE = "/vocalis.tts.v1.Synthesizer/Synthesize"
@@ -100,7 +100,7 @@ class LifecycleInterceptor(grpc.aio.ServerInterceptor):
                     metadata={"retry_after_s": str(lifecycle.retry_after_s)},
                 )
             if error is not None:
-                await take_first_message(requests)
+                await finish_reading(requests)
                 await context.abort_with_status(error.to_status())
             lifecycle._enter(key)
             try:

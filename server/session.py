@@ -200,7 +200,7 @@ class Session:
         """Read and drop what the client is still sending, until it stops (DRAIN_QUIET_S without a message) or
         DRAIN_MAX_S have passed, before the call is ended: a client whose write races the end of its call gets
         gRPC's own INTERNAL "Internal error from Core" instead of the status that says what was wrong (grpc.aio
-        replaces the call's status with it), as server/auth.py's take_first_message avoids for a refused config."""
+        replaces the call's status with it), as server/auth.py's finish_reading avoids for a refused config."""
         deadline = time.monotonic() + DRAIN_MAX_S
         messages = aiter(requests)
         with contextlib.suppress(Exception):

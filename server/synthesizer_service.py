@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from vocalis.server import field_lengths, field_policy, session_config
-from vocalis.server.auth import take_first_message
+from vocalis.server.auth import finish_reading
 from vocalis.server.config import Limits
 from vocalis.server.engine import Engine
 from vocalis.server.errors import StatusError, abort, from_request_error
@@ -43,7 +43,8 @@ class SynthesizerService(synthesizer_pb2_grpc.SynthesizerServicer):
         try:
             session = await self._open(request_iterator)
         except StatusError as error:
-            await take_first_message(request_iterator)  # let the client finish writing (see take_first_message)
+            # Its config is read: what a client sends with it comes at once, so a short first wait.
+            await finish_reading(request_iterator, first_wait_s=0.1)  # let the client finish writing (see finish_reading)
             await abort(context, error)
             return
         except Exception:  # noqa: BLE001

@@ -23,6 +23,9 @@ SLOW: frozenset[str] = frozenset({
     "tests/fuzz/test_corpus.py::test_attack_texts_fail_alone_on_every_face",  # 30 to 105 s a text, measured loaded
     "tests/soak/test_soak_short.py::test_soak_one_minute",  # a minute by design
     "tests/fuzz/test_fuzz_gateway.py::test_no_server_errors",
+    "tests/e2e/test_rolling_restart.py::test_rolling_restart_and_a_kill_under_load",  # ~65 s: three restarts under load
+    "tests/e2e/test_crash_containment.py::test_crashing_texts_fail_alone_while_other_sessions_finish",
+    "tests/stages/models/omnivoice/test_omnivoice_model.py::test_every_tensor_matters",
 })
 """Node ids (without parameters) of the tests over ~20 s on 2 cores (--durations of a full run)."""
 
@@ -88,6 +91,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(kind(item))
         if item.nodeid.split("[", 1)[0] in SLOW:
             item.add_marker("slow")
-    # The groups with a slow test first: a worker that starts one last would finish alone, the other one idle.
+    # Long groups first, short ones last: a worker that starts a long group last finishes alone, the other one idle.
+    # First the groups with a slow test, then the family groups (a server or a built checkpoint, and many tests),
+    # then the single files, most of them seconds.
     groups_with_slow = {worker_group(item.nodeid) for item in items if item.get_closest_marker("slow")}
-    items[:] = sorted(items, key=lambda item: worker_group(item.nodeid) not in groups_with_slow)
+
+    def rank(item: pytest.Item) -> int:
+        group = worker_group(item.nodeid)
+        return 0 if group in groups_with_slow else 1 if group.startswith(("home:", "golden:")) else 2
+
+    items[:] = sorted(items, key=rank)

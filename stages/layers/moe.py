@@ -14,6 +14,7 @@ expert hit, never a loop over tokens), and the weighted outputs are scattered ba
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 from vocalis.stages.layers.mlp import GatedMLP
 
 
-class RoutedExperts(nn.Module):
+class RoutedExperts(nn.Module, ABC):
     """The batched dispatch over `num_experts` experts; how an expert's weights are held is the subclass's
     (`Experts`: ordinary parameters; a quantised store dequantises one expert at use)."""
 
@@ -31,9 +32,9 @@ class RoutedExperts(nn.Module):
         super().__init__()
         self.num_experts = num_experts
 
+    @abstractmethod
     def expert_weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(gate_up [2 x intermediate, hidden], down [hidden, intermediate]) of one expert, for inputs of `dtype`."""
-        raise NotImplementedError
 
     def forward(self, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x [T, H]; chosen/weights [T, k]: each token's experts and their weights. Returns [T, H]."""

@@ -183,15 +183,15 @@ def ser_db(reference: np.ndarray, other: np.ndarray) -> float:
 
 def qwen3_teacher_forced(settings: dict[str, str]) -> dict:
     from tests.stages.models.qwen3_tts.goldens import META, NAMES, golden, teacher_forced
-    from vocalis.stages.layers.int8_linear import quantize_stage
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.models.qwen3_tts.weights import load_modules
-    from vocalis.stages.runtime.deploy import StageDeploy
+    from vocalis.stages.runtime.deploy import DeployConfig, StageDeploy
 
     errors, agree = [], []
     for name in NAMES:
         deploy = StageDeploy(name="talker", **settings)
         mods = load_modules(GOLDENS / "qwen3_tts" / META[name]["variant"], dtype=deploy.torch_dtype)
-        quantize_stage(deploy, mods.talker)
+        quantize_stages(DeployConfig([deploy]), Quantizable("talker", (mods.talker,)))  # as the family's loader does
         ours = teacher_forced(mods, name).talker_logits.float()
         reference = golden(name)["talker_logits"].float()
         n = min(len(ours), len(reference))

@@ -90,6 +90,9 @@ class LoadedModel(Generic[InputT]):
     text_carry: TextCarry | None = None
     """For inline tags whose reach spans sentences (stages/text/text_carry.py): the session rewrites each unit of the
     text with what the units before it left open. None: a family whose units stand alone."""
+    quantized: frozenset[str] = frozenset()
+    """The stages whose generator runs with quantised weights: those whose `quantize` deploy setting the family's
+    loader applied (stages/models/quantizable.py). load_model refuses a deploy that asks it of any other stage."""
 
     @property
     def served_names(self) -> tuple[str, ...]:

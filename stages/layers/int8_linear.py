@@ -1,4 +1,5 @@
-"""int8 weights for a stage's linear layers (the `quantize: int8-dynamic` deploy setting).
+"""int8 weights for linear layers: the kernel behind the `quantize: int8-dynamic` deploy setting (which stages get
+it, and the refusal of a stage that cannot, are decided in stages/models/quantizable.py; this module knows no stage).
 
 Each nn.Linear becomes an Int8DynamicLinear: its weight rounded to int8 with one symmetric scale per output channel
 (a quarter of float32's bytes), and at each call its input rounded to int8 with one scale per row, multiplied by
@@ -17,9 +18,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-
-from vocalis.stages.runtime.deploy import StageDeploy
-from vocalis.stages.runtime.weight_quantization import note_quantized
 
 INT8_MAX = 127
 
@@ -50,15 +48,11 @@ class Int8DynamicLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def quantize_stage(deploy: StageDeploy, *modules: nn.Module, keep: tuple[nn.Module, ...] = ()) -> int:
-    """Apply `deploy.quantize` to the stage's modules (in place): with int8-dynamic every nn.Linear under them becomes
-    an Int8DynamicLinear (a linear shared by two parents becomes one); the number replaced (0 with none). The float
-    weights are freed unless something else (a tied embedding) still holds them. `keep`: linears left in float, those
-    whose weight the family reads directly (a head indexed by rows, a dtype or device read from it)."""
-    if deploy.quantize == "none":
-        return 0
-    if deploy.quantize != "int8-dynamic":
-        raise ValueError(f"stage {deploy.name!r}: unknown quantize {deploy.quantize!r}")
+def quantize_linears(*modules: nn.Module, keep: tuple[nn.Module, ...] = ()) -> int:
+    """Replace every nn.Linear under `modules` (in place) by an Int8DynamicLinear, a linear shared by two parents by
+    one; the number replaced (0: none found). The float weights are freed unless something else (a tied embedding)
+    still holds them. `keep`: linears left in float, those whose weight the caller reads directly (a head indexed by
+    rows, a dtype or device read from it)."""
     replacements: dict[int, Int8DynamicLinear] = {}
     for module in modules:
         for parent in list(module.modules()):
@@ -67,7 +61,4 @@ def quantize_stage(deploy: StageDeploy, *modules: nn.Module, keep: tuple[nn.Modu
                     if id(child) not in replacements:
                         replacements[id(child)] = Int8DynamicLinear(child)
                     setattr(parent, name, replacements[id(child)])
-    if not replacements:
-        raise ValueError(f"stage {deploy.name!r}: quantize int8-dynamic found no linear layer to quantise")
-    note_quantized(deploy.name)
     return len(replacements)

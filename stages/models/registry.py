@@ -59,13 +59,12 @@ def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | N
     deploy = load_deploy(family.deploy_defaults, deploy_config, stage_overrides)
     _warn_emulated_half(family.name, deploy)
     try:
-        with weight_quantization.recording() as quantized:
-            if path is None:
-                from vocalis.stages.models.piper.loader import load_piper
+        if path is None:
+            from vocalis.stages.models.piper.loader import load_piper
 
-                model = load_piper(None, deploy)
-            else:
-                model = family.load(path, deploy)
+            model = load_piper(None, deploy)
+        else:
+            model = family.load(path, deploy)
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] not in NEURAL_MODULES:
             raise
@@ -73,11 +72,11 @@ def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | N
             f"the {family.name} family needs {error.name!r}, which the Piper-only install leaves out: "
             "install the neural extra (pip install -e '.[piper,neural]' or pip install 'vocalis[neural]')"
         ) from error
-    refused = weight_quantization.unapplied({stage.name: stage.quantize for stage in deploy.stages}, quantized)
+    refused = weight_quantization.unapplied({stage.name: stage.quantize for stage in deploy.stages}, model.quantized)
     if refused:
         model.close()
         raise ValueError(f"the {family.name} family cannot quantise stage(s) {refused} (quantize "
-                         f"{[deploy.stage(name).quantize for name in refused]}; quantised: {sorted(quantized) or 'none'}): "
+                         f"{[deploy.stage(name).quantize for name in refused]}; quantised: {sorted(model.quantized) or 'none'}): "
                          "set quantize: none on them")
     return model
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from vocalis.stages.api.model import LoadedModel
-from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.models._template.adapter import TinyAdapter
 from vocalis.stages.models._template.runtime import TinyCodecModel, TinyTalkerModel
 from vocalis.stages.models._template.weights import load_modules
+from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
@@ -18,7 +18,7 @@ from vocalis.stages.runtime.pipeline import Pipeline
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     config, talker, codec = load_modules(path, talker_deploy.torch_dtype)
-    quantize_stage(talker_deploy, talker)  # the talker's `quantize` deploy setting (none by default)
+    quantized = quantize_stages(deploy, Quantizable("talker", (talker,)))  # its `quantize` deploy setting (none by default)
     adapter = TinyAdapter(config)
     stages = [
         AutoregressiveStage(
@@ -32,4 +32,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         ),
         ChunkStage("code2wav", TinyCodecModel(codec), codec_deploy.chunk_policy(), max_num_seqs=codec_deploy.max_num_seqs),
     ]
-    return LoadedModel(name=path.name, family="tiny_tts", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="tiny_tts", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)

@@ -14,7 +14,6 @@ from pathlib import Path
 import torch
 
 from vocalis.stages.api.model import LoadedModel
-from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.auk.adapter import AuKAdapter
 from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
@@ -23,6 +22,7 @@ from vocalis.stages.models.auk.encoder import ConditionEncoder
 from vocalis.stages.models.auk.prompt import PromptBuilder
 from vocalis.stages.models.auk.runtime import Conditioner, Flow, LatentDecoder
 from vocalis.stages.models.auk.vae import AuKVAE
+from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage
@@ -119,9 +119,12 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     encoder = encoder.to(condition_deploy.device, condition_deploy.torch_dtype)
     dit = dit.to(flow_deploy.device)
     decoder_vae = vae.to(decode_deploy.device)
-    quantize_stage(condition_deploy, encoder)
-    # The flow's dtype is read from these two linears' weights (AuK's runtime, the shared time embedding).
-    quantize_stage(flow_deploy, dit, keep=(dit.proj_out, dit.time_embed.time_mlp[0]))
+    quantized = quantize_stages(
+        deploy,
+        Quantizable("condition", (encoder,)),
+        # The flow's dtype is read from these two linears' weights (AuK's runtime, the shared time embedding).
+        Quantizable("flow", (dit,), keep=(dit.proj_out, dit.time_embed.time_mlp[0])),
+    )
     adapter = AuKAdapter(config)
     latents = LatentDecoder(decoder_vae, decode_deploy.device)
     stages = [
@@ -133,4 +136,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     ]
     name = "AuK-Flash" if config.flash else "AuK"
     return LoadedModel(name=name if path.name in ("", ".") else path.name, family="auk", capabilities=adapter.capabilities,
-                       adapter=adapter, pipeline=Pipeline(stages))
+                       adapter=adapter, pipeline=Pipeline(stages), quantized=quantized)

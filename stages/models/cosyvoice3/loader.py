@@ -15,20 +15,21 @@ log = logging.getLogger(__name__)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.cosyvoice3.adapter import CosyVoice3Adapter
     from vocalis.stages.models.cosyvoice3.frontend import Frontend
     from vocalis.stages.models.cosyvoice3.runtime import SpeechLM
     from vocalis.stages.models.cosyvoice3.weights import load_modules
     from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
     from vocalis.stages.models.cosyvoice_common.voice_prompt import VoicePreparer, conditioning
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
-    quantize_stage(lm_deploy, modules.lm, keep=(modules.lm.llm_decoder,))  # its device is read from the head
+    # The head stays float: the LM reads its device from the head's weight.
+    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,), keep=(modules.lm.llm_decoder,)))
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,
                                  first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)
     if flow_deploy.lookahead_frames < decoder.exact_lookahead_tokens:
@@ -41,4 +42,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(lm, lm_deploy, flow_deploy),
         chunk_stage(decoder, flow_deploy),
     ]
-    return LoadedModel(name=path.name, family="cosyvoice3", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="cosyvoice3", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)

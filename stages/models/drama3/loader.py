@@ -30,13 +30,13 @@ def codec_directory(path: Path, weights_dir: str) -> Path:
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from tokenizers import Tokenizer
 
-    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.drama3.adapter import Drama3Adapter
     from vocalis.stages.models.drama3.config import Drama3Config
     from vocalis.stages.models.drama3.runtime import Drama3Talker, ReferenceFrames
     from vocalis.stages.models.drama3.weights import load_drama3
     from vocalis.stages.models.fish_common.codec import ReferenceEncoder, dac_decoder
     from vocalis.stages.models.fish_common.fish_dac import load_fish_dac
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
@@ -49,7 +49,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                          f"the codec decodes {codec.config.num_codebooks} with a semantic codebook of "
                          f"{codec.config.semantic_codebook_size}")
     model = load_drama3(path, config, talker_deploy.device, talker_deploy.torch_dtype)
-    quantize_stage(talker_deploy, model, keep=(model.lm_head,))  # the head's candidate rows are read as a matrix
+    # The head's candidate rows are read as a matrix.
+    quantized = quantize_stages(deploy, Quantizable("talker", (model,), keep=(model.lm_head,)))
     tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     encoder = ReferenceFrames(ReferenceEncoder(codec))
     talker = Drama3Talker(model, tokenizer, talker_deploy.max_len, encoder)
@@ -60,4 +61,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         chunk_stage(dac_decoder(codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="drama3", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), text_carry=adapter.text_carry)
+                       pipeline=Pipeline(stages), text_carry=adapter.text_carry, quantized=quantized)

@@ -14,19 +14,20 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.fish_common.codec import ReferenceEncoder, dac_decoder
     from vocalis.stages.models.fish_speech.adapter import FishSpeechAdapter
     from vocalis.stages.models.fish_speech.prompt import FishTokenizer
     from vocalis.stages.models.fish_speech.runtime import SlowARStageModel
     from vocalis.stages.models.fish_speech.weights import load_modules
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
     modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)
-    quantize_stage(ar_deploy, modules.dual_ar)  # the slow and fast ARs; the codec stays float
+    # The slow and fast ARs; the codec stays float.
+    quantized = quantize_stages(deploy, Quantizable("slow_ar", (modules.dual_ar,)))
     tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
     encoder = ReferenceEncoder(modules.codec)
     slow_ar = SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder)
@@ -37,4 +38,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         chunk_stage(dac_decoder(modules.codec), codec_deploy),
     ]
     return LoadedModel(name=path.name, family="fish_speech", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages))
+                       pipeline=Pipeline(stages), quantized=quantized)

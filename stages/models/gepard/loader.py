@@ -26,17 +26,17 @@ def codec_archive(path: Path, codec_id: str) -> Path:
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
-    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.gepard.adapter import GepardAdapter
     from vocalis.stages.models.gepard.nanocodec import load_nanocodec
     from vocalis.stages.models.gepard.talker import GepardModel
     from vocalis.stages.models.gepard.weights import load_talker, load_tokenizer
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
 
     talker_deploy, codec_deploy = deploy.stage("gepard"), deploy.stage("nanocodec")
     talker = load_talker(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device)
-    quantize_stage(talker_deploy, talker)
+    quantized = quantize_stages(deploy, Quantizable("gepard", (talker,)))
     config = talker.config
     codec = load_nanocodec(codec_archive(path, config.codec_id), dtype=codec_deploy.torch_dtype, device=codec_deploy.device)
     if codec.config.sample_rate != config.sample_rate or codec.config.input_dim != config.num_heads:
@@ -48,4 +48,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(model, talker_deploy, codec_deploy),
         chunk_stage(StatefulCodecDecoder(codec, codec.samples_per_frame), codec_deploy),  # FSQ codes [B, T, 32] to 22.05 kHz
     ]
-    return LoadedModel(name=path.name, family="gepard", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="gepard", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)

@@ -15,20 +15,20 @@ log = logging.getLogger(__name__)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.layers.int8_linear import quantize_stage
     from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowVocoderDecoder
     from vocalis.stages.models.cosyvoice_common.voice_prompt import VoicePreparer, conditioning
     from vocalis.stages.models.glm_tts.adapter import GLMTTSAdapter
     from vocalis.stages.models.glm_tts.frontend import Frontend
     from vocalis.stages.models.glm_tts.runtime import GLMTTSLM, TokenBudget
     from vocalis.stages.models.glm_tts.weights import load_modules
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
     from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
-    quantize_stage(lm_deploy, modules.lm)
+    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,)))
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning)
     log.info("GLM-TTS flow: %d tokens of lookahead; chunk ends approximate a whole-utterance decode (the DiT and its GRN "
              "see the whole utterance, as in the published streaming)", flow_deploy.lookahead_frames)
@@ -41,4 +41,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(lm, lm_deploy, flow_deploy),
         chunk_stage(decoder, flow_deploy),
     ]
-    return LoadedModel(name=path.name, family="glm_tts", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="glm_tts", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)

@@ -12,7 +12,6 @@ from pathlib import Path
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
 from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
@@ -20,6 +19,7 @@ from vocalis.stages.models.higgs_audio_v2.runtime import HiggsCodecDecoder, Higg
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 from vocalis.stages.models.higgs_audio_v2.tokenizer import TextTokenizer
 from vocalis.stages.models.higgs_audio_v2.weights import load_talker
+from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
@@ -42,7 +42,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     talker, codec, tokenizer = load_modules(path)
     talker = talker.to(talker_deploy.device, talker_deploy.torch_dtype)
-    quantize_stage(talker_deploy, talker)
+    quantized = quantize_stages(deploy, Quantizable("talker", (talker,)))
     codec = codec.to(codec_deploy.device, codec_deploy.torch_dtype)
     policy = codec_deploy.chunk_policy()
     if policy.lookahead_frames < talker.config.num_codebooks - 1:
@@ -61,4 +61,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                    policy, max_num_seqs=codec_deploy.max_num_seqs),
     ]
     return LoadedModel(name=path.name, family="higgs_audio_v2", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages))
+                       pipeline=Pipeline(stages), quantized=quantized)

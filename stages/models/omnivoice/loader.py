@@ -16,13 +16,13 @@ import torch
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.layers.int8_linear import quantize_stage
 from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
 from vocalis.stages.models.omnivoice.runtime import OmniVoiceGenerator, UnitDecoder
 from vocalis.stages.models.omnivoice.text import TextTokenizer
+from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.pipeline import Pipeline
@@ -48,7 +48,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     generator_deploy, decoder_deploy = deploy.stage("generator"), deploy.stage("decoder")
     lm, codec, tokenizer = load_modules(path, generator_deploy.torch_dtype, generator_deploy.device)
-    quantize_stage(generator_deploy, lm)
+    quantized = quantize_stages(deploy, Quantizable("generator", (lm,)))
     codec = codec.to(decoder_deploy.device, decoder_deploy.torch_dtype)
     adapter = OmniVoiceAdapter(codec.config.sample_rate)
     generator = OmniVoiceGenerator(lm, codec, tokenizer, generator_deploy.device, generator_deploy.torch_dtype)
@@ -57,5 +57,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         IterativeStage("decoder", UnitDecoder(codec, decoder_deploy.device, decoder_deploy.torch_dtype),
                        max_num_seqs=decoder_deploy.max_num_seqs),
     ]
-    return LoadedModel(name=path.name, family="omnivoice", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="omnivoice", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)
 

@@ -14,7 +14,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.layers.int8_linear import quantize_stage
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.models.qwen3_tts.adapter import Qwen3TTSAdapter
     from vocalis.stages.models.qwen3_tts.runtime import TalkerStageModel, code2wav
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
@@ -26,7 +26,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
     modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,
                            codec_device=codec_deploy.device)
-    quantize_stage(talker_deploy, modules.talker)  # the talker and its code predictor; clone encoders stay float
+    # The talker and its code predictor; clone encoders stay float.
+    quantized = quantize_stages(deploy, Quantizable("talker", (modules.talker,)))
     cloner = VoiceCloner(modules)
     talker = TalkerStageModel(modules, talker_deploy.max_len, cloner, **talker_deploy.graph_options())
     adapter = Qwen3TTSAdapter(modules)
@@ -36,5 +37,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         # Chunks are decoded from each request's carried decoder state: no left context is re-decoded.
         chunk_stage(code2wav(modules.decoder, cloner), codec_deploy),
     ]
-    return LoadedModel(name=path.name, family="qwen3_tts", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="qwen3_tts", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)
 

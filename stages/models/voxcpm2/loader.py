@@ -14,7 +14,7 @@ DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
-    from vocalis.stages.layers.int8_linear import quantize_stage
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Adapter
     from vocalis.stages.models.voxcpm2.codec_stage import PatchDecoder
     from vocalis.stages.models.voxcpm2.runtime import LatentGenerator
@@ -25,11 +25,12 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     generator_deploy, vae_deploy = deploy.stage("latent_generator"), deploy.stage("audio_vae")
     modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, vae_device=vae_deploy.device)
-    quantize_stage(generator_deploy, modules.model)
+    quantized = quantize_stages(deploy, Quantizable("latent_generator", (modules.model,)))
     voices = VoiceEncoder(modules.vae, modules.config)
     decoder = PatchDecoder(modules.vae, modules.config, voices, generator_deploy.torch_dtype, generator_deploy.device)
     generator = LatentGenerator(modules.model, modules.tokenizer, voices, generator_deploy.max_len)
     adapter = VoxCPM2Adapter(modules.config)
     stages = [autoregressive_stage(generator, generator_deploy, vae_deploy), chunk_stage(decoder, vae_deploy, decoder.context_patches)]
-    return LoadedModel(name=path.name, family="voxcpm2", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="voxcpm2", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)
 

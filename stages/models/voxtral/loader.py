@@ -13,7 +13,7 @@ from vocalis.stages.runtime.deploy import DeployConfig
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
-    from vocalis.stages.layers.int8_linear import quantize_stage
+    from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.models.voxtral.adapter import VoxtralAdapter
     from vocalis.stages.models.voxtral.runtime import FrameGenerator
     from vocalis.stages.models.voxtral.weights import load_modules
@@ -22,9 +22,10 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     generator_deploy, codec_deploy = deploy.stage("frame_generator"), deploy.stage("audio_tokenizer")
     modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device)
-    quantize_stage(generator_deploy, modules.lm)
+    quantized = quantize_stages(deploy, Quantizable("frame_generator", (modules.lm,)))
     generator = FrameGenerator(modules.lm, modules.tekken, modules.voices, generator_deploy.max_len, modules.encoder, modules.codec.quantizer)
     adapter = VoxtralAdapter(tuple(modules.voices), modules.config.codec.sampling_rate, modules.encoder_weights)
     stages = [autoregressive_stage(generator, generator_deploy, codec_deploy),
               chunk_stage(StatefulCodecDecoder(modules.codec, modules.codec.args.samples_per_frame), codec_deploy)]
-    return LoadedModel(name=path.name, family="voxtral", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline(stages))
+    return LoadedModel(name=path.name, family="voxtral", capabilities=adapter.capabilities, adapter=adapter,
+                       pipeline=Pipeline(stages), quantized=quantized)

@@ -1,5 +1,5 @@
-"""The int8-dynamic deploy option's layer: every nn.Linear of a stage replaced, its output within the error that
-int8 rounding of weights and inputs allows, and a stage without linears refused."""
+"""The int8-dynamic deploy option's layer: every nn.Linear under the modules given replaced (the kept ones left), its
+output within the error that int8 rounding of weights and inputs allows."""
 
 from __future__ import annotations
 
@@ -7,11 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from vocalis.stages.layers.int8_linear import INT8_MAX, Int8DynamicLinear, quantize_stage
-from vocalis.stages.runtime import weight_quantization
-from vocalis.stages.runtime.deploy import StageDeploy
-
-INT8 = StageDeploy(name="talker", quantize="int8-dynamic")
+from vocalis.stages.layers.int8_linear import INT8_MAX, Int8DynamicLinear, quantize_linears
 
 
 def tiny_model() -> nn.Module:
@@ -35,9 +31,7 @@ def test_every_linear_becomes_int8_and_the_output_stays_close():
     ids = torch.randint(0, 10, (3, 5))
     with torch.inference_mode():
         expected = model(ids)
-    with weight_quantization.recording() as applied:
-        assert quantize_stage(INT8, model) == 4  # the shared linear once
-    assert applied == {"talker"}
+    assert quantize_linears(model) == 4  # the shared linear once
     assert not any(type(m) is nn.Linear for m in model.modules())
     assert model[5] is model[6][0]
     assert all(m.weight_int8.dtype == torch.int8 for m in model.modules() if isinstance(m, Int8DynamicLinear))
@@ -67,9 +61,10 @@ def test_one_layer_is_within_the_rounding_bound(dtype):
     assert quantized.weight_int8.numel() * 1 + quantized.weight_scale.numel() * 4 < linear.weight.numel() * 4 / 3
 
 
-def test_none_leaves_the_model_and_a_model_without_linears_is_refused():
+def test_kept_linears_stay_float_and_a_module_without_linears_quantises_none():
     model = tiny_model()
-    assert quantize_stage(StageDeploy(name="talker"), model) == 0
-    assert sum(type(m) is nn.Linear for m in model.modules()) == 4
-    with pytest.raises(ValueError, match="'code2wav': quantize int8-dynamic found no linear"):
-        quantize_stage(StageDeploy(name="code2wav", quantize="int8-dynamic"), nn.Conv1d(2, 2, 3))
+    head = model[6][1]
+    assert quantize_linears(model, keep=(head,)) == 3
+    assert model[6][1] is head and type(head) is nn.Linear
+    assert [type(m) for m in (model[1], model[3], model[5])] == [Int8DynamicLinear] * 3 and model[5] is model[6][0]
+    assert quantize_linears(nn.Conv1d(2, 2, 3)) == 0

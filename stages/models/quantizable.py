@@ -1,0 +1,53 @@
+"""The one place a model's `quantize` deploy settings are applied, and the record of what was.
+
+Each family's loader declares, per stage, the generator modules that may be quantised and the linears to keep in
+float (`Quantizable`), and passes them to `quantize_stages` once; the names of the stages it quantised are the loaded
+model's `LoadedModel.quantized`, from which `load_model` (registry.py) refuses a deploy that asks to quantise any other
+stage, naming it, rather than serving it in float silently.
+
+Why the loader calls it, and not `load_model` after the loader returns: the loader builds its stages before it returns,
+and an autoregressive stage allocates its KV cache when it is built (1-2 GiB by default, zeroed, so resident).
+Quantising after that would hold the float weights and the whole cache at once (the peak memory of a load up by the
+KV budget), and on a GPU a `kv_cache_fraction` would be taken of the memory left beside the float weights. So the call
+sits where the stage's weights are final (loaded, in their dtype, on their device) and nothing has been built from them
+yet. Imports torch: the registry does not import this module (the Piper-only install has no torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from vocalis.stages.layers.int8_linear import quantize_linears
+from vocalis.stages.runtime.deploy import DeployConfig
+
+
+@dataclass(frozen=True)
+class Quantizable:
+    """The modules of one stage that its `quantize` deploy setting applies to."""
+
+    stage: str
+    """The stage's name in the family's deploy file."""
+    modules: tuple[nn.Module, ...]
+    """The generator modules whose nn.Linear layers are quantised (embeddings, norms and convolutions stay)."""
+    keep: tuple[nn.Module, ...] = ()
+    """Linears under `modules` left in float: those whose weight the family reads directly (a head whose rows are
+    read as a matrix, a dtype or device read from its weight)."""
+
+
+def quantize_stages(deploy: DeployConfig, *declared: Quantizable) -> frozenset[str]:
+    """Apply each declared stage's `quantize` deploy setting to its modules, in place; the names of the stages
+    quantised (`LoadedModel.quantized`). A stage that the deploy asks to quantise and `declared` does not name is left
+    as it is, for load_model to refuse."""
+    quantized: set[str] = set()
+    for item in declared:
+        choice = deploy.stage(item.stage).quantize
+        if choice == "none":
+            continue
+        if choice != "int8-dynamic":
+            raise ValueError(f"stage {item.stage!r}: unknown quantize {choice!r}")
+        if not quantize_linears(*item.modules, keep=item.keep):
+            raise ValueError(f"stage {item.stage!r}: quantize int8-dynamic found no linear layer to quantise")
+        quantized.add(item.stage)
+    return frozenset(quantized)

@@ -1,0 +1,64 @@
+"""The `quantize` deploy setting, applied once from the family's declaration (stages/models/quantizable.py) and recorded
+on the loaded model: a declared stage asked for int8 is quantised (its kept linears left float), a declared stage not
+asked is left, and `load_model` refuses a stage asked that the family does not declare, naming it, from the record
+that the loaded model carries."""
+
+from __future__ import annotations
+
+import pytest
+from torch import nn
+
+from vocalis.stages.layers.int8_linear import Int8DynamicLinear
+from vocalis.stages.models._template.build import build_checkpoint
+from vocalis.stages.models.quantizable import Quantizable, quantize_stages
+from vocalis.stages.models.registry import load_model
+from vocalis.stages.runtime.deploy import DeployConfig, StageDeploy
+
+TEMPLATE = "vocalis.stages.models._template.family"
+
+
+def deploy(talker: str = "none", code2wav: str = "none") -> DeployConfig:
+    return DeployConfig([StageDeploy(name="talker", quantize=talker), StageDeploy(name="code2wav", quantize=code2wav)])
+
+
+def linear_types(module: nn.Module) -> list[type]:
+    return [type(m) for m in module.modules() if isinstance(m, nn.Linear | Int8DynamicLinear)]
+
+
+def test_a_declared_stage_asked_for_int8_is_quantised_and_recorded_and_one_not_asked_is_left():
+    talker, head, codec = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), nn.Linear(8, 4), nn.Sequential(nn.Linear(8, 8))
+    talker.append(head)
+    quantized = quantize_stages(deploy(talker="int8-dynamic"), Quantizable("talker", (talker,), keep=(head,)),
+                                Quantizable("code2wav", (codec,)))
+    assert quantized == frozenset({"talker"})
+    assert linear_types(talker) == [Int8DynamicLinear, Int8DynamicLinear, nn.Linear] and talker[2] is head
+    assert linear_types(codec) == [nn.Linear]
+    assert quantize_stages(deploy(talker="int8-dynamic")) == frozenset()  # nothing declared: nothing quantised
+
+
+def test_a_declared_stage_without_a_linear_is_refused_by_name():
+    with pytest.raises(ValueError, match="'code2wav': quantize int8-dynamic found no linear"):
+        quantize_stages(deploy(code2wav="int8-dynamic"), Quantizable("code2wav", (nn.Conv1d(2, 2, 3),)))
+
+
+def test_the_loaded_model_records_what_its_loader_quantised(tmp_path):
+    checkpoint = build_checkpoint(tmp_path / "tiny-tts")
+    model = load_model(str(checkpoint), stage_overrides='{"talker": {"quantize": "int8-dynamic"}}', family_modules=(TEMPLATE,))
+    try:
+        assert model.quantized == frozenset({"talker"})
+        talker = model.pipeline.stages[0].model.talker
+        assert linear_types(talker) and set(linear_types(talker)) == {Int8DynamicLinear}
+    finally:
+        model.close()
+    model = load_model(str(checkpoint), family_modules=(TEMPLATE,))
+    try:
+        assert model.quantized == frozenset()
+    finally:
+        model.close()
+
+
+def test_a_stage_the_family_does_not_declare_is_refused_by_name_with_what_was_quantised(tmp_path):
+    checkpoint = build_checkpoint(tmp_path / "tiny-tts")
+    overrides = '{"talker": {"quantize": "int8-dynamic"}, "code2wav": {"quantize": "int8-dynamic"}}'
+    with pytest.raises(ValueError, match=r"tiny_tts family cannot quantise stage\(s\) \['code2wav'\] .*quantised: \['talker'\]"):
+        load_model(str(checkpoint), stage_overrides=overrides, family_modules=(TEMPLATE,))

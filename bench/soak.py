@@ -2,10 +2,13 @@
 
 Starts `vocalis serve` (the Piper voice) on loopback, learns the exact PCM length of
 each prompt (noise scales 0 make it deterministic), then runs `--concurrency` clients
-for `--duration` seconds over gRPC and HTTP. Every completed response must have
-exactly the expected length (else it counts as corrupted); errors are counted by
-kind; the server's RSS is sampled every second and the median of the last fifth of
-the run is compared with the median of the first fifth. Prints a table, writes JSON.
+over gRPC and HTTP for `--warmup` seconds, then `--duration` seconds more (the long units,
+when mixed in, are sent once before). Every completed response must have exactly the expected
+length (else it counts as corrupted); errors are counted by kind. The memory trend is the
+server's RSS at rest (no request in flight) after the measured load against its RSS at rest
+after the warm-up: what a leak leaves behind, without the swings of the requests in flight
+(a long unit's runs hold a few hundred MB while they last). The RSS under load is sampled
+every second for the JSON. Prints a table, writes JSON.
 
 Mixed in (`--attacks`, default all) are the inputs of the attack corpus (tests/fuzz/corpus.py):
 texts that crashed espeak-ng (`crash`), units with nowhere to split (`long`), flush ids of 1 MB
@@ -63,8 +66,8 @@ def requests(text: str) -> list[pb.SynthesizeRequest]:
     return [pb.SynthesizeRequest(config=config()), pb.SynthesizeRequest(text=pb.TextInput(text=text))]
 
 
-async def grpc_pcm(stub, text: str, action: str, rng: random.Random) -> bytes | None:
-    call = stub.Synthesize(iter(requests(text)), timeout=120)
+async def grpc_pcm(stub, text: str, action: str, rng: random.Random, timeout: float = 120) -> bytes | None:
+    call = stub.Synthesize(iter(requests(text)), timeout=timeout)
     audio = bytearray()
     async for response in call:
         if response.WhichOneof("response") != "audio":
@@ -111,7 +114,8 @@ async def attack(kind: str, protocol: str, stub, http: httpx.AsyncClient, rng: r
     text = rng.choice(corpus.CRASH_TEXTS if kind == "crash" else corpus.LONG_UNITS)
     if protocol == "grpc":
         try:
-            await grpc_pcm(stub, text, "complete", rng)
+            # A long unit is minutes of audio ("漢" * 300: 197 s), which a loaded server streams at playback pace.
+            await grpc_pcm(stub, text, "complete", rng, timeout=600)
         except grpc.aio.AioRpcError as error:
             clean = error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED)
             return f"attack:{kind}:{error.code().name}" + ("" if clean else ":unexpected")
@@ -161,6 +165,15 @@ async def client(
                 tally["corrupted"] += 1
 
 
+async def resting_rss(pid: int, samples: int = 5) -> int:
+    """The server's RSS with no request in flight: the median of a few samples a quarter second apart."""
+    values = []
+    for _ in range(samples):
+        values.append(rss_bytes(pid))
+        await asyncio.sleep(0.25)
+    return int(statistics.median(values))
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -168,42 +181,51 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-async def soak(server, duration: float, concurrency: int, seed: int, attacks: dict[str, float] | None = None) -> dict:
+async def soak(
+    server, duration: float, concurrency: int, seed: int, attacks: dict[str, float] | None = None, warmup: float = 30.0
+) -> dict:
     expected = {}
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
         for text in PROMPTS:
             expected[text] = len(await grpc_pcm(stub, text, "complete", random.Random(0)))
         if "long" in (attacks or {}):
-            # The long units grow the server's memory once, to a bound (issue 13): grown before the memory samples,
-            # so that the trend shows a leak, not the first long unit landing late. Two of each at once: the run
-            # has them on both Piper lanes together, a higher peak than one at a time.
+            # The long units grow the server's memory once, to a bound (issue 13); two of each at once, as the run has
+            # them on both Piper lanes. Alone, before the load: under it, they queue behind every fresh request.
             await asyncio.gather(*(grpc_pcm(stub, text, "complete", random.Random(0))
                                    for text in corpus.LONG_UNITS for _ in range(2)))
-    tally: Counter = Counter()
-    samples: list[tuple[float, int]] = []
-    start = time.monotonic()
-    until = start + duration
+        tally: Counter = Counter()
 
-    async def sample_memory() -> None:
-        while time.monotonic() < until:
-            samples.append((time.monotonic() - start, rss_bytes(server.process.pid)))
-            await asyncio.sleep(1.0)
+        async def load(seconds: float, index_offset: int) -> None:
+            """`concurrency` clients for `seconds`; returns once their last requests have ended."""
+            until = time.monotonic() + seconds
+            await asyncio.gather(*(client(index_offset + i, server, expected, until, tally, seed, attacks or {})
+                                   for i in range(concurrency)))
 
-    await asyncio.gather(sample_memory(), *(client(i, server, expected, until, tally, seed, attacks or {}) for i in range(concurrency)))
-    fifth = max(1, len(samples) // 5)
-    first = statistics.median(r for _, r in samples[:fifth])
-    last = statistics.median(r for _, r in samples[-fifth:])
+        await load(warmup, concurrency)
+        before = await resting_rss(server.process.pid)
+        samples: list[tuple[float, int]] = []
+        start = time.monotonic()
+
+        async def sample_memory() -> None:
+            while time.monotonic() < start + duration:
+                samples.append((time.monotonic() - start, rss_bytes(server.process.pid)))
+                await asyncio.sleep(1.0)
+
+        await asyncio.gather(load(duration, 0), sample_memory())
+        after = await resting_rss(server.process.pid)
     return {
         "duration_s": duration,
+        "warmup_s": warmup,
         "concurrency": concurrency,
         "counts": dict(sorted(tally.items())),
         "completed": sum(v for k, v in tally.items() if k.startswith("completed")),
         "corrupted": tally["corrupted"],
         "unexpected_errors": sum(v for k, v in tally.items() if k.endswith(":unexpected")),
-        "rss_first_mb": first / 2**20,
-        "rss_last_mb": last / 2**20,
-        "rss_growth": last / first - 1,
+        "rss_before_mb": before / 2**20,
+        "rss_after_mb": after / 2**20,
+        "rss_growth": after / before - 1,
+        "rss_under_load_mb": [[round(t, 1), round(r / 2**20, 1)] for t, r in samples],
         "server_alive": server.alive(),
         "restarts": 0 if server.alive() else 1,
         "attacks": sorted(attacks or {}),
@@ -213,6 +235,7 @@ async def soak(server, duration: float, concurrency: int, seed: int, attacks: di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=600)
+    parser.add_argument("--warmup", type=float, default=30, help="seconds of the same load (and the long units) before the memory samples")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"attack inputs to mix in, of {','.join(ATTACKS)} ('' for none)")
@@ -221,15 +244,15 @@ def main() -> None:
     attacks = {kind: ATTACKS[kind] for kind in filter(None, args.attacks.split(","))}
     server = start_server(Path(tempfile.mkdtemp()))
     try:
-        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks))
+        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks, args.warmup))
     finally:
         server.stop()
-    print(f"soak: {args.concurrency} clients for {args.duration:.0f} s")
+    print(f"soak: {args.concurrency} clients for {args.duration:.0f} s after {args.warmup:.0f} s of warm-up")
     print("| outcome | count |\n|---|---|")
     for key, value in result["counts"].items():
         print(f"| {key} | {value} |")
     print(f"completed {result['completed']}, corrupted {result['corrupted']}, unexpected errors {result['unexpected_errors']}")
-    print(f"server RSS {result['rss_first_mb']:.0f} MB -> {result['rss_last_mb']:.0f} MB ({result['rss_growth'] * 100:+.1f} %)")
+    print(f"server RSS at rest {result['rss_before_mb']:.0f} MB -> {result['rss_after_mb']:.0f} MB ({result['rss_growth'] * 100:+.1f} %)")
     print(f"server alive at the end: {result['server_alive']} (restarts: {result['restarts']}); attacks mixed in: {', '.join(result['attacks']) or 'none'}")
     write_json(args.out, result)
 

@@ -1,8 +1,11 @@
 """UtteranceStage: a whole unit of text in, its audio out piece by piece (Piper, diffusion models).
 
-Requests are served one piece (e.g. one sentence) per step: a request that has
-produced nothing yet first, then the others round-robin, so a long text does not
-hold up the short ones that arrive behind it.
+Requests are served one piece (e.g. one sentence) per step, earliest due first: a request that has
+produced nothing yet is due when it arrived, a started one when its listener will have heard all the
+audio it got so far (with the model's `sample_rate`; without it, when its last piece came back). So a
+fresh request goes ahead of one whose audio is still playing, and a long text does not hold up the
+short ones behind it; but under load a started request is not starved either: it is served before its
+audio runs out, and never later than the requests that arrive after that moment.
 
 With `lanes` > 1 the stage advances up to that many requests at once, each on its
 own lane thread, whenever more than one request is active: a model with
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -72,7 +76,9 @@ class UtteranceModel(Protocol):
 
 
 class UtteranceStage(Stage):
-    def __init__(self, name: str, model: UtteranceModel, max_num_seqs: int = 16, lanes: int = 1) -> None:
+    def __init__(
+        self, name: str, model: UtteranceModel, max_num_seqs: int = 16, lanes: int = 1, sample_rate: int | None = None
+    ) -> None:
         self.name = name
         self.model = model
         self.max_num_seqs = max_num_seqs
@@ -81,7 +87,11 @@ class UtteranceStage(Stage):
         """Requests not started yet, with the payload of their first item."""
         self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray | LastPiece]]] = OrderedDict()
         self._batch: list[SynthesisRequest] = []
-        self._started: set[int] = set()
+        self._due: dict[int, float] = {}
+        """When each request's next piece is due (monotonic seconds): see the module docstring."""
+        self._heard_from: dict[int, tuple[float, int]] = {}
+        """Of each started request: when its first piece came back, and the samples it got since."""
+        self.sample_rate = sample_rate
         self._running: dict[Future, tuple[int, bool]] = {}
         """Pieces being computed on lane threads: future -> (request key, solo)."""
         self._closing: dict[int, Iterator[np.ndarray | LastPiece]] = {}
@@ -94,6 +104,7 @@ class UtteranceStage(Stage):
         key = id(item.request)
         if key not in self._waiting and key not in self._active:
             self._waiting[key] = (item.request, item.payload)
+            self._due[key] = time.monotonic()
         elif item.payload is not None:
             raise ValueError(f"stage {self.name} takes one input per request (a whole unit)")
 
@@ -109,7 +120,8 @@ class UtteranceStage(Stage):
     def drop(self, request: SynthesisRequest) -> None:
         key = id(request)
         self._waiting.pop(key, None)
-        self._started.discard(key)
+        self._due.pop(key, None)
+        self._heard_from.pop(key, None)
         entry = self._active.pop(key, None)
         if entry is None:
             return
@@ -142,7 +154,6 @@ class UtteranceStage(Stage):
         key = self._next_keys(1)[0]
         request, pieces = self._active[key]
         self._active.move_to_end(key)
-        self._started.add(key)
         self._batch = [request]
         try:
             samples = next(pieces)
@@ -193,7 +204,18 @@ class UtteranceStage(Stage):
         if isinstance(samples, LastPiece):
             self.drop(request)
             return StageItem(request, piece_samples(samples), finished=True)
+        self._note_piece(id(request), len(samples))
         return StageItem(request, samples)
+
+    def _note_piece(self, key: int, samples: int) -> None:
+        """A piece of `samples` came back: the request is next due when that audio will have played."""
+        now = time.monotonic()
+        if self.sample_rate is None:
+            self._due[key] = now
+            return
+        first_at, heard = self._heard_from.get(key, (now, 0))
+        self._heard_from[key] = (first_at, heard + samples)
+        self._due[key] = first_at + (heard + samples) / self.sample_rate
 
     def _launch(self) -> None:
         """Start pieces on free lanes: alone for a lone request, else one per lane, never beside a solo piece."""
@@ -206,7 +228,6 @@ class UtteranceStage(Stage):
         for key in self._next_keys(self.lanes - len(running), among=idle):
             request, pieces = self._active[key]
             self._active.move_to_end(key)
-            self._started.add(key)
             future = self._executor.submit(_advance, pieces, alone)
             future.add_done_callback(lambda _: self._look_up.set())
             self._running[future] = (key, alone)
@@ -222,10 +243,9 @@ class UtteranceStage(Stage):
             request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
 
     def _next_keys(self, count: int, among: list[int] | None = None) -> list[int]:
-        """Up to `count` requests to advance: those that have produced nothing yet first, then in turn."""
+        """Up to `count` requests to advance, earliest due first (in turn among equals)."""
         keys = list(self._active) if among is None else among
-        fresh = [k for k in keys if k not in self._started]
-        return (fresh + [k for k in keys if k in self._started])[: max(0, count)]
+        return sorted(keys, key=lambda k: self._due.get(k, 0.0))[: max(0, count)]
 
 
 def _advance(pieces: Iterator[np.ndarray | LastPiece], alone: bool) -> object:

@@ -28,7 +28,9 @@ def load_piper(model_path: Path | None = None, deploy: DeployConfig | None = Non
     voice = piper_voice.load(model_path or default_voice_path(), intra_op_threads=stage_deploy.threads)
     adapter = PiperAdapter(voice)
     lanes = piper_voice.lane_count(stage_deploy.threads)
-    stage = UtteranceStage("piper", PiperSynthesizer(voice), max_num_seqs=stage_deploy.max_num_seqs, lanes=lanes)
+    stage = UtteranceStage(
+        "piper", PiperSynthesizer(voice), max_num_seqs=stage_deploy.max_num_seqs, lanes=lanes, sample_rate=voice.sample_rate
+    )
     return LoadedModel(
         name=voice.name, family="piper", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline([stage])
     )

@@ -192,3 +192,32 @@ def test_a_new_request_takes_a_free_lane_at_once(monkeypatch):
 
     put_at, started = asyncio.run(go())
     assert started["new"] - put_at < 0.5  # the long piece ends 1.1 s after the put
+
+
+def order_of_service(sample_rate: int, pause_s: float) -> list[str]:
+    """r0 (three pieces of 10 samples) gets its first piece; `pause_s` later r1 (one piece) arrives: the order in which
+    the two are served after that, one lane."""
+    async def go() -> list[str]:
+        stage = UtteranceStage("u", model, sample_rate=sample_rate)
+        r0, r1 = (SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id=f"r{i}") for i, t in enumerate("31"))
+        stage.add(StageItem(r0))
+        assert [item.request for item in stage.step()] == [r0]
+        time.sleep(pause_s)
+        stage.add(StageItem(r1))
+        served = []
+        while stage.has_work():
+            served += [item.request.request_id for item in stage.step() if item.payload is not None]
+        return served
+
+    return asyncio.run(go())
+
+
+def test_a_fresh_request_goes_ahead_of_one_whose_audio_still_plays():
+    # a piece of 10 samples at 1 Hz: r0's listener has 10 s of audio to hear before its next piece is due
+    assert order_of_service(sample_rate=1, pause_s=0.05) == ["r1", "r0", "r0"]
+
+
+def test_a_started_request_behind_its_audio_goes_ahead_of_requests_that_arrive_later():
+    # 10 samples at 1 kHz, each piece 150 ms: r0's pieces fall due 10 and 20 ms after its first came back, before r1
+    # arrived, so fresh requests do not starve it, however many come
+    assert order_of_service(sample_rate=1000, pause_s=0.05) == ["r0", "r0", "r1"]

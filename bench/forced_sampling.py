@@ -67,7 +67,7 @@ class SamplerTape:
         agree = torch.cat(self.agree) if self.agree else torch.zeros(0, dtype=torch.bool)
         return {"calls": len(self.calls), "max_rel_logit_error": max(self.errors) if self.errors else None,
                 "argmax_agreement": float(agree.float().mean()) if len(agree) else None, "picks": len(agree),
-                "mismatched_calls": self.mismatched}
+                "mismatched_calls": self.mismatched, "per_call": list(self.errors)}
 
 
 @contextmanager

@@ -7,9 +7,19 @@ process) with its generator stage(s) in float32, then with each of VARIANTS; the
 other runs are compared with the float32 one (which matches the
 reference packages' goldens within the golden tests' tolerances): how many of the
 generator's output values (codes, or latent frames) agree before the first
-divergence, and the audio's signal-to-error ratio. Qwen3-TTS is also run
-teacher-forced against its goldens, so a flipped code cannot cascade: the talker's
-logit error and its argmax agreement per step. The tiny checkpoints' step times are
+divergence, and the audio's signal-to-error ratio. Where the codes go through the shared
+sampler the same request is replayed teacher-forced (bench/forced_sampling.py): the
+largest logit error over the largest logit, the argmax agreement, each call's error,
+and whether the replay emitted the float32 run's codes (the forcing held). Qwen3-TTS is
+also run teacher-forced against its goldens, so a flipped code cannot cascade: the
+talker's logit error and its argmax agreement per step.
+
+The "float64" variant is float32's own rounding seen from float64: how much the
+tiny checkpoint's random weights amplify a rounding along the path (its conditioning).
+A variant's drift is as small as its dtype allows when it is about that floor times
+the ratio of the unit roundoffs (2^13 for float16, 2^16 for bfloat16): a ratio well above 1
+points at an op run below the precision it needs, a large floor at the weights
+(bench/drama3_tower_drift.py takes Drama 3's apart). The tiny checkpoints' step times are
 overhead-bound (the speed of the options at real size: bench/precision_real_size.py).
 
     python bench/half_precision_drift.py
@@ -81,6 +91,8 @@ TEXT = "Hello world, this is a tiny voice."
 VARIANTS: dict[str, dict[str, str]] = {
     # name: the deploy settings of the generator stage(s); "float32 again" shows the run-to-run floor
     "float32 again": {"dtype": "float32"},
+    # float32's own rounding seen from float64: the checkpoint's conditioning, which every dtype's drift scales from
+    "float64": {"dtype": "float64"},
     "bfloat16": {"dtype": "bfloat16"},
     "float16": {"dtype": "float16"},
     "int8-dynamic": {"quantize": "int8-dynamic"},
@@ -212,16 +224,17 @@ def _forced(summary: dict | None, continuous: bool) -> str:
     if summary is None:
         return "- (continuous: no codes)" if continuous else "- (codes picked outside the shared sampler)"
     return f"{summary['max_rel_logit_error']:.2e}, {summary['argmax_agreement']:.3f} of {summary['picks']}" + (
-        f" ({summary['mismatched_calls']} calls unforced)" if summary["mismatched_calls"] else "")
+        f" ({summary['mismatched_calls']} calls unforced)" if summary["mismatched_calls"] else "") + (
+        "" if summary["codes_equal"] else " (forced codes differ from float32's)")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "half_precision_drift.json")
     parser.add_argument("--families", default=",".join(CASES), help="comma-separated, of " + ", ".join(CASES))
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
     parser.add_argument("--no-teacher-forced", action="store_true", help="skip Qwen3-TTS teacher-forced against its goldens")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     variants = args.variants.split(",")
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="half-precision-drift-"))
@@ -242,9 +255,12 @@ def main() -> None:
                 print(f"| {family} | {variant} | failed: {error!r} | | | | |", flush=True)
                 continue
             replays: list[SamplerTape] = []
+            forced_row = None
             if tape.calls:
-                serve(path, fields, stages_in_dtype, VARIANTS[variant], lambda tape=tape, replays=replays: _into(tape.force(), replays), clone)
-            forced_row = replays[0].summary() if replays else None
+                replayed = serve(path, fields, stages_in_dtype, VARIANTS[variant],
+                                 lambda tape=tape, replays=replays: _into(tape.force(), replays), clone)
+                # the forcing held only if the replay emitted the float32 run's codes: else its logits compare other inputs
+                forced_row = {**replays[0].summary(), "codes_equal": bool(torch.equal(replayed.generator, base.generator))}
             row = {"family": family, "variant": variant, "settings": VARIANTS[variant],
                    "generator": generator_drift(base.generator, run.generator), "audio_ser_db": ser_db(base.audio, run.audio),
                    "samples": [len(base.audio), len(run.audio)], "generator_s": run.generator_s, "float32_generator_s": base.generator_s,

@@ -19,6 +19,10 @@ from vocalis.tts.v1 import metrics_pb2, metrics_pb2_grpc
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ABORT_REASONS = {"CANCELLED": "cancelled", "DEADLINE_EXCEEDED": "deadline", "UNAVAILABLE": "unavailable"}
+DEADLINE_SKEW_S = 0.1
+"""A cancel this close to the call's deadline is the deadline: a client whose deadline passes mid-stream resets the
+stream itself, and the reset reaches the server just before the server's copy of that deadline (counted from when the
+call arrived: later by the one-way latency) has passed."""
 
 
 class ServerMetrics:
@@ -102,7 +106,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         def status_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> str:
             if isinstance(error, asyncio.CancelledError):
                 remaining = context.time_remaining()
-                return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+                return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= DEADLINE_SKEW_S else "CANCELLED"
             code = context.code()
             if code is None:
                 return "UNKNOWN" if error is not None and not isinstance(error, grpc.aio.AbortError) else "OK"

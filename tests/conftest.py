@@ -83,6 +83,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         def _split_scope(self, nodeid: str) -> str:
             return worker_group(nodeid)
 
+    # Hand the groups out in the collection's order (pytest_collection_modifyitems: long groups first). xdist's default
+    # reorders them by test count, which put the one-test soak (150 s) last, alone.
+    config.option.loadscopereorder = False
     return GroupScheduling(config, log)
 
 

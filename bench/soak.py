@@ -166,7 +166,9 @@ async def client(
 
 
 async def resting_rss(pid: int, samples: int = 5) -> int:
-    """The server's RSS with no request in flight: the median of a few samples a quarter second apart."""
+    """The server's RSS with no request in flight: the median of a few samples a quarter second apart, from a second
+    after its heap trim (server/heap_trim.py: half a second idle)."""
+    await asyncio.sleep(1.5)
     values = []
     for _ in range(samples):
         values.append(rss_bytes(pid))

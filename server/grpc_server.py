@@ -12,6 +12,7 @@ from vocalis.server.auth import ApiKeyInterceptor, ApiKeys
 from vocalis.server.catalog_services import ModelsService
 from vocalis.server.config import ServerConfig
 from vocalis.server.engine import Engine
+from vocalis.server.heap_trim import HeapTrimmer, malloc_trim
 from vocalis.server.lifecycle import Lifecycle, LifecycleInterceptor, State
 from vocalis.server.malformed_messages import MalformedMessageInterceptor
 from vocalis.server.metrics import MetricsInterceptor, MetricsService, ServerMetrics
@@ -81,6 +82,7 @@ async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: Voice
     """Start listening, NOT_SERVING until ready() is called (after warm-up)."""
     max_bytes = config.limits.max_message_bytes
     lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s)
+    lifecycle.on_idle = HeapTrimmer(lambda: lifecycle.in_flight == 0, malloc_trim()).went_idle
     metrics = ServerMetrics(engine)
     metrics.registry.register(AdmissionCollector(lifecycle, engine))
     security = config.security

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Callable
 
 import grpc
 
@@ -41,6 +42,8 @@ class Lifecycle:
         self.sessions: Counter[str] = Counter()
         self._idle = asyncio.Event()
         self._idle.set()
+        self.on_idle: Callable[[], None] | None = None
+        """Called on the event loop when the last session has ended (the heap trimmer)."""
 
     @property
     def in_flight(self) -> int:
@@ -73,6 +76,8 @@ class Lifecycle:
             del self.sessions[key]
         if not self.sessions:
             self._idle.set()
+            if self.on_idle is not None:
+                self.on_idle()
 
 
 class LifecycleInterceptor(grpc.aio.ServerInterceptor):

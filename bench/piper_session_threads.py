@@ -12,10 +12,8 @@ modes. Prints audio seconds per wall second, median [min-max].
 from __future__ import annotations
 
 import argparse
-import queue
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.piper_lanes import run_ceiling  # noqa: E402
 from vocalis.clients import prompts  # noqa: E402
 from vocalis.stages.models.piper import voice as piper_voice  # noqa: E402
 from vocalis.stages.models.piper.loader import default_voice_path  # noqa: E402
@@ -52,26 +51,9 @@ def sequential(s: ort.InferenceSession, units: list[list[int]], rate: int) -> fl
 
 
 def two_callers(s: ort.InferenceSession, units: list[list[int]], rate: int) -> float:
-    work: queue.Queue[list[int]] = queue.Queue()
-    for ids in units:
-        work.put(ids)
-    samples = [0, 0]
-
-    def lane(i: int) -> None:
-        while True:
-            try:
-                ids = work.get_nowait()
-            except queue.Empty:
-                return
-            samples[i] += run(s, ids)
-
     start = time.perf_counter()
-    threads = [threading.Thread(target=lane, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(samples) / rate / (time.perf_counter() - start)
+    audio_s = run_ceiling([s, s], units, rate)  # two lane threads taking units from one queue, on the one session
+    return audio_s / (time.perf_counter() - start)
 
 
 def main() -> None:

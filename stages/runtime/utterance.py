@@ -33,6 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +55,16 @@ a cancellation) wakes it at once (input_arrived), so a new request starts on a f
 def solo() -> bool:
     """Whether the piece being computed on this thread is the only one running (it may use every core)."""
     return getattr(_lane, "solo", True)
+
+
+@contextmanager
+def on_lane(alone: bool) -> Iterator[None]:
+    """Pieces computed on this thread inside the block run alone (solo() is True) or beside others."""
+    _lane.solo = alone
+    try:
+        yield
+    finally:
+        _lane.solo = True
 
 
 @dataclass(frozen=True)
@@ -250,8 +261,5 @@ class UtteranceStage(Stage):
 
 def _advance(pieces: Iterator[np.ndarray | LastPiece], alone: bool) -> object:
     """The next piece of a request, computed on a lane thread (_DONE when it has no more)."""
-    _lane.solo = alone
-    try:
+    with on_lane(alone):
         return next(pieces, _DONE)
-    finally:
-        _lane.solo = True

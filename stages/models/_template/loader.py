@@ -32,5 +32,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         ),
         ChunkStage("code2wav", TinyCodecModel(codec), codec_deploy.chunk_policy(), max_num_seqs=codec_deploy.max_num_seqs),
     ]
-    return LoadedModel(name=path.name, family="tiny_tts", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), quantized=quantized)
+    return LoadedModel(
+        name=path.name,
+        family="tiny_tts",
+        capabilities=adapter.capabilities,
+        adapter=adapter,
+        pipeline=Pipeline(stages),
+        quantized=quantized,
+    )

@@ -18,8 +18,11 @@ from vocalis.stages.models.cosyvoice3.runtime import CosyVoice3Input
 from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
 from vocalis.stages.runtime.request import RequestParams
 
-STANDARD = SamplerChoice("standard", "temperature, top-k, top-p and repetition penalty",
-                         {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21})
+STANDARD = SamplerChoice(
+    "standard",
+    "temperature, top-k, top-p and repetition penalty",
+    {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21},
+)
 
 
 class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
@@ -30,14 +33,23 @@ class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
 
     def __init__(self, config: CosyVoice3Config) -> None:
         self.config = config
-        super().__init__(sample_rate=config.sample_rate, voices=Voices.single(),
-                         fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"})
+        super().__init__(
+            sample_rate=config.sample_rate,
+            voices=Voices.single(),
+            fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"},
+        )
 
     def stage_input(self, params: RequestParams) -> CosyVoice3Input:
         request = self.prologue(params)
         reference = request.reference
         assert reference is not None  # required
         sampling, ras_params = STANDARD.sampling(request.extra, self.config.lm.sampling, request.seed)
-        return CosyVoice3Input(ref_text=(reference.text or "").strip(), samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
-                               sample_rate=int(reference.sample_rate), sampling=sampling, ras=ras_params,
-                               max_new_tokens=request.max_new_tokens, initial_codec_chunk_frames=request.initial_codec_chunk_frames)
+        return CosyVoice3Input(
+            ref_text=(reference.text or "").strip(),
+            samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
+            sample_rate=int(reference.sample_rate),
+            sampling=sampling,
+            ras=ras_params,
+            max_new_tokens=request.max_new_tokens,
+            initial_codec_chunk_frames=request.initial_codec_chunk_frames,
+        )

@@ -37,5 +37,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(slow_ar, ar_deploy, codec_deploy),
         chunk_stage(dac_decoder(modules.codec), codec_deploy),
     ]
-    return LoadedModel(name=path.name, family="fish_speech", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), quantized=quantized)
+    return LoadedModel(
+        name=path.name,
+        family="fish_speech",
+        capabilities=adapter.capabilities,
+        adapter=adapter,
+        pipeline=Pipeline(stages),
+        quantized=quantized,
+    )

@@ -29,12 +29,20 @@ class GLMTTSAdapter(StandardAdapter[GLMTTSInput]):
     """The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 
     def __init__(self, sample_rate: int, max_new_tokens: int = PEER_MAX_NEW_TOKENS) -> None:
-        super().__init__(sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"}, max_new_tokens=max_new_tokens)
+        super().__init__(
+            sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"}, max_new_tokens=max_new_tokens
+        )
 
     def stage_input(self, params: RequestParams) -> GLMTTSInput:
         request = self.prologue(params)
         reference = request.reference
         assert reference is not None  # required
         sampling, ras = TOP_K.sampling(request.extra, RASParams(), request.seed)
-        return GLMTTSInput(ref_text=(reference.text or "").strip(), samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
-                           sample_rate=int(reference.sample_rate), sampling=sampling, ras=ras, max_new_tokens=request.max_new_tokens)
+        return GLMTTSInput(
+            ref_text=(reference.text or "").strip(),
+            samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
+            sample_rate=int(reference.sample_rate),
+            sampling=sampling,
+            ras=ras,
+            max_new_tokens=request.max_new_tokens,
+        )

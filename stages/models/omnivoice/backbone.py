@@ -26,8 +26,16 @@ class Backbone(nn.Module):
         c = config
         self.config = config
         self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
+            gated_decoder_layer(
+                c.hidden_size,
+                c.num_attention_heads,
+                c.num_key_value_heads,
+                c.head_dim,
+                c.intermediate_size,
+                c.rms_norm_eps,
+                bias=c.attention_bias,
+                qk_norm=True,
+            )
             for _ in range(c.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)

@@ -28,7 +28,9 @@ from vocalis.stages.runtime.iterative import IterativeStage
 from vocalis.stages.runtime.pipeline import Pipeline
 
 
-def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:
+def load_modules(
+    path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"
+) -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:
     config = OmniVoiceConfig.from_dir(path)
     codec_config = AudioTokenizerConfig.from_dir(path / "audio_tokenizer")
     if codec_config.num_quantizers != config.num_audio_codebook:
@@ -54,9 +56,17 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     generator = OmniVoiceGenerator(lm, codec, tokenizer, generator_deploy.device, generator_deploy.torch_dtype)
     stages = [
         IterativeStage("generator", generator, max_num_seqs=generator_deploy.max_num_seqs),
-        IterativeStage("decoder", UnitDecoder(codec, decoder_deploy.device, decoder_deploy.torch_dtype),
-                       max_num_seqs=decoder_deploy.max_num_seqs),
+        IterativeStage(
+            "decoder",
+            UnitDecoder(codec, decoder_deploy.device, decoder_deploy.torch_dtype),
+            max_num_seqs=decoder_deploy.max_num_seqs,
+        ),
     ]
-    return LoadedModel(name=path.name, family="omnivoice", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), quantized=quantized)
-
+    return LoadedModel(
+        name=path.name,
+        family="omnivoice",
+        capabilities=adapter.capabilities,
+        adapter=adapter,
+        pipeline=Pipeline(stages),
+        quantized=quantized,
+    )

@@ -24,8 +24,13 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
-    modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,
-                           codec_device=codec_deploy.device)
+    modules = load_modules(
+        path,
+        dtype=talker_deploy.torch_dtype,
+        device=talker_deploy.device,
+        codec_dtype=codec_deploy.torch_dtype,
+        codec_device=codec_deploy.device,
+    )
     # The talker and its code predictor; clone encoders stay float.
     quantized = quantize_stages(deploy, Quantizable("talker", (modules.talker,)))
     cloner = VoiceCloner(modules)
@@ -37,6 +42,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         # Chunks are decoded from each request's carried decoder state: no left context is re-decoded.
         chunk_stage(code2wav(modules.decoder, cloner), codec_deploy),
     ]
-    return LoadedModel(name=path.name, family="qwen3_tts", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), quantized=quantized)
-
+    return LoadedModel(
+        name=path.name,
+        family="qwen3_tts",
+        capabilities=adapter.capabilities,
+        adapter=adapter,
+        pipeline=Pipeline(stages),
+        quantized=quantized,
+    )

@@ -25,8 +25,16 @@ class TalkerModel(nn.Module):
         self.text_embedding = nn.Embedding(config.text_vocab_size, config.text_hidden_size)
         c = config
         self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
+            gated_decoder_layer(
+                c.hidden_size,
+                c.num_attention_heads,
+                c.num_key_value_heads,
+                c.head_dim,
+                c.intermediate_size,
+                c.rms_norm_eps,
+                bias=c.attention_bias,
+                qk_norm=True,
+            )
             for _ in range(c.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -49,8 +57,16 @@ class PredictorModel(nn.Module):
         super().__init__()
         c = config
         self.layers = nn.ModuleList(
-            gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                                c.rms_norm_eps, bias=c.attention_bias, qk_norm=True)
+            gated_decoder_layer(
+                c.hidden_size,
+                c.num_attention_heads,
+                c.num_key_value_heads,
+                c.head_dim,
+                c.intermediate_size,
+                c.rms_norm_eps,
+                bias=c.attention_bias,
+                qk_norm=True,
+            )
             for _ in range(c.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -99,13 +115,28 @@ class CodePredictor(nn.Module):
         c = self.config
         weight = self.model.codec_embedding[0].weight  # an embedding: its dtype and device whatever the heads' weights
         return FrameCodeGraphs(
-            self.static_step, len(self.model.layers), c.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
-            embed=lambda group, code: self.model.codec_embedding[group](code), kv_heads=c.num_key_value_heads, head_dim=c.head_dim,
-            input_width=self.model.codec_embedding[0].weight.shape[1], dtype=weight.dtype, device=weight.device, sizes=sizes,
-            capture=capture)
+            self.static_step,
+            len(self.model.layers),
+            c.num_code_groups - 1,
+            head=lambda group, hidden: self.lm_head[group](hidden),
+            embed=lambda group, code: self.model.codec_embedding[group](code),
+            kv_heads=c.num_key_value_heads,
+            head_dim=c.head_dim,
+            input_width=self.model.codec_embedding[0].weight.shape[1],
+            dtype=weight.dtype,
+            device=weight.device,
+            sizes=sizes,
+            capture=capture,
+        )
 
-    def generate(self, talker_hidden: torch.Tensor, code0_embeds: torch.Tensor, choose, forced: torch.Tensor | None = None,
-                 graphs: FrameCodeGraphs | None = None):
+    def generate(
+        self,
+        talker_hidden: torch.Tensor,
+        code0_embeds: torch.Tensor,
+        choose,
+        forced: torch.Tensor | None = None,
+        graphs: FrameCodeGraphs | None = None,
+    ):
         """Codes [B, G-1] and logits [B, G-1, V] for a batch of frames.
 
         `choose(step, logits [B, V]) -> codes [B]` picks each codebook's codes (sampling lives with the
@@ -118,9 +149,15 @@ class CodePredictor(nn.Module):
             if result is not None:
                 return result
         return generate_frame_codes(
-            first, self.step, len(self.model.layers),
-            self.config.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
-            embed=lambda group, code: self.model.codec_embedding[group](code), choose=choose, forced=forced)
+            first,
+            self.step,
+            len(self.model.layers),
+            self.config.num_code_groups - 1,
+            head=lambda group, hidden: self.lm_head[group](hidden),
+            embed=lambda group, code: self.model.codec_embedding[group](code),
+            choose=choose,
+            forced=forced,
+        )
 
 
 class Talker(nn.Module):

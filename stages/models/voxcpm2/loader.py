@@ -30,7 +30,15 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     decoder = PatchDecoder(modules.vae, modules.config, voices, generator_deploy.torch_dtype, generator_deploy.device)
     generator = LatentGenerator(modules.model, modules.tokenizer, voices, generator_deploy.max_len)
     adapter = VoxCPM2Adapter(modules.config)
-    stages = [autoregressive_stage(generator, generator_deploy, vae_deploy), chunk_stage(decoder, vae_deploy, decoder.context_patches)]
-    return LoadedModel(name=path.name, family="voxcpm2", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), quantized=quantized)
-
+    stages = [
+        autoregressive_stage(generator, generator_deploy, vae_deploy),
+        chunk_stage(decoder, vae_deploy, decoder.context_patches),
+    ]
+    return LoadedModel(
+        name=path.name,
+        family="voxcpm2",
+        capabilities=adapter.capabilities,
+        adapter=adapter,
+        pipeline=Pipeline(stages),
+        quantized=quantized,
+    )

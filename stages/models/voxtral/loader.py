@@ -21,11 +21,23 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.runtime.pipeline import Pipeline
 
     generator_deploy, codec_deploy = deploy.stage("frame_generator"), deploy.stage("audio_tokenizer")
-    modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device)
+    modules = load_modules(
+        path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device
+    )
     quantized = quantize_stages(deploy, Quantizable("frame_generator", (modules.lm,)))
-    generator = FrameGenerator(modules.lm, modules.tekken, modules.voices, generator_deploy.max_len, modules.encoder, modules.codec.quantizer)
+    generator = FrameGenerator(
+        modules.lm, modules.tekken, modules.voices, generator_deploy.max_len, modules.encoder, modules.codec.quantizer
+    )
     adapter = VoxtralAdapter(tuple(modules.voices), modules.config.codec.sampling_rate, modules.encoder_weights)
-    stages = [autoregressive_stage(generator, generator_deploy, codec_deploy),
-              chunk_stage(StatefulCodecDecoder(modules.codec, modules.codec.args.samples_per_frame), codec_deploy)]
-    return LoadedModel(name=path.name, family="voxtral", capabilities=adapter.capabilities, adapter=adapter,
-                       pipeline=Pipeline(stages), quantized=quantized)
+    stages = [
+        autoregressive_stage(generator, generator_deploy, codec_deploy),
+        chunk_stage(StatefulCodecDecoder(modules.codec, modules.codec.args.samples_per_frame), codec_deploy),
+    ]
+    return LoadedModel(
+        name=path.name,
+        family="voxtral",
+        capabilities=adapter.capabilities,
+        adapter=adapter,
+        pipeline=Pipeline(stages),
+        quantized=quantized,
+    )

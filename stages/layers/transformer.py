@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -97,4 +98,30 @@ def gated_decoder_layer(
         lambda dim: RMSNorm(dim, eps, upcast=norm_upcast),
         residual_scale=residual_scale,
         layer_scale=layer_scale,
+    )
+
+
+class LlamaDecoderSizes(Protocol):
+    """The fields of a transformers Llama/Qwen decoder config that its layers are built from (a family's config
+    dataclass: `api.decoder_sizes.TransformerSizes` plus the norms' eps and the projections' bias), in the order
+    `gated_decoder_layer` takes them."""
+
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    rms_norm_eps: float
+    attention_bias: bool
+    num_hidden_layers: int
+
+
+def gated_decoder_layers(config: LlamaDecoderSizes, *, qk_norm: bool = False, layer_scale: bool = False) -> nn.ModuleList:
+    """The `num_hidden_layers` layers of a decoder config (`layers.{i}.*` where the owner names it `layers`), each a
+    `gated_decoder_layer` with the config's sizes and bias; `qk_norm` for Qwen3, `layer_scale` for Mimi-style ones."""
+    c = config
+    sizes = (c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, c.rms_norm_eps)
+    return nn.ModuleList(
+        gated_decoder_layer(*sizes, bias=c.attention_bias, qk_norm=qk_norm, layer_scale=layer_scale)
+        for _ in range(c.num_hidden_layers)
     )

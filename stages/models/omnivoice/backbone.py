@@ -13,7 +13,7 @@ from torch import nn
 
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
-from vocalis.stages.layers.transformer import gated_decoder_layer
+from vocalis.stages.layers.transformer import gated_decoder_layers
 from vocalis.stages.models.omnivoice.config import BackboneConfig, OmniVoiceConfig
 
 
@@ -23,21 +23,8 @@ class Backbone(nn.Module):
     def __init__(self, config: BackboneConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        c = config
         self.config = config
-        self.layers = nn.ModuleList(
-            gated_decoder_layer(
-                c.hidden_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                c.intermediate_size,
-                c.rms_norm_eps,
-                bias=c.attention_bias,
-                qk_norm=True,
-            )
-            for _ in range(c.num_hidden_layers)
-        )
+        self.layers = gated_decoder_layers(config, qk_norm=True)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, embeds: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,7 @@ from vocalis.stages.layers.audio_blocks import (
 )
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import rope
-from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layer
+from vocalis.stages.layers.transformer import PreNormDecoderLayer, gated_decoder_layers
 from vocalis.stages.models.qwen3_tts.config import DecoderConfig, MimiEncoderConfig
 
 # -- convolutions ----------------------------------------------------------------------------------
@@ -122,20 +122,7 @@ class DecoderTransformer(nn.Module):
         super().__init__()
         self.config = config
         self.input_proj = nn.Linear(config.latent_dim, config.hidden_size)
-        c = config
-        self.layers = nn.ModuleList(
-            gated_decoder_layer(
-                c.hidden_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                c.intermediate_size,
-                c.rms_norm_eps,
-                bias=c.attention_bias,
-                layer_scale=True,
-            )
-            for _ in range(c.num_hidden_layers)
-        )
+        self.layers = gated_decoder_layers(config, layer_scale=True)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.output_proj = nn.Linear(config.hidden_size, config.latent_dim)
 

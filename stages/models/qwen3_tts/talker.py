@@ -11,7 +11,7 @@ from vocalis.stages.components.frame_codes import generate_frame_codes
 from vocalis.stages.layers.attention import causal_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import mrope, rope
-from vocalis.stages.layers.transformer import gated_decoder_layer
+from vocalis.stages.layers.transformer import gated_decoder_layers
 from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
 from vocalis.stages.models.qwen3_tts.frame_code_graphs import FrameCodeGraphs
 from vocalis.stages.runtime.attention import AttentionBatch
@@ -23,20 +23,7 @@ class TalkerModel(nn.Module):
         super().__init__()
         self.codec_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
         self.text_embedding = nn.Embedding(config.text_vocab_size, config.text_hidden_size)
-        c = config
-        self.layers = nn.ModuleList(
-            gated_decoder_layer(
-                c.hidden_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                c.intermediate_size,
-                c.rms_norm_eps,
-                bias=c.attention_bias,
-                qk_norm=True,
-            )
-            for _ in range(c.num_hidden_layers)
-        )
+        self.layers = gated_decoder_layers(config, qk_norm=True)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -55,20 +42,7 @@ class TextProjection(nn.Module):
 class PredictorModel(nn.Module):
     def __init__(self, config: CodePredictorConfig, embedding_dim: int) -> None:
         super().__init__()
-        c = config
-        self.layers = nn.ModuleList(
-            gated_decoder_layer(
-                c.hidden_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                c.intermediate_size,
-                c.rms_norm_eps,
-                bias=c.attention_bias,
-                qk_norm=True,
-            )
-            for _ in range(c.num_hidden_layers)
-        )
+        self.layers = gated_decoder_layers(config, qk_norm=True)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.codec_embedding = nn.ModuleList(
             nn.Embedding(config.vocab_size, embedding_dim) for _ in range(config.num_code_groups - 1)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from vocalis.stages.api.extra_params import ExtraParam
 from vocalis.stages.runtime.pipeline import Pipeline
 from vocalis.stages.runtime.request import RequestParams
+from vocalis.stages.runtime.stage import Stage
 from vocalis.stages.text.text_carry import TextCarry
 
 
@@ -93,6 +95,29 @@ class LoadedModel(Generic[InputT]):
     quantized: frozenset[str] = frozenset()
     """The stages whose generator runs with quantised weights: those whose `quantize` deploy setting the family's
     loader applied (stages/models/quantizable.py). load_model refuses a deploy that asks it of any other stage."""
+
+    @classmethod
+    def serving(
+        cls,
+        name: str,
+        family: str,
+        adapter: ModelAdapter[InputT],
+        stages: Sequence[Stage],
+        *,
+        text_carry: TextCarry | None = None,
+        quantized: frozenset[str] = frozenset(),
+    ) -> LoadedModel[InputT]:
+        """What a family's loader returns: the model `adapter` feeds (its capabilities are the adapter's) and `stages`
+        run, in order, as one pipeline."""
+        return cls(
+            name=name,
+            family=family,
+            capabilities=adapter.capabilities,
+            adapter=adapter,
+            pipeline=Pipeline(list(stages)),
+            text_carry=text_carry,
+            quantized=quantized,
+        )
 
     @property
     def served_names(self) -> tuple[str, ...]:

@@ -12,7 +12,6 @@ from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
-from vocalis.stages.runtime.pipeline import Pipeline
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
@@ -32,11 +31,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         ),
         ChunkStage("code2wav", TinyCodecModel(codec), codec_deploy.chunk_policy(), max_num_seqs=codec_deploy.max_num_seqs),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="tiny_tts",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "tiny_tts", adapter, stages, quantized=quantized)

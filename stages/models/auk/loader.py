@@ -26,7 +26,6 @@ from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage
-from vocalis.stages.runtime.pipeline import Pipeline
 
 DIT_FILES = ("auk.safetensors", "auk_base.safetensors", "auk_flash.safetensors")
 QWEN_UNUSED = (
@@ -143,11 +142,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         ),
     ]
     name = "AuK-Flash" if config.flash else "AuK"
-    return LoadedModel(
-        name=name if path.name in ("", ".") else path.name,
-        family="auk",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(name if path.name in ("", ".") else path.name, "auk", adapter, stages, quantized=quantized)

@@ -40,7 +40,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.fish_common.fish_dac import load_fish_dac
     from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("dac_decoder")
@@ -67,12 +66,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(talker, talker_deploy, codec_deploy),
         chunk_stage(dac_decoder(codec), codec_deploy),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="drama3",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        text_carry=adapter.text_carry,
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "drama3", adapter, stages, text_carry=adapter.text_carry, quantized=quantized)

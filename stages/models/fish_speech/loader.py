@@ -21,7 +21,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.fish_speech.weights import load_modules
     from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
@@ -37,11 +36,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(slow_ar, ar_deploy, codec_deploy),
         chunk_stage(dac_decoder(modules.codec), codec_deploy),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="fish_speech",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "fish_speech", adapter, stages, quantized=quantized)

@@ -32,7 +32,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.gepard.weights import load_talker, load_tokenizer
     from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
 
     talker_deploy, codec_deploy = deploy.stage("gepard"), deploy.stage("nanocodec")
     talker = load_talker(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device)
@@ -50,11 +49,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(model, talker_deploy, codec_deploy),
         chunk_stage(StatefulCodecDecoder(codec, codec.samples_per_frame), codec_deploy),  # FSQ codes [B, T, 32] to 22.05 kHz
     ]
-    return LoadedModel(
-        name=path.name,
-        family="gepard",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "gepard", adapter, stages, quantized=quantized)

@@ -23,7 +23,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.glm_tts.weights import load_modules
     from vocalis.stages.models.quantizable import Quantizable, quantize_stages
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
@@ -46,11 +45,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(lm, lm_deploy, flow_deploy),
         chunk_stage(decoder, flow_deploy),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="glm_tts",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "glm_tts", adapter, stages, quantized=quantized)

@@ -23,7 +23,6 @@ from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
-from vocalis.stages.runtime.pipeline import Pipeline
 
 
 def load_modules(path: Path) -> tuple[HiggsAudioV2Talker, AudioTokenizer, TextTokenizer]:
@@ -70,11 +69,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
             max_num_seqs=codec_deploy.max_num_seqs,
         ),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="higgs_audio_v2",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "higgs_audio_v2", adapter, stages, quantized=quantized)

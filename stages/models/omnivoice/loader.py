@@ -25,7 +25,6 @@ from vocalis.stages.models.omnivoice.text import TextTokenizer
 from vocalis.stages.models.quantizable import Quantizable, quantize_stages
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage
-from vocalis.stages.runtime.pipeline import Pipeline
 
 
 def load_modules(
@@ -62,11 +61,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
             max_num_seqs=decoder_deploy.max_num_seqs,
         ),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="omnivoice",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "omnivoice", adapter, stages, quantized=quantized)

@@ -9,7 +9,6 @@ from vocalis.stages.models.piper import voice as piper_voice
 from vocalis.stages.models.piper.adapter import PiperAdapter
 from vocalis.stages.models.piper.runtime import PiperSynthesizer
 from vocalis.stages.runtime.deploy import DeployConfig, load_deploy
-from vocalis.stages.runtime.pipeline import Pipeline
 from vocalis.stages.runtime.utterance import UtteranceStage
 
 DEPLOY_DEFAULTS = Path(__file__).with_name("deploy.yaml")
@@ -31,6 +30,4 @@ def load_piper(model_path: Path | None = None, deploy: DeployConfig | None = Non
     stage = UtteranceStage(
         "piper", PiperSynthesizer(voice), max_num_seqs=stage_deploy.max_num_seqs, lanes=lanes, sample_rate=voice.sample_rate
     )
-    return LoadedModel(
-        name=voice.name, family="piper", capabilities=adapter.capabilities, adapter=adapter, pipeline=Pipeline([stage])
-    )
+    return LoadedModel.serving(voice.name, "piper", adapter, [stage])

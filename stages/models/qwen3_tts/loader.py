@@ -20,7 +20,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
     from vocalis.stages.models.qwen3_tts.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
     from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
@@ -42,11 +41,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         # Chunks are decoded from each request's carried decoder state: no left context is re-decoded.
         chunk_stage(code2wav(modules.decoder, cloner), codec_deploy),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="qwen3_tts",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "qwen3_tts", adapter, stages, quantized=quantized)

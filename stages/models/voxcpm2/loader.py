@@ -21,7 +21,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.voxcpm2.voices import VoiceEncoder
     from vocalis.stages.models.voxcpm2.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
 
     generator_deploy, vae_deploy = deploy.stage("latent_generator"), deploy.stage("audio_vae")
     modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, vae_device=vae_deploy.device)
@@ -34,11 +33,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(generator, generator_deploy, vae_deploy),
         chunk_stage(decoder, vae_deploy, decoder.context_patches),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="voxcpm2",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "voxcpm2", adapter, stages, quantized=quantized)

@@ -18,7 +18,6 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.models.voxtral.runtime import FrameGenerator
     from vocalis.stages.models.voxtral.weights import load_modules
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
-    from vocalis.stages.runtime.pipeline import Pipeline
 
     generator_deploy, codec_deploy = deploy.stage("frame_generator"), deploy.stage("audio_tokenizer")
     modules = load_modules(
@@ -33,11 +32,4 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         autoregressive_stage(generator, generator_deploy, codec_deploy),
         chunk_stage(StatefulCodecDecoder(modules.codec, modules.codec.args.samples_per_frame), codec_deploy),
     ]
-    return LoadedModel(
-        name=path.name,
-        family="voxtral",
-        capabilities=adapter.capabilities,
-        adapter=adapter,
-        pipeline=Pipeline(stages),
-        quantized=quantized,
-    )
+    return LoadedModel.serving(path.name, "voxtral", adapter, stages, quantized=quantized)

@@ -7,8 +7,6 @@ messages). Sampling is RAS by default (top_p 0.8, top_k 25, window 10, as publis
 
 from __future__ import annotations
 
-import numpy as np
-
 from vocalis.stages.api.extra_params import ExtraParams
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
@@ -16,6 +14,7 @@ from vocalis.stages.models.cosyvoice3.config import CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.cosyvoice3.runtime import CosyVoice3Input
 from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
+from vocalis.stages.models.cosyvoice_common.voice_prompt import clone_input
 from vocalis.stages.runtime.request import RequestParams
 
 STANDARD = SamplerChoice(
@@ -41,15 +40,5 @@ class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
 
     def stage_input(self, params: RequestParams) -> CosyVoice3Input:
         request = self.prologue(params)
-        reference = request.reference
-        assert reference is not None  # required
         sampling, ras_params = STANDARD.sampling(request.extra, self.config.lm.sampling, request.seed)
-        return CosyVoice3Input(
-            ref_text=(reference.text or "").strip(),
-            samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
-            sample_rate=int(reference.sample_rate),
-            sampling=sampling,
-            ras=ras_params,
-            max_new_tokens=request.max_new_tokens,
-            initial_codec_chunk_frames=request.initial_codec_chunk_frames,
-        )
+        return clone_input(request, sampling, ras_params, request.initial_codec_chunk_frames)

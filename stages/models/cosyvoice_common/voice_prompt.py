@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from vocalis.stages.api.reference import ReferenceCache, content_key, resample
+from vocalis.stages.api.standard_adapter import Prologue
 from vocalis.stages.components.campplus import CampPlus
 from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
@@ -50,6 +51,23 @@ class CloneInput:
     initial_codec_chunk_frames: int | None = None
     voice: VoicePrompt | None = None
     """The prompt already encoded (tests, precomputed voices)."""
+
+
+def clone_input(
+    request: Prologue, sampling: SamplingParams, ras: RASParams | None, initial_codec_chunk_frames: int | None = None
+) -> CloneInput:
+    """The stage-0 input an adapter makes of a checked request, whose reference both families require."""
+    reference = request.reference
+    assert reference is not None  # the families' ReferencePolicy requires it
+    return CloneInput(
+        ref_text=(reference.text or "").strip(),
+        samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
+        sample_rate=int(reference.sample_rate),
+        sampling=sampling,
+        ras=ras,
+        max_new_tokens=request.max_new_tokens,
+        initial_codec_chunk_frames=initial_codec_chunk_frames,
+    )
 
 
 class PromptFrontend:

@@ -7,14 +7,13 @@ window 10, as published); `extra_params.sampler = "topk"` switches to the publis
 
 from __future__ import annotations
 
-import numpy as np
-
 from vocalis.stages.api.extra_params import ExtraParams
 from vocalis.stages.api.max_new_tokens import PEER_MAX_NEW_TOKENS
 from vocalis.stages.api.reference_policy import ReferencePolicy
 from vocalis.stages.api.standard_adapter import StandardAdapter, Voices
 from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
 from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
+from vocalis.stages.models.cosyvoice_common.voice_prompt import clone_input
 from vocalis.stages.models.glm_tts.frontend import MAX_REFERENCE_SECONDS, RECOMMENDED_SECONDS
 from vocalis.stages.models.glm_tts.runtime import GLMTTSInput
 from vocalis.stages.runtime.request import RequestParams
@@ -35,14 +34,5 @@ class GLMTTSAdapter(StandardAdapter[GLMTTSInput]):
 
     def stage_input(self, params: RequestParams) -> GLMTTSInput:
         request = self.prologue(params)
-        reference = request.reference
-        assert reference is not None  # required
         sampling, ras = TOP_K.sampling(request.extra, RASParams(), request.seed)
-        return GLMTTSInput(
-            ref_text=(reference.text or "").strip(),
-            samples=np.asarray(reference.samples, dtype=np.float32).reshape(-1),
-            sample_rate=int(reference.sample_rate),
-            sampling=sampling,
-            ras=ras,
-            max_new_tokens=request.max_new_tokens,
-        )
+        return clone_input(request, sampling, ras)

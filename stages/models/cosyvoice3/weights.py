@@ -3,7 +3,6 @@ state dicts, read with weights_only=True; hift's weight-normed convolutions fold
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,9 @@ from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_st
 from vocalis.stages.models.cosyvoice3.config import QWEN_DIR, CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.lm import UNUSED_KEYS, CosyVoice3LM
 from vocalis.stages.models.cosyvoice3.tokenizer import QwenTokenizer
+from vocalis.stages.models.cosyvoice_common.loaded_modules import LoadedModules
 
-
-@dataclass
-class CosyVoice3Modules:
-    config: CosyVoice3Config
-    lm: CosyVoice3LM
-    flow: CausalMaskedDiffWithDiT
-    hift: CausalHiFTGenerator
-    tokenizer: QwenTokenizer
+CosyVoice3Modules = LoadedModules[CosyVoice3Config, CosyVoice3LM, CausalMaskedDiffWithDiT, CausalHiFTGenerator, QwenTokenizer]
 
 
 def _args(section: dict[str, Any]) -> dict[str, Any]:
@@ -80,11 +73,6 @@ def load_modules(
     load_strict(lm, llm_weights, path / "llm.pt", unused=UNUSED_KEYS)
     flow = load_strict(build_flow(config), read_state_dict(path / "flow.pt"), path / "flow.pt")
     hift = load_strict(build_hift(config), hift_weights(path / "hift.pt"), path / "hift.pt")
-    flow_device = flow_device or device
-    return CosyVoice3Modules(
-        config=config,
-        lm=lm.to(device=device, dtype=dtype).eval(),
-        flow=flow.to(flow_device).eval(),
-        hift=hift.to(flow_device).eval(),
-        tokenizer=QwenTokenizer.from_dir(path / QWEN_DIR),
+    return CosyVoice3Modules.placed(
+        config, lm, flow, hift, QwenTokenizer.from_dir(path / QWEN_DIR), dtype=dtype, device=device, flow_device=flow_device
     )

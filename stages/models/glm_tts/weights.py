@@ -4,7 +4,6 @@ published loader accepts; hift's weight-normed convolutions folded). HiFT's widt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -12,6 +11,7 @@ import torch
 from vocalis.stages.components.hift import ConvRNNF0Predictor, HiFTGenerator
 from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.cosyvoice_common.glm_dit import GLMDiT, GLMFlow
+from vocalis.stages.models.cosyvoice_common.loaded_modules import LoadedModules
 from vocalis.stages.models.glm_tts.config import HIFT_FILE, LLM_DIR, TOKENIZER_DIR, VOCOS_FILE, GLMTTSConfig
 from vocalis.stages.models.glm_tts.lm import TIED_HEAD_KEYS, GLMSpeechLM
 from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
@@ -19,13 +19,7 @@ from vocalis.stages.models.glm_tts.tokenizer import GLMTokenizer
 ROTARY_KEY = "estimator.rotary_embed.inv_freq"
 
 
-@dataclass
-class GLMTTSModules:
-    config: GLMTTSConfig
-    lm: GLMSpeechLM
-    flow: GLMFlow
-    hift: HiFTGenerator
-    tokenizer: GLMTokenizer
+GLMTTSModules = LoadedModules[GLMTTSConfig, GLMSpeechLM, GLMFlow, HiFTGenerator, GLMTokenizer]
 
 
 def read_pt(path: Path) -> Weights:
@@ -92,11 +86,6 @@ def load_modules(
         raise ValueError(f"{path / 'hift' / 'hift.pt'}: no conv_pre / f0_predictor weights: is it a HiFT state dict?")
     hift = build_hift(config, hift_state["conv_pre.weight"].shape[0], hift_state["f0_predictor.condnet.0.weight"].shape[0])
     load_strict(hift, hift_state, path / "hift" / "hift.pt")
-    flow_device = flow_device or device
-    return GLMTTSModules(
-        config=config,
-        lm=lm.to(device=device, dtype=dtype).eval(),
-        flow=flow.to(flow_device).eval(),
-        hift=hift.to(flow_device).eval(),
-        tokenizer=GLMTokenizer.from_dir(path / TOKENIZER_DIR),
+    return GLMTTSModules.placed(
+        config, lm, flow, hift, GLMTokenizer.from_dir(path / TOKENIZER_DIR), dtype=dtype, device=device, flow_device=flow_device
     )

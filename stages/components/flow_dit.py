@@ -65,6 +65,32 @@ class CausalConvPositionEmbedding(nn.Module):
         return self.conv2(F.pad(x, (pad, 0))).transpose(1, 2)
 
 
+class ConvPositionEmbedding(nn.Module):
+    """F5-TTS's centred position convolution (GLM-TTS's and AuK's DiTs), `conv1d.0`, `conv1d.2`: two grouped
+    convolutions (kernel 31) with Mish over [B, L, C]. With `mask` [B, L] (False: a row's padding), the padding is
+    zeroed before and after each convolution, so a row's frames do not depend on its batch mates' lengths."""
+
+    def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
+        super().__init__()
+        self.conv1d = nn.Sequential(
+            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=kernel_size // 2),
+            nn.Mish(),
+            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=kernel_size // 2),
+            nn.Mish(),
+        )
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is None:
+            return self.conv1d(x.transpose(1, 2)).transpose(1, 2)
+        keep = mask[:, None]
+        h = x.transpose(1, 2).masked_fill(~keep, 0.0)
+        for i, layer in enumerate(self.conv1d):
+            h = layer(h)
+            if i in (0, 2):
+                h = h.masked_fill(~keep, 0.0)
+        return h.transpose(1, 2)
+
+
 class InputEmbedding(nn.Module):
     """proj([noisy mel, condition mel, token features, speaker]) plus its causal conv position embedding."""
 

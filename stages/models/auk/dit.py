@@ -20,6 +20,7 @@ from torch import nn
 from vocalis.stages.components.flow_dit import (
     AdaLayerNormZero,
     AdaLayerNormZeroFinal,
+    ConvPositionEmbedding,
     RotaryEmbedding,
     TimestepEmbedding,
     interleaved_rotary,
@@ -114,26 +115,6 @@ class DiTBlock(nn.Module):
         norm, gate, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
         x = x + gate[:, None] * self.attn.single(norm, angles, bias).masked_fill(~mask[..., None], 0.0)
         return x + gate_mlp[:, None] * self.ff(modulated(x, shift_mlp, scale_mlp))
-
-
-class ConvPositionEmbedding(nn.Module):
-    def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
-        super().__init__()
-        self.conv1d = nn.Sequential(
-            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=kernel_size // 2),
-            nn.Mish(),
-            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=kernel_size // 2),
-            nn.Mish(),
-        )
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        keep = mask[:, None]
-        h = x.transpose(1, 2).masked_fill(~keep, 0.0)
-        for i, layer in enumerate(self.conv1d):
-            h = layer(h)
-            if i in (0, 2):
-                h = h.masked_fill(~keep, 0.0)
-        return h.transpose(1, 2)
 
 
 class AudioEmbedding(nn.Module):

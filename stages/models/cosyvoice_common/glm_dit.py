@@ -19,7 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vocalis.stages.components.flow_dit import AdaLayerNormZeroFinal, DiTBlock, RotaryEmbedding, TimestepEmbedding
+from vocalis.stages.components.flow_dit import (
+    AdaLayerNormZeroFinal,
+    ConvPositionEmbedding,
+    DiTBlock,
+    RotaryEmbedding,
+    TimestepEmbedding,
+)
 from vocalis.stages.components.flow_matching import cosine_time_span, fixed_noise, guided_euler
 
 TEXT_POSITIONS = 4096
@@ -82,22 +88,6 @@ class TextEmbedding(nn.Module):
             positions = torch.arange(length, device=x.device).clamp(max=TEXT_POSITIONS - 1)
             x = self.text_blocks(x + self.freqs_cis[positions].to(x.dtype))
         return x
-
-
-class ConvPositionEmbedding(nn.Module):
-    """`conv1d.0`, `conv1d.2`: two grouped centred convolutions (kernel 31) with Mish; [B, L, C]."""
-
-    def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
-        super().__init__()
-        self.conv1d = nn.Sequential(
-            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=kernel_size // 2),
-            nn.Mish(),
-            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=kernel_size // 2),
-            nn.Mish(),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv1d(x.transpose(1, 2)).transpose(1, 2)
 
 
 class EmbeddingConcater(nn.Module):

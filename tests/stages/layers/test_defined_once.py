@@ -17,8 +17,9 @@ SHARED = {
     # the mel filterbank and the log-mel features (components/speech_features.py)
     "mel_filters", "slaney_mel_filters", "log_mel", "whisper_log_mel", "matcha_log_mel", "kaldi_fbank", "_hz_to_mel",
     "_mel_to_hz", "_hz_to_mel_slaney", "_mel_to_hz_slaney", "hz_to_mel", "mel_to_hz",
-    # adaLN modulation (components/flow_dit.py)
-    "AdaLayerNorm", "AdaLayerNormFinal", "AdaLayerNormZero", "AdaLayerNormZeroFinal",
+    # adaLN modulation and the F5-TTS position convolutions (components/flow_dit.py)
+    "AdaLayerNorm", "AdaLayerNormFinal", "AdaLayerNormZero", "AdaLayerNormZeroFinal", "ConvPositionEmbedding",
+    "CausalConvPositionEmbedding",
     # the stateful codec decoder (components/stateful_decode.py)
     "StatefulCodecDecoder", "CodecDecoderModel", "CodecDecoder", "NanoCodecDecoder", "decode_windows",
     # config readers (api/config_json.py's from_json; a family's entry point is <Config>.from_dir)

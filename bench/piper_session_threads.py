@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from bench.piper_lanes import run_ceiling  # noqa: E402
 from vocalis.clients import prompts  # noqa: E402
 from vocalis.stages.models.piper import voice as piper_voice  # noqa: E402
+from vocalis.stages.models.piper.graph_cache import voice_graphs  # noqa: E402
 from vocalis.stages.models.piper.loader import default_voice_path  # noqa: E402
 
 
@@ -37,11 +38,14 @@ def session(model: str | bytes, threads: int, spinning: str | None = None) -> or
 
 
 def run(s: ort.InferenceSession, ids: list[int]) -> int:
-    return s.run(None, {
-        "input": np.array([ids], dtype=np.int64),
-        "input_lengths": np.array([len(ids)], dtype=np.int64),
-        "scales": np.array([0.667, 1.0, 0.8], dtype=np.float32),
-    })[0].size
+    return s.run(
+        None,
+        {
+            "input": np.array([ids], dtype=np.int64),
+            "input_lengths": np.array([len(ids)], dtype=np.int64),
+            "scales": np.array([0.667, 1.0, 0.8], dtype=np.float32),
+        },
+    )[0].size
 
 
 def sequential(s: ort.InferenceSession, units: list[list[int]], rate: int) -> float:
@@ -62,10 +66,14 @@ def main() -> None:
     args = parser.parse_args()
     voice = piper_voice.load(default_voice_path())
     piper, rate = voice.voice, voice.sample_rate
-    model, _ = piper_voice._with_durations(voice.model_path)  # the graph the server runs (with phoneme durations)
+    model = voice_graphs(voice.model_path).model  # the graph the server runs (with phoneme durations)
     units = [piper.phonemes_to_ids(s) for p in prompts.bundled(("medium",)) for s in piper.phonemize(p.text)]
-    sessions = {"1t": session(model, 1), "all-spin": session(model, 0), "2t-nospin": session(model, 2, "0"),
-                "2t-spin": session(model, 2, "1")}
+    sessions = {
+        "1t": session(model, 1),
+        "all-spin": session(model, 0),
+        "2t-nospin": session(model, 2, "0"),
+        "2t-spin": session(model, 2, "1"),
+    }
     for s in sessions.values():
         run(s, units[0])  # warm-up
     modes = {f"seq {name}": (lambda s=s: sequential(s, units, rate)) for name, s in sessions.items()}

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ import onnxruntime as ort
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["DEFAULT_FRAMES_PER_ID", "SeededNoiseSession", "patch_for_seeded_noise"]
+__all__ = ["DEFAULT_FRAMES_PER_ID", "SeededGraph", "SeededNoiseSession", "patch_for_seeded_noise", "seeded_graph"]
 
 #: Upper bound on output frames per phoneme id at ``length_scale`` 1, used to
 #: size the noise banks.  Piper ids interleave a pad id between phonemes, and at
@@ -261,6 +262,25 @@ class _Bank:
         self.values = np.concatenate([self.values, extra])
 
 
+@dataclass(frozen=True)
+class SeededGraph:
+    """A Piper graph patched for seeded noise, with what a session on it needs to size the noise banks."""
+
+    model: bytes | str
+    """The patched graph: serialized, or the path of a file that holds it."""
+    noise_names: tuple[str, ...]
+    """The noise inputs, ``noise_0`` .. ``noise_<n-1>``, in site order."""
+    values_per_step: tuple[tuple[int, bool], ...]
+    """Per site: the values drawn per step of its dynamic axis, and whether it has one (else that many in all)."""
+
+
+def seeded_graph(model: onnx.ModelProto) -> SeededGraph:
+    """``model`` (an unpatched Piper graph, left unmodified) patched for seeded noise."""
+    sites = _random_nodes(model.graph)
+    patched, names = patch_for_seeded_noise(model)
+    return SeededGraph(patched.SerializeToString(), tuple(names), tuple(_values_per_step(model, sites)))
+
+
 class SeededNoiseSession:
     """An onnxruntime session for a Piper voice whose noise comes from a seed.
 
@@ -276,23 +296,22 @@ class SeededNoiseSession:
 
     def __init__(
         self,
-        model: onnx.ModelProto,
+        graph: SeededGraph,
         sess_options: ort.SessionOptions | None = None,
         providers: Sequence[str | tuple[str, dict[str, Any]]] | None = None,
         *,
         frames_per_id: float = DEFAULT_FRAMES_PER_ID,
     ) -> None:
-        """Patch ``model`` (an unpatched Piper graph, left unmodified) and open a session on it.
+        """Open a session on ``graph`` (seeded_graph's patch of a Piper graph).
 
         ``providers`` defaults to ``["CPUExecutionProvider"]``; ``frames_per_id``
         is the frames-per-phoneme-id cap (at ``length_scale`` 1) used to size the banks.
         """
-        sites = _random_nodes(model.graph)
-        patched, self._noise_names = patch_for_seeded_noise(model)
-        self._per_step = _values_per_step(model, sites)
+        self._noise_names = list(graph.noise_names)
+        self._per_step = list(graph.values_per_step)
         self._frames_per_id = float(frames_per_id)
         self._session = ort.InferenceSession(
-            patched.SerializeToString(),
+            graph.model,
             sess_options=sess_options,
             providers=list(providers) if providers is not None else ["CPUExecutionProvider"],
         )
@@ -316,7 +335,7 @@ class SeededNoiseSession:
         """Load the Piper ``.onnx`` at ``model_path``, patch it in memory and open a session."""
         import onnx
 
-        return cls(onnx.load(str(model_path)), sess_options, providers, frames_per_id=frames_per_id)
+        return cls(seeded_graph(onnx.load(str(model_path))), sess_options, providers, frames_per_id=frames_per_id)
 
     @property
     def session(self) -> ort.InferenceSession:

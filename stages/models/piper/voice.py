@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -13,7 +12,9 @@ import onnxruntime
 from piper import PiperVoice
 from piper.config import PiperConfig
 
+from vocalis.stages.models.piper.graph_cache import voice_graphs
 from vocalis.stages.models.piper.phonemizer_pool import PhonemizerPool
+from vocalis.stages.models.piper.seeded_noise import SeededNoiseSession
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class LoadedPiperVoice:
     sample_rate: int
     language: str
     """Language code from the voice config (e.g. "en_US")."""
-    seeded: object | None
+    seeded: SeededNoiseSession | None
     """A session whose noise comes from seeds (SeededNoiseSession), or None without the onnx package."""
     phonemizer: PhonemizerPool
     """Piper's text front end (espeak-ng) in child processes, so that its crashes end no more than one request."""
@@ -73,10 +74,10 @@ def load(model_path: Path, config_path: Path | None = None, intra_op_threads: in
     lanes = lane_count(intra_op_threads)
     phonemizer = PhonemizerPool(config_path, size=min(lanes, MAX_PHONEMIZERS))
     options = session_options(intra_op_threads)
-    model, durations_output = _with_durations(model_path)
-    session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    graphs = voice_graphs(model_path)
+    session = onnxruntime.InferenceSession(graphs.model, sess_options=options, providers=["CPUExecutionProvider"])
     lane_session = (
-        onnxruntime.InferenceSession(model, sess_options=session_options(1), providers=["CPUExecutionProvider"])
+        onnxruntime.InferenceSession(graphs.model, sess_options=session_options(1), providers=["CPUExecutionProvider"])
         if lanes > 1
         else None
     )
@@ -88,44 +89,8 @@ def load(model_path: Path, config_path: Path | None = None, intra_op_threads: in
         model_path=model_path,
         sample_rate=voice.config.sample_rate,
         language=language,
-        seeded=_load_seeded(model_path, intra_op_threads, durations_output is not None),
+        seeded=None if graphs.seeded is None else SeededNoiseSession(graphs.seeded, session_options(intra_op_threads)),
         phonemizer=phonemizer,
         lane_session=lane_session,
-        durations_output=durations_output,
+        durations_output=graphs.durations_output,
     )
-
-
-def _with_durations(model_path: Path) -> tuple[str | bytes, str | None]:
-    """The model (a path, or the bytes of a patched graph) and the name of its phoneme-durations output, if any.
-
-    The extra output costs nothing measurable: the tensor is computed anyway to size the audio."""
-    try:
-        import onnx
-        from piper.patch_voice_with_alignment import add_alignment_output
-    except ImportError:
-        return str(model_path), None
-    model = onnx.load(str(model_path))
-    try:
-        name = add_alignment_output(model)
-    except ValueError as error:
-        if "already marked as output" not in str(error):
-            log.warning("no phoneme durations in %s (%s): it gives no word times", model_path.name, error)
-            return str(model_path), None
-        return str(model_path), next(node.output[0] for node in model.graph.node if node.op_type == "Ceil")
-    return model.SerializeToString(), name
-
-
-def _load_seeded(model_path: Path, intra_op_threads: int, with_durations: bool) -> object | None:
-    try:
-        import onnx
-        from piper.patch_voice_with_alignment import add_alignment_output
-
-        from vocalis.stages.models.piper.seeded_noise import SeededNoiseSession
-    except ImportError:
-        log.warning("the onnx package is missing: Piper requests with a seed (or word timestamps) will be refused")
-        return None
-    model = onnx.load(str(model_path))
-    if with_durations:
-        with contextlib.suppress(ValueError):  # already an output of the file
-            add_alignment_output(model)
-    return SeededNoiseSession(model, session_options(intra_op_threads))

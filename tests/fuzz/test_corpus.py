@@ -19,8 +19,10 @@ from vocalis.clients.errors import VocalisError
 from vocalis.tts.v1 import synthesizer_pb2 as pb
 
 SERVER_FAULTS = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS}
-AUDIO_CAP_S = 30
-"""The victim server's --max-audio-seconds: past it a session ends with 413 / RESOURCE_EXHAUSTED, a client status."""
+AUDIO_CAP_S = 10
+"""The victim server's --max-audio-seconds: past it a session ends with 413 / RESOURCE_EXHAUSTED, a client status.
+Under one ONNX run's audio (MAX_IDS_PER_RUN ids, about 12 s), so a long unit's session ends after its first, largest
+run: later runs are the same size and add time, not coverage."""
 
 
 def new_log(server, since: int) -> str:
@@ -60,7 +62,7 @@ def test_grpc_streams(server, messages):
 def victim(tmp_path_factory):
     """A server of its own: if a text does take the process down, the other tests' server is unharmed."""
     # A long unit is minutes of audio (300 CJK characters spelled out); the cap ends each face's session after its
-    # first runs, as a deployment's cap would, and the WebSocket, whose first audio may queue behind the other faces',
+    # first run, as a deployment's cap would, and the WebSocket, whose first audio may queue behind the other faces',
     # gets more than the default idle timeout (30 s) on a loaded machine.
     running = start_server(tmp_path_factory.mktemp("victim"), "--max-audio-seconds", str(AUDIO_CAP_S), "--ws-idle-timeout", "180")
     yield running

@@ -81,8 +81,8 @@ class GrpcServer:
 async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: VoiceCatalog) -> GrpcServer:
     """Start listening, NOT_SERVING until ready() is called (after warm-up)."""
     max_bytes = config.limits.max_message_bytes
-    lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s)
-    lifecycle.on_idle = HeapTrimmer(lambda: lifecycle.in_flight == 0, malloc_trim()).went_idle
+    trimmer = HeapTrimmer(lambda: lifecycle.in_flight == 0, malloc_trim())
+    lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s, on_idle=trimmer.went_idle)
     metrics = ServerMetrics(engine)
     metrics.registry.register(AdmissionCollector(lifecycle, engine))
     security = config.security

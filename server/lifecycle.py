@@ -34,7 +34,9 @@ class State(enum.Enum):
 
 
 class Lifecycle:
-    def __init__(self, max_sessions_per_key: int = 0, retry_after_s: int = 1) -> None:
+    def __init__(
+        self, max_sessions_per_key: int = 0, retry_after_s: int = 1, on_idle: Callable[[], None] | None = None
+    ) -> None:
         self.state = State.STARTING
         self.max_sessions_per_key = max_sessions_per_key
         """0: no limit."""
@@ -42,7 +44,7 @@ class Lifecycle:
         self.sessions: Counter[str] = Counter()
         self._idle = asyncio.Event()
         self._idle.set()
-        self.on_idle: Callable[[], None] | None = None
+        self.on_idle = on_idle
         """Called on the event loop when the last session has ended (the heap trimmer)."""
 
     @property

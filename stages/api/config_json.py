@@ -20,7 +20,7 @@ _SCALARS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "
 def _as_declared(value: Any, declared: str) -> Any:
     """A JSON list as a tuple where the field is declared a tuple (nested lists too: `tuple[tuple[int, ...], ...]`)."""
     if isinstance(value, list) and declared.startswith("tuple"):
-        inner = declared[len("tuple[") :]
+        inner = declared[len("tuple["):]
         return tuple(_as_declared(v, inner) for v in value)
     return value
 
@@ -44,14 +44,8 @@ def read_json(path: Path, model_type: str | None = None, name: str = "config.jso
     return data
 
 
-def from_json(
-    cls: type[T],
-    data: Mapping[str, Any] | None,
-    *,
-    aliases: Mapping[str, str] | None = None,
-    where: str | None = None,
-    **sections: Any,
-) -> T:
+def from_json(cls: type[T], data: Mapping[str, Any] | None, *, aliases: Mapping[str, str] | None = None,
+              where: str | None = None, **sections: Any) -> T:
     """The dataclass `cls` from one JSON object: the keys it declares (a JSON list becomes a tuple where the field is
     declared a tuple), unknown keys ignored, missing ones at the declared defaults. `aliases` map another published
     spelling of a key to the field's name (`{"rms_norm_eps": "norm_eps"}`); the field's own spelling wins over an

@@ -25,14 +25,8 @@ class TransformerSizes:
     head_dim: int
 
     @classmethod
-    def read(
-        cls: type[SizesT],
-        data: Mapping[str, Any] | None,
-        where: str,
-        *,
-        aliases: Mapping[str, str] | None = None,
-        **sections: Any,
-    ) -> SizesT:
+    def read(cls: type[SizesT], data: Mapping[str, Any] | None, where: str, *, aliases: Mapping[str, str] | None = None,
+             **sections: Any) -> SizesT:
         """`cls` from one config.json object, strictly (`from_json`'s `where`), with transformers' rules for the two
         sizes a file may leave out: `num_key_value_heads` is `num_attention_heads` (no grouped-query attention) and
         `head_dim` is `hidden_size // num_attention_heads`. `aliases` map a publisher's own spelling (Fish Audio's

@@ -106,8 +106,7 @@ class ExtraParams:
         unknown = sorted(set(extra) - set(self.params))
         if unknown:
             raise InvalidField(
-                "extra_params",
-                "FIELD_NOT_SUPPORTED",
+                "extra_params", "FIELD_NOT_SUPPORTED",
                 f"extra_params {', '.join(unknown)} not supported by {self.model}; it accepts: {', '.join(self.params) or 'none'}",
             )
         return {self.params[key].setting: self.params[key].parse(value) for key, value in extra.items()}

@@ -63,9 +63,7 @@ def checkpoint_family(
     folder = Path(importlib.import_module(package).__file__ or "").parent
     if file_set and detect is None:  # a published file set without config.json (CosyVoice3)
         detect = functools.partial(_has_files, file_set)
-    return ModelFamily(
-        name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar
-    )
+    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar)
 
 
 def _has_files(names: tuple[str, ...], path: Path) -> bool:
@@ -106,10 +104,8 @@ def family_for_checkpoint(path: Path) -> ModelFamily:
             return family
     if candidates:
         wanted = ", ".join(f"{f.sidecar} ({f.name})" for f in candidates if f.sidecar)
-        raise ValueError(
-            f"{config} says model_type {model_type!r}, which is served only with a sidecar file beside it: {wanted}; "
-            f"{path} has none"
-        )
+        raise ValueError(f"{config} says model_type {model_type!r}, which is served only with a sidecar file beside it: {wanted}; "
+                         f"{path} has none")
     raise ValueError(f"no model family loads model_type {model_type!r} (from {config}); known: {known_model_types()}")
 
 
@@ -119,11 +115,7 @@ def builtin_family_modules() -> list[str]:
     package = importlib.import_module(BUILTIN_PACKAGE)
     modules = []
     for info in pkgutil.iter_modules(package.__path__):
-        if (
-            info.ispkg
-            and not info.name.startswith("_")
-            and (Path(info.module_finder.path) / info.name / f"{FAMILY_MODULE}.py").is_file()
-        ):  # type: ignore[union-attr]
+        if info.ispkg and not info.name.startswith("_") and (Path(info.module_finder.path) / info.name / f"{FAMILY_MODULE}.py").is_file():  # type: ignore[union-attr]
             modules.append(f"{BUILTIN_PACKAGE}.{info.name}.{FAMILY_MODULE}")
     return sorted(modules)
 

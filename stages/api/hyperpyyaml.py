@@ -19,14 +19,8 @@ import yaml
 CLASS_KEY = "__class__"
 ARGS_KEY = "__args__"
 _REF = re.compile(r"<([^<>]+)>")
-_OPERATORS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.USub: operator.neg,
-}
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+              ast.FloorDiv: operator.floordiv, ast.USub: operator.neg}
 
 
 class _Ref:

@@ -37,23 +37,14 @@ class ReferencePolicy:
         reference = params.reference
         if reference is None:
             if self.required:
-                raise InvalidField(
-                    "ref_audio", "REF_AUDIO_REQUIRED", f"{self.model} requires 'ref_audio' (reference audio for voice cloning)"
-                )
+                raise InvalidField("ref_audio", "REF_AUDIO_REQUIRED", f"{self.model} requires 'ref_audio' (reference audio for voice cloning)")
             if str(params.fields.get("ref_text") or "").strip():
-                raise InvalidField(
-                    "ref_text",
-                    "REF_AUDIO_REQUIRED",
-                    "ref_text is the transcript of ref_audio: give ref_audio (or a cloned voice) too",
-                )
+                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio: give ref_audio (or a cloned voice) too")
             return None
         stored = bool(reference.name)
         if self.transcript and not (reference.text or "").strip():
-            raise InvalidField(
-                "voice" if stored else "ref_text",
-                "REF_TEXT_REQUIRED",
-                f"{self.model} requires 'ref_text' (transcript of the reference audio): set it, or store the voice with one",
-            )
+            raise InvalidField("voice" if stored else "ref_text", "REF_TEXT_REQUIRED",
+                               f"{self.model} requires 'ref_text' (transcript of the reference audio): set it, or store the voice with one")
         field = "voice" if stored else "ref_audio"
         if not self.audio:
             return reference
@@ -63,17 +54,9 @@ class ReferencePolicy:
         best = self.recommended_seconds
         if self.max_seconds is not None and seconds > self.max_seconds:
             hint = f" ({best[0]:.0f} to {best[1]:.0f} s clone best)" if best else ""
-            raise InvalidField(
-                field,
-                "REFERENCE_TOO_LONG",
-                f"the reference clip is {seconds:.1f} s; {self.model} takes at most {self.max_seconds:.0f} s{hint}",
-            )
+            raise InvalidField(field, "REFERENCE_TOO_LONG", f"the reference clip is {seconds:.1f} s; {self.model} takes at most "
+                               f"{self.max_seconds:.0f} s{hint}")
         if best is not None and not best[0] <= seconds <= best[1]:
-            params.warnings.append(
-                (
-                    field,
-                    "REFERENCE_LENGTH",
-                    f"the reference clip is {seconds:.1f} s; {self.model} clones best from {best[0]:.0f} to {best[1]:.0f} s",
-                )
-            )
+            params.warnings.append((field, "REFERENCE_LENGTH", f"the reference clip is {seconds:.1f} s; {self.model} clones best "
+                                    f"from {best[0]:.0f} to {best[1]:.0f} s"))
         return reference

@@ -96,12 +96,8 @@ SAMPLING_TEXT = {
 }
 
 
-def sampling_params(
-    defaults: Mapping[str, Any],
-    notes: Mapping[str, str] | None = None,
-    prefix: str = "",
-    minimums: Mapping[str, float] | None = None,
-) -> list[ExtraParam]:
+def sampling_params(defaults: Mapping[str, Any], notes: Mapping[str, str] | None = None, prefix: str = "",
+                    minimums: Mapping[str, float] | None = None) -> list[ExtraParam]:
     """Extra params for the SamplingParams fields among `defaults` (field -> the family's default, or where it comes
     from), named `prefix` + field, in SamplingParams's ranges, described the same way for every family plus the
     family's `notes` on a field (what it samples); `minimums` raises a lower bound (RAS needs top_k >= 1)."""
@@ -112,9 +108,7 @@ def sampling_params(
         kind, bounds = SAMPLING_RANGES[name]
         if minimums and name in minimums:
             bounds = bounds | {"minimum": minimums[name]}
-        text = SAMPLING_TEXT[name] + (
-            '; 0 or -1 (vLLM\'s "disabled") keep all' if name == "top_k" and bounds["minimum"] < 1 else ""
-        )
+        text = SAMPLING_TEXT[name] + ("; 0 or -1 (vLLM's \"disabled\") keep all" if name == "top_k" and bounds["minimum"] < 1 else "")
         note = f" ({notes[name]})" if notes and name in notes else ""
         params.append(ExtraParam(prefix + name, kind, f"{text}{note}. Default {default}.", **bounds))
     return params
@@ -175,15 +169,8 @@ class StandardAdapter(Generic[InputT]):
     MAX_INITIAL_CODEC_CHUNK_FRAMES: ClassVar[int | None] = None
     """The largest first chunk the family decodes (None: no bound of its own)."""
 
-    def __init__(
-        self,
-        *,
-        sample_rate: int,
-        voices: Voices,
-        fields: Iterable[str] = (),
-        max_new_tokens: int = PEER_MAX_NEW_TOKENS,
-        **capabilities: Any,
-    ) -> None:
+    def __init__(self, *, sample_rate: int, voices: Voices, fields: Iterable[str] = (),
+                 max_new_tokens: int = PEER_MAX_NEW_TOKENS, **capabilities: Any) -> None:
         """`fields`: the request fields the family honours beyond what the base adds; `max_new_tokens`: its upper
         bound (the cap by the cache is the runtime's: stages/runtime/prompt_room.py); `capabilities`: the other
         Capabilities."""
@@ -197,12 +184,8 @@ class StandardAdapter(Generic[InputT]):
             accepted |= CLONING_FIELDS if self.REFERENCE.transcript else {"ref_audio"}
         capabilities.setdefault("voice_cloning", cloning)
         self.capabilities = Capabilities(
-            sample_rate=sample_rate,
-            voices=voices.presets,
-            default_voice=voices.default,
-            accepted_fields=frozenset(accepted),
-            extra_params=tuple(self.EXTRA_PARAMS),
-            **capabilities,
+            sample_rate=sample_rate, voices=voices.presets, default_voice=voices.default, accepted_fields=frozenset(accepted),
+            extra_params=tuple(self.EXTRA_PARAMS), **capabilities,
         )
 
     def resolve_voice(self, voice: str) -> str:
@@ -221,9 +204,7 @@ class StandardAdapter(Generic[InputT]):
             max_new = checked_max_new_tokens(params, upper=self.max_new_tokens_bound)
         language = fields.get("language")
         return Prologue(
-            fields=fields,
-            extra=extra,
-            reference=reference,
+            fields=fields, extra=extra, reference=reference,
             seed=int(fields["seed"]) if fields.get("seed") is not None else None,
             max_new_tokens=max_new,
             initial_codec_chunk_frames=self._first_chunk(fields.get("initial_codec_chunk_frames")),
@@ -237,9 +218,7 @@ class StandardAdapter(Generic[InputT]):
         upper = self.MAX_INITIAL_CODEC_CHUNK_FRAMES
         if value < 1 or (upper is not None and value > upper):
             wanted = f"from 1 to {upper}" if upper is not None else "at least 1"
-            raise InvalidField(
-                "initial_codec_chunk_frames", "OUT_OF_RANGE", f"initial_codec_chunk_frames must be {wanted}, got {value}"
-            )
+            raise InvalidField("initial_codec_chunk_frames", "OUT_OF_RANGE", f"initial_codec_chunk_frames must be {wanted}, got {value}")
         return int(value)
 
     def unsupported_language(self, value: str, known: str) -> InvalidField:

@@ -111,9 +111,8 @@ class CausalStream:
             for layer in module:
                 x = self.run(layer, x)
             return x
-        if isinstance(module, POINTWISE) or (
-            type(module) is nn.Conv1d and module.kernel_size == (1,) and module.stride == (1,) and module.padding == (0,)
-        ):
+        if isinstance(module, POINTWISE) or (type(module) is nn.Conv1d and module.kernel_size == (1,) and module.stride == (1,)
+                                             and module.padding == (0,)):
             return module(x)
         raise TypeError(f"no streaming rule for {type(module).__name__}")
 
@@ -128,9 +127,7 @@ class CausalStream:
         if conv.pad_mode == "constant" or all(conv in row for row in self.rows):
             before = self.gather(conv, x.new_zeros(1, x.shape[1], left))
         else:
-            if conv.pad_mode == "reflect" and any(
-                conv not in row and n <= left for row, n in zip(self.rows, self.valid(x), strict=True)
-            ):
+            if conv.pad_mode == "reflect" and any(conv not in row and n <= left for row, n in zip(self.rows, self.valid(x), strict=True)):
                 raise ValueError(f"a first chunk reflected as left padding needs more than {left} samples")
             first = F.pad(x, (left, 0), mode=conv.pad_mode)[..., :left]  # read from each row's front: never padding
             before = torch.cat([row[conv] if conv in row else first[i : i + 1] for i, row in enumerate(self.rows)])
@@ -155,9 +152,7 @@ class CausalStream:
         out = y[..., : x.shape[-1] * stride]
         return out if conv.bias is None else out + conv.bias[:, None]
 
-    def window_mask(
-        self, positions: Sequence[int], length: int, window: int, device: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def window_mask(self, positions: Sequence[int], length: int, window: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """(each row's positions [B, length] of its new frames, the attention mask [B, 1, length, window - 1 + length])
         of a transformer whose queries see `window` positions back, themselves included, over the keys and values
         `carried_kv` gives (the last window - 1 of the row, those before its position 0 masked) and the new ones.

@@ -152,13 +152,8 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return self.attend(x, freqs, mask)[0]
 
-    def attend(
-        self,
-        x: torch.Tensor,
-        freqs: torch.Tensor,
-        mask: torch.Tensor | None,
-        past: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def attend(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Output [B, L, dim], and this call's keys and values [B, heads, L, dim_head]; `past` keys and values of
         earlier frames (mask [L, past + L]) are attended to, not returned."""
         b, length, _ = x.shape
@@ -202,9 +197,7 @@ class FeedForward(nn.Module):
     def __init__(self, dim: int, mult: float) -> None:
         super().__init__()
         inner = int(dim * mult)
-        self.ff = nn.Sequential(
-            nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")), nn.Dropout(0.0), nn.Linear(inner, dim)
-        )
+        self.ff = nn.Sequential(nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")), nn.Dropout(0.0), nn.Linear(inner, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.ff(x)
@@ -221,14 +214,8 @@ class DiTBlock(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         return self.attend(x, t, freqs, mask)[0]
 
-    def attend(
-        self,
-        x: torch.Tensor,
-        t: torch.Tensor,
-        freqs: torch.Tensor,
-        mask: torch.Tensor | None,
-        past: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def attend(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor | None,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The block's output, and its attention's keys and values of these frames (see `Attention.attend`)."""
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
         attended, k, v = self.attn.attend(norm, freqs, mask, past)
@@ -240,21 +227,9 @@ class DiTBlock(nn.Module):
 class DiT(nn.Module):
     """The velocity v(x, t | mu, spks, cond): [B, mel_dim, L] tensors in and out (channels first, as the solver holds them)."""
 
-    def __init__(
-        self,
-        *,
-        dim: int,
-        depth: int,
-        heads: int,
-        dim_head: int,
-        ff_mult: float = 4,
-        mel_dim: int = 80,
-        mu_dim: int | None = None,
-        spk_dim: int | None = None,
-        static_chunk_size: int = 50,
-        long_skip_connection: bool = False,
-        **_unused: object,
-    ) -> None:
+    def __init__(self, *, dim: int, depth: int, heads: int, dim_head: int, ff_mult: float = 4, mel_dim: int = 80,
+                 mu_dim: int | None = None, spk_dim: int | None = None, static_chunk_size: int = 50,
+                 long_skip_connection: bool = False, **_unused: object) -> None:
         super().__init__()
         self.time_embed = TimestepEmbedding(dim)
         self.input_embed = InputEmbedding(mel_dim, mu_dim or mel_dim, dim, spk_dim or 0)
@@ -277,9 +252,8 @@ class DiT(nn.Module):
             x = block(x, t, freqs, mask)
         return self._out(x, residual, t)
 
-    def forward_after(
-        self, past: DiTPast, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor
-    ) -> tuple[torch.Tensor, DiTFrames]:
+    def forward_after(self, past: DiTPast, x: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor,
+                      cond: torch.Tensor) -> tuple[torch.Tensor, DiTFrames]:
         """The velocity of frames [past.length, past.length + L) (tensors as `forward`'s), the frames before being
         whole attention chunks held in `past`: each frame sees all of them, so it equals `forward` over the whole
         sequence. Also what `past.append` needs to hold some of these frames for the next call."""
@@ -294,13 +268,8 @@ class DiT(nn.Module):
         residual = x
         positions = torch.arange(offset, offset + length, device=x.device)
         freqs = self.rotary_embed.angles(positions).to(x.dtype)
-        mask = torch.cat(
-            [
-                torch.ones(length, offset, dtype=torch.bool, device=x.device),
-                chunk_causal_mask(length, self.static_chunk_size, x.device),
-            ],
-            dim=1,
-        )
+        mask = torch.cat([torch.ones(length, offset, dtype=torch.bool, device=x.device),
+                          chunk_causal_mask(length, self.static_chunk_size, x.device)], dim=1)
         keys, values = [], []
         for layer, block in enumerate(self.transformer_blocks):
             x, k, v = block.attend(x, t, freqs, mask, past.layer(layer))

@@ -62,30 +62,19 @@ class CausalConditionalCFM(nn.Module):
             return cosine_time_span(steps, device, dtype)
         return torch.linspace(0, 1, steps + 1, device=device, dtype=dtype)
 
-    def forward(
-        self, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor, n_timesteps: int = 10, noise: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def forward(self, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor, n_timesteps: int = 10,
+                noise: torch.Tensor | None = None) -> torch.Tensor:
         """mu, cond [1, D, L], spks [1, D] -> mel [1, D, L]. `noise` [1, D, L] replaces the fixed buffer (tests)."""
         length = mu.shape[2]
         if noise is None:
             if length > self.rand_noise.shape[2]:
-                raise ValueError(
-                    f"{length} mel frames exceed the flow decoder's {self.rand_noise.shape[2]} frames of start noise"
-                )
+                raise ValueError(f"{length} mel frames exceed the flow decoder's {self.rand_noise.shape[2]} frames of start noise")
             noise = self.rand_noise[:, :, :length]
         x = noise.to(mu.device, mu.dtype)
         return self.solve_euler(x, self.time_span(n_timesteps, mu.device, mu.dtype), mu, spks, cond)
 
-    def solve_euler(
-        self,
-        x: torch.Tensor,
-        t_span: torch.Tensor,
-        mu: torch.Tensor,
-        spks: torch.Tensor,
-        cond: torch.Tensor,
-        pasts: list[DiTPast] | None = None,
-        hold: int = 0,
-    ) -> torch.Tensor:
+    def solve_euler(self, x: torch.Tensor, t_span: torch.Tensor, mu: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor,
+                    pasts: list[DiTPast] | None = None, hold: int = 0) -> torch.Tensor:
         """`pasts` (one per step): x continues after the frames they hold (`DiT.forward_after`); each then holds
         the first `hold` frames of x as well."""
         # Row 0 is conditioned; row 1 has mu, speaker and prompt zeroed (the guidance's unconditional branch).
@@ -103,9 +92,8 @@ class CausalConditionalCFM(nn.Module):
         return guided_euler(velocity, x, t_span, self.inference_cfg_rate)
 
 
-def guided_euler(
-    velocity: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], x: torch.Tensor, t_span: torch.Tensor, cfg_rate: float
-) -> torch.Tensor:
+def guided_euler(velocity: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], x: torch.Tensor, t_span: torch.Tensor,
+                 cfg_rate: float) -> torch.Tensor:
     """Euler steps over `t_span` with classifier-free guidance: `velocity(x2, t2, step)` takes x twice along the batch
     (row block 0 conditioned, block 1 unconditioned, whatever each family drops), t for both, and the step's index
     from 0 (what an incremental estimator keys its held frames by); returns x at t_span[-1], at least float32."""
@@ -128,17 +116,8 @@ def fixed_noise(mel_dim: int, frames: int = NOISE_FRAMES) -> torch.Tensor:
 class CausalMaskedDiffWithDiT(nn.Module):
     """`input_embedding`, `spk_embed_affine_layer`, `pre_lookahead_layer`, `decoder.estimator.*`."""
 
-    def __init__(
-        self,
-        *,
-        vocab_size: int,
-        input_size: int,
-        output_size: int,
-        spk_embed_dim: int,
-        token_mel_ratio: int,
-        pre_lookahead_layer: PreLookaheadLayer,
-        decoder: CausalConditionalCFM,
-    ) -> None:
+    def __init__(self, *, vocab_size: int, input_size: int, output_size: int, spk_embed_dim: int, token_mel_ratio: int,
+                 pre_lookahead_layer: PreLookaheadLayer, decoder: CausalConditionalCFM) -> None:
         super().__init__()
         self.output_size = output_size
         self.token_mel_ratio = token_mel_ratio
@@ -152,15 +131,8 @@ class CausalMaskedDiffWithDiT(nn.Module):
         h = self.pre_lookahead_layer(self.input_embedding(tokens.clamp(min=0)))
         return h.repeat_interleave(self.token_mel_ratio, dim=1).transpose(1, 2)
 
-    def inference(
-        self,
-        tokens: torch.Tensor,
-        prompt_tokens: torch.Tensor,
-        prompt_feat: torch.Tensor,
-        embedding: torch.Tensor,
-        n_timesteps: int = 10,
-        noise: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def inference(self, tokens: torch.Tensor, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor, embedding: torch.Tensor,
+                  n_timesteps: int = 10, noise: torch.Tensor | None = None) -> torch.Tensor:
         """Mel [1, D, T * ratio] of `tokens` [1, T], after the prompt's tokens [1, P] whose mel is `prompt_feat`
         [1, P * ratio, D], in the voice of speaker `embedding` [1, E]."""
         spks = self.spk_embed_affine_layer(F.normalize(embedding, dim=1))
@@ -182,22 +154,14 @@ class FlowStream:
     per held frame.
     """
 
-    def __init__(
-        self,
-        flow: CausalMaskedDiffWithDiT,
-        prompt_tokens: torch.Tensor,
-        prompt_feat: torch.Tensor,
-        embedding: torch.Tensor,
-        n_timesteps: int = 10,
-    ) -> None:
+    def __init__(self, flow: CausalMaskedDiffWithDiT, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor,
+                 embedding: torch.Tensor, n_timesteps: int = 10) -> None:
         self.flow = flow
         device = flow.input_embedding.weight.device
         self.prompt_tokens = prompt_tokens.to(device).long()
         self.prompt_feat = prompt_feat.to(device)
         self.prompt_frames = prompt_feat.shape[0]
-        self.spks = flow.spk_embed_affine_layer(
-            F.normalize(embedding.to(device, flow.spk_embed_affine_layer.weight.dtype)[None], dim=1)
-        )
+        self.spks = flow.spk_embed_affine_layer(F.normalize(embedding.to(device, flow.spk_embed_affine_layer.weight.dtype)[None], dim=1))
         self.n_timesteps = n_timesteps
         estimator = flow.decoder.estimator
         kernel = estimator.input_embed.conv_pos_embed.kernel_size
@@ -230,8 +194,6 @@ class FlowStream:
         final = max(0, len(every) - flow.pre_lookahead_layer.pre_lookahead_len) * ratio
         held = final // self.align * self.align if self.align else 0
         hold = max(0, held - first)
-        mel = decoder.solve_euler(
-            noise, decoder.time_span(self.n_timesteps, mu.device, mu.dtype), mu, self.spks, cond, self.pasts, hold
-        )
+        mel = decoder.solve_euler(noise, decoder.time_span(self.n_timesteps, mu.device, mu.dtype), mu, self.spks, cond, self.pasts, hold)
         self.held = first + hold
         return first, mel

@@ -16,16 +16,11 @@ Step = Callable[[torch.Tensor, list[list[torch.Tensor]], int], torch.Tensor]
 """step(inputs [B, T, H], per-layer caches, start position) -> hidden [B, T, H'] (extending the caches)."""
 
 
-def generate_frame_codes(
-    first_inputs: torch.Tensor,
-    step: Step,
-    layers: int,
-    groups: int,
-    head: Callable[[int, torch.Tensor], torch.Tensor],
-    embed: Callable[[int, torch.Tensor], torch.Tensor],
-    choose: Callable[[int, torch.Tensor], torch.Tensor],
-    forced: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def generate_frame_codes(first_inputs: torch.Tensor, step: Step, layers: int, groups: int,
+                         head: Callable[[int, torch.Tensor], torch.Tensor],
+                         embed: Callable[[int, torch.Tensor], torch.Tensor],
+                         choose: Callable[[int, torch.Tensor], torch.Tensor],
+                         forced: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Codes [B, groups] and logits [B, groups, V] of one frame per row.
 
     `first_inputs` [B, n, H] start the sequence (the backbone's hidden state, the first code's embedding);

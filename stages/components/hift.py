@@ -102,25 +102,15 @@ class CausalConvRNNF0Predictor(nn.Module):
 class SineGen2(nn.Module):
     """Harmonics of F0 with phase accumulated at mel rate, plus fixed noise (uniform, as published) by sample position."""
 
-    def __init__(
-        self,
-        sampling_rate: int,
-        upsample_scale: int,
-        harmonic_num: int,
-        sine_amp: float,
-        noise_std: float,
-        voiced_threshold: float,
-        phase_upsampling: str = "nearest",
-    ) -> None:
+    def __init__(self, sampling_rate: int, upsample_scale: int, harmonic_num: int, sine_amp: float, noise_std: float,
+                 voiced_threshold: float, phase_upsampling: str = "nearest") -> None:
         super().__init__()
         self.sampling_rate, self.upsample_scale, self.phase_upsampling = sampling_rate, upsample_scale, phase_upsampling
         self.sine_amp, self.noise_std, self.voiced_threshold = sine_amp, noise_std, voiced_threshold
         generator = torch.Generator(device="cpu").manual_seed(0)
         rand_ini = torch.rand(1, harmonic_num + 1, generator=generator)
         rand_ini[:, 0] = 0
-        self.register_buffer(
-            "harmonic_ids", torch.arange(1, harmonic_num + 2, dtype=torch.float32).view(1, 1, -1), persistent=False
-        )
+        self.register_buffer("harmonic_ids", torch.arange(1, harmonic_num + 2, dtype=torch.float32).view(1, 1, -1), persistent=False)
         self.register_buffer("rand_ini", rand_ini, persistent=False)
         noise = torch.rand(1, NOISE_SECONDS * sampling_rate, harmonic_num + 1, generator=generator)
         self.register_buffer("noise", noise, persistent=False)
@@ -136,9 +126,8 @@ class SineGen2(nn.Module):
         sines, uv, _ = self.generate(f0)
         return sines, uv
 
-    def generate(
-        self, f0: torch.Tensor, offset: int = 0, cycles_before: torch.Tensor | None = None, from_frame: int = 0
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def generate(self, f0: torch.Tensor, offset: int = 0, cycles_before: torch.Tensor | None = None,
+                 from_frame: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`forward` for f0 that starts `offset` frames into the utterance: also returns each harmonic's phase in
         cycles [B, frames, H] (float64, accumulated in order, so that a stream's pieces add up as the whole's).
         `cycles_before` [B, 1, H]: the phase accumulated before frame `from_frame` of this window (frames before it
@@ -154,9 +143,7 @@ class SineGen2(nn.Module):
             after = torch.cumsum(torch.cat([cycles_before, steps[:, from_frame:]], dim=1), dim=1)[:, 1:]
             cycles = torch.cat([torch.cumsum(steps[:, :from_frame], dim=1), after], dim=1)
         phase = cycles.to(rad.dtype) * 2 * math.pi
-        phase = F.interpolate(
-            phase.transpose(1, 2) * self.upsample_scale, scale_factor=self.upsample_scale, mode=self.phase_upsampling
-        ).transpose(1, 2)
+        phase = F.interpolate(phase.transpose(1, 2) * self.upsample_scale, scale_factor=self.upsample_scale, mode=self.phase_upsampling).transpose(1, 2)
         sines = torch.sin(phase) * self.sine_amp
         uv = (f0 > self.voiced_threshold).to(sines.dtype)
         noise_amp = uv * self.noise_std + (1 - uv) * self.sine_amp / 3
@@ -167,42 +154,24 @@ class SineGen2(nn.Module):
 class SourceModuleHnNSF(nn.Module):
     """`l_linear`: the harmonics merged into one excitation, through tanh."""
 
-    def __init__(
-        self,
-        sampling_rate: int,
-        upsample_scale: int,
-        harmonic_num: int,
-        sine_amp: float,
-        add_noise_std: float,
-        voiced_threshold: float,
-        phase_upsampling: str = "nearest",
-    ) -> None:
+    def __init__(self, sampling_rate: int, upsample_scale: int, harmonic_num: int, sine_amp: float, add_noise_std: float,
+                 voiced_threshold: float, phase_upsampling: str = "nearest") -> None:
         super().__init__()
-        self.l_sin_gen = SineGen2(
-            sampling_rate, upsample_scale, harmonic_num, sine_amp, add_noise_std, voiced_threshold, phase_upsampling
-        )
+        self.l_sin_gen = SineGen2(sampling_rate, upsample_scale, harmonic_num, sine_amp, add_noise_std, voiced_threshold, phase_upsampling)
         self.l_linear = nn.Linear(harmonic_num + 1, 1)
 
     def forward(self, f0: torch.Tensor) -> torch.Tensor:
         sines, _ = self.l_sin_gen(f0)
         return torch.tanh(self.l_linear(sines))
 
-    def excite(
-        self, f0: torch.Tensor, offset: int, cycles_before: torch.Tensor | None, from_frame: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def excite(self, f0: torch.Tensor, offset: int, cycles_before: torch.Tensor | None, from_frame: int) -> tuple[torch.Tensor, torch.Tensor]:
         """`forward` for a window of a stream (see `SineGen2.generate`); also returns the phase in cycles."""
         sines, _, cycles = self.l_sin_gen.generate(f0, offset, cycles_before, from_frame)
         return torch.tanh(self.l_linear(sines)), cycles
 
 
-def _source_branch(
-    n_fft: int,
-    base_channels: int,
-    upsample_rates: list[int],
-    kernel_sizes: list[int],
-    dilation_sizes: list[list[int]],
-    causal: bool,
-) -> tuple[nn.ModuleList, nn.ModuleList]:
+def _source_branch(n_fft: int, base_channels: int, upsample_rates: list[int], kernel_sizes: list[int],
+                   dilation_sizes: list[list[int]], causal: bool) -> tuple[nn.ModuleList, nn.ModuleList]:
     """The source branch of a HiFT generator (`source_downs`, `source_resblocks`): for each upsampling step, a
     convolution that brings the source's STFT (n_fft + 2 channels at sample rate / hop) down to that step's rate and
     width, then a resblock. A causal generator pads on the left; a centred one on both sides (CosyVoice2's)."""
@@ -216,11 +185,7 @@ def _source_branch(
         if u == 1:
             downs.append(CausalConv1d(n_fft + 2, channels, 1) if causal else nn.Conv1d(n_fft + 2, channels, 1))
         else:
-            downs.append(
-                CausalConv1dDownSample(n_fft + 2, channels, u * 2, u)
-                if causal
-                else nn.Conv1d(n_fft + 2, channels, u * 2, u, padding=u // 2)
-            )
+            downs.append(CausalConv1dDownSample(n_fft + 2, channels, u * 2, u) if causal else nn.Conv1d(n_fft + 2, channels, u * 2, u, padding=u // 2))
         blocks.append(ResBlock(channels, k, d, causal=causal))
     return downs, blocks
 
@@ -229,65 +194,36 @@ class CausalHiFTGenerator(nn.Module):
     lookahead_mel = 5
     """Mel frames ahead that a sample depends on: conv_pre's 4 (look-right), the iSTFT's overlap one more."""
 
-    def __init__(
-        self,
-        *,
-        in_channels: int = 80,
-        base_channels: int = 512,
-        nb_harmonics: int = 8,
-        sampling_rate: int = 24000,
-        nsf_alpha: float = 0.1,
-        nsf_sigma: float = 0.003,
-        nsf_voiced_threshold: float = 10,
-        upsample_rates: list[int],
-        upsample_kernel_sizes: list[int],
-        istft_params: dict[str, int],
-        resblock_kernel_sizes: list[int],
-        resblock_dilation_sizes: list[list[int]],
-        source_resblock_kernel_sizes: list[int],
-        source_resblock_dilation_sizes: list[list[int]],
-        lrelu_slope: float = 0.1,
-        audio_limit: float = 0.99,
-        conv_pre_look_right: int = 4,
-        f0_predictor: CausalConvRNNF0Predictor,
-        **_unused: object,
-    ) -> None:
+    def __init__(self, *, in_channels: int = 80, base_channels: int = 512, nb_harmonics: int = 8, sampling_rate: int = 24000,
+                 nsf_alpha: float = 0.1, nsf_sigma: float = 0.003, nsf_voiced_threshold: float = 10,
+                 upsample_rates: list[int], upsample_kernel_sizes: list[int], istft_params: dict[str, int],
+                 resblock_kernel_sizes: list[int], resblock_dilation_sizes: list[list[int]],
+                 source_resblock_kernel_sizes: list[int], source_resblock_dilation_sizes: list[list[int]],
+                 lrelu_slope: float = 0.1, audio_limit: float = 0.99, conv_pre_look_right: int = 4,
+                 f0_predictor: CausalConvRNNF0Predictor, **_unused: object) -> None:
         super().__init__()
         self._set_sizes(sampling_rate, istft_params, lrelu_slope, audio_limit, resblock_kernel_sizes, upsample_rates)
-        self.m_source = SourceModuleHnNSF(
-            sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold
-        )
+        self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold)
         self.conv_pre = LookaheadConv1d(in_channels, base_channels, conv_pre_look_right + 1)
         self.ups = nn.ModuleList(
             CausalConv1dUpsample(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u)
             for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))
         )
-        self.source_downs, self.source_resblocks = _source_branch(
-            self.n_fft, base_channels, upsample_rates, source_resblock_kernel_sizes, source_resblock_dilation_sizes, causal=True
-        )
+        self.source_downs, self.source_resblocks = _source_branch(self.n_fft, base_channels, upsample_rates, source_resblock_kernel_sizes,
+                                                                  source_resblock_dilation_sizes, causal=True)
         self.resblocks = nn.ModuleList(
             ResBlock(base_channels // 2 ** (i + 1), k, d)
-            for i in range(len(self.ups))
-            for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
+            for i in range(len(self.ups)) for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
         )
         self.conv_post = CausalConv1d(base_channels // 2 ** len(self.ups), self.n_fft + 2, 7)
         self.register_buffer("stft_window", torch.hann_window(self.n_fft, periodic=True), persistent=False)
         self.f0_predictor = f0_predictor
 
-    def _set_sizes(
-        self,
-        sampling_rate: int,
-        istft_params: dict[str, int],
-        lrelu_slope: float,
-        audio_limit: float,
-        resblock_kernel_sizes: list[int],
-        upsample_rates: list[int],
-    ) -> None:
+    def _set_sizes(self, sampling_rate: int, istft_params: dict[str, int], lrelu_slope: float, audio_limit: float,
+                   resblock_kernel_sizes: list[int], upsample_rates: list[int]) -> None:
         """The checks and sizes both generators (causal and centred) share."""
         if sampling_rate == 22050:
-            raise ValueError(
-                "the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz"
-            )
+            raise ValueError("the 22.05 kHz HiFT (CosyVoice 1's SineGen) is not supported; CosyVoice2/3 and GLM-TTS run at 24 kHz")
         self.n_fft, self.hop = istft_params["n_fft"], istft_params["hop_len"]
         self.lrelu_slope, self.audio_limit = lrelu_slope, audio_limit
         self.num_kernels = len(resblock_kernel_sizes)
@@ -300,9 +236,8 @@ class CausalHiFTGenerator(nn.Module):
         f0 = F.interpolate(f0[:, None], scale_factor=self.samples_per_frame, mode="nearest").transpose(1, 2)
         return self.m_source(f0).transpose(1, 2)
 
-    def source_window(
-        self, mel: torch.Tensor, offset: int, cycles_before: torch.Tensor | None, from_frame: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def source_window(self, mel: torch.Tensor, offset: int, cycles_before: torch.Tensor | None,
+                      from_frame: int) -> tuple[torch.Tensor, torch.Tensor]:
         """`source` of mel frames [offset, offset + M) of an utterance, and the harmonics' phase (`SineGen2.generate`)."""
         f0 = self.f0_predictor(mel.to(self.f0_predictor.classifier.weight.dtype))
         f0 = F.interpolate(f0[:, None], scale_factor=self.samples_per_frame, mode="nearest").transpose(1, 2)
@@ -370,51 +305,26 @@ class HiFTGenerator(CausalHiFTGenerator):
     """Mel frames ahead that a sample can depend on: the F0 predictor's 5, the source's strided conv and resblocks
     (about 5.5 at 8x mel rate), the upsampled branch's resblocks (7.5 + 1.5 + 0.5); 19.5 measured, rounded up."""
 
-    def __init__(
-        self,
-        *,
-        in_channels: int = 80,
-        base_channels: int = 512,
-        nb_harmonics: int = 8,
-        sampling_rate: int = 24000,
-        nsf_alpha: float = 0.1,
-        nsf_sigma: float = 0.003,
-        nsf_voiced_threshold: float = 10,
-        upsample_rates: list[int],
-        upsample_kernel_sizes: list[int],
-        istft_params: dict[str, int],
-        resblock_kernel_sizes: list[int],
-        resblock_dilation_sizes: list[list[int]],
-        source_resblock_kernel_sizes: list[int],
-        source_resblock_dilation_sizes: list[list[int]],
-        lrelu_slope: float = 0.1,
-        audio_limit: float = 0.99,
-        f0_predictor: ConvRNNF0Predictor,
-        **_unused: object,
-    ) -> None:
+    def __init__(self, *, in_channels: int = 80, base_channels: int = 512, nb_harmonics: int = 8, sampling_rate: int = 24000,
+                 nsf_alpha: float = 0.1, nsf_sigma: float = 0.003, nsf_voiced_threshold: float = 10,
+                 upsample_rates: list[int], upsample_kernel_sizes: list[int], istft_params: dict[str, int],
+                 resblock_kernel_sizes: list[int], resblock_dilation_sizes: list[list[int]],
+                 source_resblock_kernel_sizes: list[int], source_resblock_dilation_sizes: list[list[int]],
+                 lrelu_slope: float = 0.1, audio_limit: float = 0.99, f0_predictor: ConvRNNF0Predictor, **_unused: object) -> None:
         nn.Module.__init__(self)
         self._set_sizes(sampling_rate, istft_params, lrelu_slope, audio_limit, resblock_kernel_sizes, upsample_rates)
-        self.m_source = SourceModuleHnNSF(
-            sampling_rate,
-            self.samples_per_frame,
-            nb_harmonics,
-            nsf_alpha,
-            nsf_sigma,
-            nsf_voiced_threshold,
-            phase_upsampling="linear",
-        )
+        self.m_source = SourceModuleHnNSF(sampling_rate, self.samples_per_frame, nb_harmonics, nsf_alpha, nsf_sigma, nsf_voiced_threshold,
+                                          phase_upsampling="linear")
         self.conv_pre = nn.Conv1d(in_channels, base_channels, 7, padding=3)
         self.ups = nn.ModuleList(
             nn.ConvTranspose1d(base_channels // 2**i, base_channels // 2 ** (i + 1), k, u, padding=(k - u) // 2)
             for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes, strict=True))
         )
-        self.source_downs, self.source_resblocks = _source_branch(
-            self.n_fft, base_channels, upsample_rates, source_resblock_kernel_sizes, source_resblock_dilation_sizes, causal=False
-        )
+        self.source_downs, self.source_resblocks = _source_branch(self.n_fft, base_channels, upsample_rates, source_resblock_kernel_sizes,
+                                                                  source_resblock_dilation_sizes, causal=False)
         self.resblocks = nn.ModuleList(
             ResBlock(base_channels // 2 ** (i + 1), k, d, causal=False)
-            for i in range(len(self.ups))
-            for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
+            for i in range(len(self.ups)) for k, d in zip(resblock_kernel_sizes, resblock_dilation_sizes, strict=True)
         )
         self.conv_post = nn.Conv1d(base_channels // 2 ** len(self.ups), self.n_fft + 2, 7, padding=3)
         self.register_buffer("stft_window", torch.hann_window(self.n_fft, periodic=True), persistent=False)

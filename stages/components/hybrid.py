@@ -127,25 +127,11 @@ class HybridDecoderLayer(nn.Module):
         self.layer_type = layer_type
         self.input_layernorm = zero_centred_norm(c.hidden_size, c.rms_norm_eps)
         if layer_type == LINEAR:
-            self.linear_attn = GatedDeltaNet(
-                c.hidden_size,
-                c.linear_num_key_heads,
-                c.linear_num_value_heads,
-                c.linear_key_head_dim,
-                c.linear_value_head_dim,
-                c.linear_conv_kernel_dim,
-                c.rms_norm_eps,
-            )
+            self.linear_attn = GatedDeltaNet(c.hidden_size, c.linear_num_key_heads, c.linear_num_value_heads,
+                                             c.linear_key_head_dim, c.linear_value_head_dim, c.linear_conv_kernel_dim, c.rms_norm_eps)
         else:
-            self.self_attn = QKVAttention(
-                c.hidden_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                qk_norm_eps=c.rms_norm_eps,
-                output_gate=True,
-                norm_weight_offset=1.0,
-            )
+            self.self_attn = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                                          qk_norm_eps=c.rms_norm_eps, output_gate=True, norm_weight_offset=1.0)
         self.post_attention_layernorm = zero_centred_norm(c.hidden_size, c.rms_norm_eps)
         self.mlp = mlp
 
@@ -177,14 +163,8 @@ class HybridDecoder(nn.Module):
 
         def make_mlp() -> nn.Module:
             if config.num_experts:
-                return SparseMoE(
-                    config.hidden_size,
-                    config.num_experts,
-                    config.num_experts_per_tok,
-                    config.moe_intermediate_size,
-                    config.shared_expert_intermediate_size,
-                    experts,
-                )
+                return SparseMoE(config.hidden_size, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,
+                                 config.shared_expert_intermediate_size, experts)
             return GatedMLP(config.hidden_size, config.intermediate_size)
 
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)

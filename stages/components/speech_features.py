@@ -38,29 +38,13 @@ def slaney_mel_filters(sample_rate: int, n_fft: int, n_mels: int, f_min: float =
     return weights.astype(np.float32)
 
 
-def matcha_log_mel(
-    samples: torch.Tensor,
-    sample_rate: int,
-    n_fft: int,
-    num_mels: int,
-    hop_size: int,
-    win_size: int,
-    fmin: float = 0.0,
-    fmax: float | None = None,
-    center: bool = False,
-) -> torch.Tensor:
+def matcha_log_mel(samples: torch.Tensor, sample_rate: int, n_fft: int, num_mels: int, hop_size: int, win_size: int,
+                   fmin: float = 0.0, fmax: float | None = None, center: bool = False) -> torch.Tensor:
     """[N] samples -> [frames, num_mels]: reflect-padded STFT magnitude, Slaney mel, natural log clamped at 1e-5."""
     pad = (n_fft - hop_size) // 2
     y = F.pad(samples.float()[None, None], (pad, pad), mode="reflect")[0]
-    spec = torch.stft(
-        y,
-        n_fft,
-        hop_length=hop_size,
-        win_length=win_size,
-        window=torch.hann_window(win_size, device=y.device),
-        center=center,
-        return_complex=True,
-    )
+    spec = torch.stft(y, n_fft, hop_length=hop_size, win_length=win_size, window=torch.hann_window(win_size, device=y.device), center=center,
+                      return_complex=True)
     magnitude = torch.sqrt(torch.view_as_real(spec).pow(2).sum(-1) + 1e-9)
     mel = torch.from_numpy(slaney_mel_filters(sample_rate, n_fft, num_mels, fmin, fmax)).to(magnitude.device) @ magnitude
     return torch.log(mel.clamp(min=1e-5))[0].T

@@ -21,14 +21,8 @@ StreamFn = Callable[..., torch.Tensor]
 of all but each row's first skip[i] frames, [B, max(counts - skip) * samples_per_frame]."""
 
 
-def decode_windows(
-    frames: torch.Tensor,
-    streams: list[DecodeStream],
-    samples_per_frame: int,
-    stream: StreamFn,
-    whole: Callable[[torch.Tensor], torch.Tensor],
-    lead_in: bool = False,
-) -> torch.Tensor:
+def decode_windows(frames: torch.Tensor, streams: list[DecodeStream], samples_per_frame: int, stream: StreamFn,
+                   whole: Callable[[torch.Tensor], torch.Tensor], lead_in: bool = False) -> torch.Tensor:
     """frames [B, T, ...] as the ChunkStage passes them (row i from its window's context_start) to samples [B, T *
     samples_per_frame] laid out the same way: each row's window [start, end) decoded from its carried state, the
     rest (context, lookahead, padding: never emitted) zero. Streams without a window (a direct call): `whole(frames)`,
@@ -94,16 +88,11 @@ class StatefulCodecDecoder(ChunkDecoder):
 
     causal = True
 
-    def __init__(
-        self,
-        codec: StreamingCodec,
-        samples_per_frame: int,
-        *,
-        codes: Callable[[torch.Tensor], torch.Tensor] = _same,
-        whole: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        reference_codes: Callable[[SynthesisRequest], torch.Tensor | None] | None = None,
-        first_chunk: Callable[[SynthesisRequest], int | None] | None = None,
-    ) -> None:
+    def __init__(self, codec: StreamingCodec, samples_per_frame: int, *,
+                 codes: Callable[[torch.Tensor], torch.Tensor] = _same,
+                 whole: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 reference_codes: Callable[[SynthesisRequest], torch.Tensor | None] | None = None,
+                 first_chunk: Callable[[SynthesisRequest], int | None] | None = None) -> None:
         self.codec = codec
         self.samples_per_frame = samples_per_frame
         self.codes = codes
@@ -125,11 +114,5 @@ class StatefulCodecDecoder(ChunkDecoder):
         def stream(f: torch.Tensor, states: list[StreamState], counts: list[int], *skip: list[int]) -> torch.Tensor:
             return self.codec.stream(codes(f), states, counts, *skip)
 
-        return decode_windows(
-            frames,
-            streams,
-            self.samples_per_frame,
-            stream,
-            lambda f: self.whole(codes(f)),
-            lead_in=self.reference_codes is not None,
-        )
+        return decode_windows(frames, streams, self.samples_per_frame, stream, lambda f: self.whole(codes(f)),
+                              lead_in=self.reference_codes is not None)

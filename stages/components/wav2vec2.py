@@ -74,11 +74,7 @@ class ConvLayer(nn.Module):
         in_channels = config.conv_dim[index - 1] if index > 0 else 1
         out_channels = config.conv_dim[index]
         self.conv = nn.Conv1d(
-            in_channels,
-            out_channels,
-            kernel_size=config.conv_kernel[index],
-            stride=config.conv_stride[index],
-            bias=config.conv_bias,
+            in_channels, out_channels, kernel_size=config.conv_kernel[index], stride=config.conv_stride[index], bias=config.conv_bias
         )
         self.channels_norm = config.feat_extract_norm == "layer"
         if self.channels_norm:
@@ -124,10 +120,7 @@ class PositionalConv(nn.Module):
         super().__init__()
         kernel = config.num_conv_pos_embeddings
         self.conv = nn.Conv1d(
-            config.hidden_size,
-            config.hidden_size,
-            kernel_size=kernel,
-            padding=kernel // 2,
+            config.hidden_size, config.hidden_size, kernel_size=kernel, padding=kernel // 2,
             groups=config.num_conv_pos_embedding_groups,
         )
         self.trim = 1 if kernel % 2 == 0 else 0

@@ -47,7 +47,7 @@ class UpSample1d(nn.Module):
         # One filter for every channel: channels folded into the batch (a plain convolution is much faster than a
         # depthwise one on CPU, and the same sums).
         x = self.ratio * F.conv_transpose1d(x.reshape(batch * channels, 1, -1), self.filter, stride=self.ratio)
-        return x.view(batch, channels, -1)[..., self.pad_left : -self.pad_right]
+        return x.view(batch, channels, -1)[..., self.pad_left: -self.pad_right]
 
 
 class LowPassFilter1d(nn.Module):

@@ -51,19 +51,9 @@ class QKVAttention(nn.Module):
     store their weight as an offset (Qwen3.5's zero-centred `1 + weight`).
     """
 
-    def __init__(
-        self,
-        hidden: int,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        bias: bool = False,
-        qk_norm_eps: float | None = None,
-        rope_upcast: bool = False,
-        output_gate: bool = False,
-        norm_weight_offset: float = 0.0,
-        o_bias: bool | None = None,
-    ) -> None:
+    def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False,
+                 qk_norm_eps: float | None = None, rope_upcast: bool = False, output_gate: bool = False,
+                 norm_weight_offset: float = 0.0, o_bias: bool | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.rope_upcast = rope_upcast
@@ -115,14 +105,8 @@ class QKVAttention(nn.Module):
         out = cached_attention(q, k, v, cache, layer, batch)
         return self._out(out.reshape(x.shape[0], -1), gate)
 
-    def dense(
-        self,
-        x: torch.Tensor,
-        rope: Rope | None,
-        mask: torch.Tensor | None = None,
-        kv: list[torch.Tensor] | None = None,
-        static_kv: tuple[torch.Tensor, torch.Tensor, int] | None = None,
-    ) -> torch.Tensor:
+    def dense(self, x: torch.Tensor, rope: Rope | None, mask: torch.Tensor | None = None,
+              kv: list[torch.Tensor] | None = None, static_kv: tuple[torch.Tensor, torch.Tensor, int] | None = None) -> torch.Tensor:
         """Attention within each row of x [B, L, hidden]; mask broadcasts to [B, H, L, S] (None: every key).
 
         `kv`: [k, v] of earlier positions, extended in place (an empty list starts one). `static_kv`: (k, v, start)

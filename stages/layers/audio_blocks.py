@@ -68,18 +68,8 @@ class CausalConv1d(nn.Conv1d):
     ceil(length / stride) frames (Mimi/Qwen3 codecs). `pad_mode`: F.pad's mode ("constant" is zeros).
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int = 1,
-        dilation: int = 1,
-        groups: int = 1,
-        bias: bool = True,
-        whole_strides: bool = False,
-        pad_mode: str = "constant",
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, dilation: int = 1,
+                 groups: int = 1, bias: bool = True, whole_strides: bool = False, pad_mode: str = "constant") -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups, bias=bias)
         self.effective_kernel = (kernel_size - 1) * dilation + 1
         self.left = self.effective_kernel - stride
@@ -103,9 +93,8 @@ class CausalConvTranspose1d(nn.ConvTranspose1d):
     """ConvTranspose1d trimmed on the right by (kernel - stride), so its output is exactly stride x its input.
     `groups`: grouped upsampling (NeMo's HiFi-GAN decoders use one group per output channel)."""
 
-    def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: int, stride: int, bias: bool = True, groups: int = 1
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, bias: bool = True,
+                 groups: int = 1) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, bias=bias, groups=groups)
         self.trim = kernel_size - stride
 
@@ -126,30 +115,11 @@ class Nested(nn.Module):
         return self.conv(x)
 
 
-def nested_causal_conv(
-    in_channels: int,
-    out_channels: int,
-    kernel_size: int,
-    stride: int = 1,
-    dilation: int = 1,
-    groups: int = 1,
-    bias: bool = True,
-    pad_mode: str = "constant",
-) -> Nested:
+def nested_causal_conv(in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, dilation: int = 1,
+                       groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> Nested:
     """A causal convolution padded on the right to whole strides, held as `conv`."""
-    return Nested(
-        CausalConv1d(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride=stride,
-            dilation=dilation,
-            groups=groups,
-            bias=bias,
-            whole_strides=True,
-            pad_mode=pad_mode,
-        )
-    )
+    return Nested(CausalConv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups,
+                               bias=bias, whole_strides=True, pad_mode=pad_mode))
 
 
 class CausalConvNeXtBlock(nn.Module):
@@ -199,9 +169,8 @@ class ResidualUnit(nn.Module):
     When the convolutions are not padded to keep the length, x is trimmed equally on both sides to match (DAC).
     """
 
-    def __init__(
-        self, act1: nn.Module, conv1: nn.Module, act2: nn.Module, conv2: nn.Module, names: tuple[str, str, str, str] | None = None
-    ) -> None:
+    def __init__(self, act1: nn.Module, conv1: nn.Module, act2: nn.Module, conv2: nn.Module,
+                 names: tuple[str, str, str, str] | None = None) -> None:
         super().__init__()
         layers = (act1, conv1, act2, conv2)
         self.names = names
@@ -224,21 +193,14 @@ class ResidualUnit(nn.Module):
         return x + y
 
 
-def snake_residual_units(
-    channels: int,
-    conv: Callable[[int, int, int, int], nn.Module],
-    act: Callable[[int], nn.Module] = Snake,
-    names: tuple[str, str, str, str] | None = None,
-    dilations: Sequence[int] = RESIDUAL_DILATIONS,
-    kernel_size: int = 7,
-) -> list[ResidualUnit]:
+def snake_residual_units(channels: int, conv: Callable[[int, int, int, int], nn.Module],
+                         act: Callable[[int], nn.Module] = Snake, names: tuple[str, str, str, str] | None = None,
+                         dilations: Sequence[int] = RESIDUAL_DILATIONS, kernel_size: int = 7) -> list[ResidualUnit]:
     """One residual unit per dilation: act, conv(channels, channels, kernel_size, dilation), act, conv(..., 1, 1).
 
     `conv(in, out, kernel, dilation)` builds each convolution (causal, grouped or centred, as the family has it)."""
     return [
-        ResidualUnit(
-            act(channels), conv(channels, channels, kernel_size, d), act(channels), conv(channels, channels, 1, 1), names
-        )
+        ResidualUnit(act(channels), conv(channels, channels, kernel_size, d), act(channels), conv(channels, channels, 1, 1), names)
         for d in dilations
     ]
 

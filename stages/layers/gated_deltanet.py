@@ -43,9 +43,8 @@ class GatedRMSNorm(nn.Module):
 
 
 class GatedDeltaNet(nn.Module):
-    def __init__(
-        self, hidden: int, key_heads: int, value_heads: int, key_dim: int, value_dim: int, conv_kernel: int, eps: float = 1e-6
-    ) -> None:
+    def __init__(self, hidden: int, key_heads: int, value_heads: int, key_dim: int, value_dim: int, conv_kernel: int,
+                 eps: float = 1e-6) -> None:
         super().__init__()
         if value_heads % key_heads:
             raise ValueError(f"linear_num_value_heads ({value_heads}) must be a multiple of linear_num_key_heads ({key_heads})")
@@ -55,9 +54,8 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_z = nn.Linear(hidden, value_heads * value_dim, bias=False)
         self.in_proj_b = nn.Linear(hidden, value_heads, bias=False)
         self.in_proj_a = nn.Linear(hidden, value_heads, bias=False)
-        self.conv1d = nn.Conv1d(
-            self.conv_channels, self.conv_channels, conv_kernel, groups=self.conv_channels, bias=False, padding=conv_kernel - 1
-        )
+        self.conv1d = nn.Conv1d(self.conv_channels, self.conv_channels, conv_kernel, groups=self.conv_channels, bias=False,
+                                padding=conv_kernel - 1)
         self.dt_bias = nn.Parameter(torch.ones(value_heads))
         self.A_log = nn.Parameter(torch.zeros(value_heads))
         self.norm = GatedRMSNorm(value_dim, eps)
@@ -65,9 +63,8 @@ class GatedDeltaNet(nn.Module):
 
     def state_shape(self, num_layers: int) -> StateShape:
         """The per-sequence state of `num_layers` layers like this one."""
-        return StateShape(
-            num_layers, self.conv_channels, self.conv1d.kernel_size[0] - 1, self.value_heads, self.key_dim, self.value_dim
-        )
+        return StateShape(num_layers, self.conv_channels, self.conv1d.kernel_size[0] - 1, self.value_heads, self.key_dim,
+                          self.value_dim)
 
     def _mix(self, x: torch.Tensor, conv_state: torch.Tensor, lengths: torch.Tensor | None, valid: torch.Tensor | None):
         """Rows x [B, L, hidden] -> q, k [B, L, Hv, Dk], v [B, L, Hv, Dv] (float32, q scaled), log_decay, beta

@@ -11,9 +11,8 @@ from torch import nn
 
 
 class GatedMLP(nn.Module):
-    def __init__(
-        self, hidden: int, intermediate: int, act: Callable[[torch.Tensor], torch.Tensor] = F.silu, bias: bool = False
-    ) -> None:
+    def __init__(self, hidden: int, intermediate: int, act: Callable[[torch.Tensor], torch.Tensor] = F.silu,
+                 bias: bool = False) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)

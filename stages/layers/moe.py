@@ -75,15 +75,8 @@ ExpertsFactory = Callable[[int, int, int], RoutedExperts]
 
 
 class SparseMoE(nn.Module):
-    def __init__(
-        self,
-        hidden: int,
-        num_experts: int,
-        top_k: int,
-        intermediate: int,
-        shared_intermediate: int,
-        experts: ExpertsFactory = Experts,
-    ) -> None:
+    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, shared_intermediate: int,
+                 experts: ExpertsFactory = Experts) -> None:
         super().__init__()
         self.top_k = top_k
         self.gate = nn.Linear(hidden, num_experts, bias=False)
@@ -122,8 +115,6 @@ def fuse_expert_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Ten
             missing = {"gate_proj", "up_proj", "down_proj"} - set(experts.get(e, {}))
             if missing:
                 raise ValueError(f"{prefix}.{e} lacks {sorted(missing)}")
-        out[f"{prefix}.gate_up_proj"] = torch.stack(
-            [torch.cat([experts[e]["gate_proj"], experts[e]["up_proj"]]) for e in range(count)]
-        )
+        out[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat([experts[e]["gate_proj"], experts[e]["up_proj"]]) for e in range(count)])
         out[f"{prefix}.down_proj"] = torch.stack([experts[e]["down_proj"] for e in range(count)])
     return out

@@ -38,9 +38,7 @@ def _cos_sin(angles: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, to
     return angles.cos() * scale, angles.sin() * scale
 
 
-def rope(
-    positions: torch.Tensor, head_dim: int, theta: float, inv_freq: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def rope(positions: torch.Tensor, head_dim: int, theta: float, inv_freq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [..., head_dim] at integer positions [...]; `inv_freq` overrides the plain frequencies (llama3)."""
     inv = inverse_frequencies(head_dim, theta, positions.device) if inv_freq is None else inv_freq.to(positions.device)
     return _cos_sin(positions[..., None].float() * inv)
@@ -79,15 +77,8 @@ class LongRoPE:
     that goes with them) apply once `max_position` exceeds `original_max_position`.
     """
 
-    def __init__(
-        self,
-        head_dim: int,
-        theta: float,
-        short_factor: Sequence[float],
-        long_factor: Sequence[float],
-        max_position: int,
-        original_max_position: int,
-    ) -> None:
+    def __init__(self, head_dim: int, theta: float, short_factor: Sequence[float], long_factor: Sequence[float],
+                 max_position: int, original_max_position: int) -> None:
         self.inv_freq = inverse_frequencies(head_dim, theta)
         factors = long_factor if max_position > original_max_position else short_factor
         if len(factors) != head_dim // 2:
@@ -124,9 +115,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, upcast: 
     return x * cos + rotate_half(x) * sin
 
 
-def interleaved_rope(
-    positions: torch.Tensor, head_dim: int, theta: float, table_dtype: torch.dtype | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def interleaved_rope(positions: torch.Tensor, head_dim: int, theta: float,
+                     table_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [..., T, head_dim / 2] (float32) for `apply_interleaved_rotary`, at integer positions [..., T] (a
     leading batch dimension: each row at its own positions).
 

@@ -32,15 +32,8 @@ class PreNormDecoderLayer(nn.Module):
     branch scales (Mimi). `cached` and `dense` pass their arguments on to the attention's backend of that name.
     """
 
-    def __init__(
-        self,
-        hidden: int,
-        self_attn: QKVAttention,
-        mlp: nn.Module,
-        norm: Callable[[int], nn.Module],
-        residual_scale: float = 1.0,
-        layer_scale: bool = False,
-    ) -> None:
+    def __init__(self, hidden: int, self_attn: QKVAttention, mlp: nn.Module, norm: Callable[[int], nn.Module],
+                 residual_scale: float = 1.0, layer_scale: bool = False) -> None:
         super().__init__()
         self.input_layernorm = norm(hidden)
         self.self_attn = self_attn

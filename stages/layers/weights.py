@@ -77,7 +77,7 @@ def fold_weight_norm(weights: Weights) -> Weights:
 
 def take(weights: Weights, prefix: str) -> Weights:
     """The tensors under `prefix`, with it removed from their names."""
-    return {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+    return {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
 
 
 def _listed(keys: list[str]) -> str:
@@ -93,13 +93,9 @@ def load_strict(module: nn.Module, weights: Weights, where: object, unused: Iter
     unexpected = sorted(k for k in weights if k not in state and not any(p.fullmatch(k) for p in patterns))
     missing = sorted(k for k in state if k not in weights)
     if missing or unexpected:
-        raise ValueError(
-            f"{where}: weights do not match the module: missing {_listed(missing)}, unexpected {_listed(unexpected)}"
-        )
+        raise ValueError(f"{where}: weights do not match the module: missing {_listed(missing)}, unexpected {_listed(unexpected)}")
     for name, tensor in state.items():
         if tuple(tensor.shape) != tuple(weights[name].shape):
-            raise ValueError(
-                f"{where}: {name} has shape {tuple(weights[name].shape)}, the configuration says {tuple(tensor.shape)}"
-            )
+            raise ValueError(f"{where}: {name} has shape {tuple(weights[name].shape)}, the configuration says {tuple(tensor.shape)}")
     module.load_state_dict({k: weights[k] for k in state}, strict=True)
     return module

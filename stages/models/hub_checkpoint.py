@@ -40,9 +40,7 @@ def resolve_repo(repo_id: str) -> Path:
     try:
         return Path(snapshot_download(repo_id))
     except RepositoryNotFoundError:
-        raise ValueError(
-            f"cannot load model {repo_id!r}: no such repository on the Hugging Face Hub (or it needs a token: HF_TOKEN)"
-        ) from None
+        raise ValueError(f"cannot load model {repo_id!r}: no such repository on the Hugging Face Hub (or it needs a token: HF_TOKEN)") from None
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as error:
         raise ValueError(
             f"cannot load model {repo_id!r}: it is not a local directory, not in {where}, "

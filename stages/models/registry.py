@@ -39,9 +39,7 @@ def load_model(
     return model
 
 
-def _load(
-    spec: str | None, deploy_config: Path | None, stage_overrides: str | None, family_modules: tuple[str, ...]
-) -> LoadedModel:
+def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | None, family_modules: tuple[str, ...]) -> LoadedModel:
     families.discover(family_modules)
     if not spec or spec in (DEFAULT_MODEL, "piper"):
         family, path = families.get("piper"), None
@@ -77,11 +75,9 @@ def _load(
     refused = weight_quantization.unapplied({stage.name: stage.quantize for stage in deploy.stages}, model.quantized)
     if refused:
         model.close()
-        raise ValueError(
-            f"the {family.name} family cannot quantise stage(s) {refused} (quantize "
-            f"{[deploy.stage(name).quantize for name in refused]}; quantised: {sorted(model.quantized) or 'none'}): "
-            "set quantize: none on them"
-        )
+        raise ValueError(f"the {family.name} family cannot quantise stage(s) {refused} (quantize "
+                         f"{[deploy.stage(name).quantize for name in refused]}; quantised: {sorted(model.quantized) or 'none'}): "
+                         "set quantize: none on them")
     return model
 
 
@@ -89,11 +85,6 @@ def _warn_emulated_half(family: str, deploy: DeployConfig) -> None:
     """A half-precision stage on a CPU without native instructions for it runs, slower than float32: say so."""
     for stage in deploy.stages:
         if stage.device.startswith("cpu") and lacks_native(stage.dtype):
-            log.warning(
-                "%s stage %r runs in %s on a CPU without native %s instructions: the results are the same, "
-                "the weights take half the memory, but it computes slower than float32",
-                family,
-                stage.name,
-                stage.dtype,
-                stage.dtype,
-            )
+            log.warning("%s stage %r runs in %s on a CPU without native %s instructions: the results are the same, "
+                        "the weights take half the memory, but it computes slower than float32", family, stage.name,
+                        stage.dtype, stage.dtype)

@@ -53,9 +53,7 @@ class AttentionGroup:
         if self.mask.device.type != "cpu":
             return self.mask
         if self._additive is None or self._additive.dtype != dtype:
-            self._additive = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device).masked_fill_(
-                ~self.mask, float("-inf")
-            )
+            self._additive = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device).masked_fill_(~self.mask, float("-inf"))
         return self._additive
 
 
@@ -101,9 +99,7 @@ class AttentionBatch:
         decodes = [i for i, n in enumerate(query_lens) if n == 1]
         prefills = [i for i, n in enumerate(query_lens) if n > 1]
         groups = [
-            _group(rows, block_tables, start_positions, query_lens, firsts, block_size, device)
-            for rows in (decodes, prefills)
-            if rows
+            _group(rows, block_tables, start_positions, query_lens, firsts, block_size, device) for rows in (decodes, prefills) if rows
         ]
         if len(groups) == 1 and (not prefills or len(prefills) == 1):
             groups[0].whole = True  # all decodes, or one prefill chunk alone
@@ -115,6 +111,7 @@ class AttentionBatch:
             groups,
             None if state_slots is None else RecurrentBatch.build(state_slots, query_lens, device),
         )
+
 
     @classmethod
     def _decodes(
@@ -193,9 +190,7 @@ def _group(
     query_positions = tensor(qpos).view(len(rows), query_len)
     context_lens = tensor(contexts)
     key_positions = torch.arange(context_len, device=device)
-    mask = (key_positions[None, None, :] <= query_positions[:, :, None]) & (
-        key_positions[None, None, :] < context_lens[:, None, None]
-    )
+    mask = (key_positions[None, None, :] <= query_positions[:, :, None]) & (key_positions[None, None, :] < context_lens[:, None, None])
     return AttentionGroup(
         block_tables=tensor(tables).view(len(rows), width),
         query_index=tensor(index).view(len(rows), query_len),
@@ -209,12 +204,7 @@ def _group(
 
 
 def paged_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cache_k: torch.Tensor,
-    cache_v: torch.Tensor,
-    batch: AttentionBatch,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, batch: AttentionBatch,
     gather: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None,
     kept: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> torch.Tensor:
@@ -248,10 +238,7 @@ def paged_attention(
         keys, values = context_k[:, :length].transpose(1, 2), context_v[:, :length].transpose(1, 2)
         queries = q.view(g, -1, *q.shape[1:]) if group.whole else q[group.query_index]  # [G, Q, Hq, D]
         attended = F.scaled_dot_product_attention(
-            queries.transpose(1, 2),
-            keys.to(q.dtype),
-            values.to(q.dtype),
-            attn_mask=group.attention_mask(q.dtype),
+            queries.transpose(1, 2), keys.to(q.dtype), values.to(q.dtype), attn_mask=group.attention_mask(q.dtype),
             enable_gqa=gqa,
         ).transpose(1, 2)  # [G, Q, Hq, D]
         if out is None:

@@ -76,9 +76,8 @@ class AutoregressiveModel(Protocol):
         (a sub-model with its own per-sequence cache that must see every prefill position, as Drama 3's tower)."""
         ...
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[Any]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[Any]) -> torch.Tensor:
         """Next frames [B, K] from last-token hidden states [B, H]; histories[i] is [n_i, K] generated so far,
         states[i] the sequence's `SequenceStart.state`."""
         ...
@@ -166,19 +165,10 @@ class AutoregressiveStage(Stage):
         request = item.request
         start = self.model.start(request, item.payload)
         prompt, state = start.prompt_embeds, start.state
-        params = fit_prompt(
-            self.name,
-            self.scheduler.max_len,
-            self.cache.blocks.capacity,
-            request,
-            prompt.shape[0],
-            start.fed_positions,
-            start.sampling,
-        )
+        params = fit_prompt(self.name, self.scheduler.max_len, self.cache.blocks.capacity, request, prompt.shape[0],
+                            start.fed_positions, start.sampling)
         data = SequenceTensors(prompt=prompt, sampler=SamplerState(params), state=state, max_frames=params.max_new_tokens)
-        seq = Sequence(
-            next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data
-        )
+        seq = Sequence(next(self._ids), prompt_len=prompt.shape[0], max_new_tokens=params.max_new_tokens, request=request, data=data)
         self.scheduler.add(seq)
         self._sequences[id(request)] = seq
 
@@ -246,9 +236,7 @@ class AutoregressiveStage(Stage):
             last_token = {id(chunk.seq): end - 1 for chunk, end in zip(chunks, ends, strict=True)}
             last_hidden = hidden[torch.tensor([last_token[id(seq)] for seq in seqs], device=hidden.device)]
         data = [seq.data for seq in seqs]
-        frames = self.model.sample_frames(
-            last_hidden, [d.sampler for d in data], [d.history() for d in data], [d.state for d in data]
-        )
+        frames = self.model.sample_frames(last_hidden, [d.sampler for d in data], [d.history() for d in data], [d.state for d in data])
         eos = self.model.is_eos(frames).tolist()
         reasons = self.scheduler.postprocess(seqs, eos)
         rows = frames.unbind(0)  # one call for every sequence's [K] view
@@ -271,11 +259,8 @@ class AutoregressiveStage(Stage):
                 continuing.append(seq)
         self._next = None
         if continuing:
-            kept = (
-                frames
-                if len(continuing) == len(seqs)
-                else frames[torch.tensor([i for i, r in enumerate(reasons) if r is None], device=frames.device)]
-            )
+            kept = frames if len(continuing) == len(seqs) else frames[
+                torch.tensor([i for i, r in enumerate(reasons) if r is None], device=frames.device)]
             next_embeds = self.model.frame_embeds(kept, [seq.data.state for seq in continuing])
             for i, seq in enumerate(continuing):
                 seq.data.frame_embeds.append((next_embeds, i))
@@ -287,10 +272,8 @@ class AutoregressiveStage(Stage):
         """Whether `seqs` are exactly the sequences that continued from the last step, in the same order (the steady
         state): a decode-only step of them reuses that step's frame embeddings as they are."""
         following = self._next
-        return (
-            following is not None
-            and len(following[1]) == len(seqs)
-            and all(a is b for a, b in zip(following[1], seqs, strict=True))
+        return following is not None and len(following[1]) == len(seqs) and all(
+            a is b for a, b in zip(following[1], seqs, strict=True)
         )
 
     @staticmethod

@@ -70,9 +70,8 @@ class _Frames:
         """The next window to decode (None until more frames arrive), worked out again only after a change: the
         worker asks about every request it holds several times a step."""
         if self.changed:
-            self._window = policy.next_window(
-                self.emitted, self.available, self.finished, self.chunks, self.stream.first_chunk_frames
-            )
+            self._window = policy.next_window(self.emitted, self.available, self.finished, self.chunks,
+                                              self.stream.first_chunk_frames)
             self.changed = False
             if self._window is None:
                 self.ready_since = None
@@ -87,9 +86,8 @@ class _Frames:
 
 
 class ChunkStage(RequestTable[_Frames]):
-    def __init__(
-        self, name: str, decoder: ChunkDecoder, policy: ChunkPolicy, max_num_seqs: int = 16, device: str | torch.device = "cpu"
-    ) -> None:
+    def __init__(self, name: str, decoder: ChunkDecoder, policy: ChunkPolicy, max_num_seqs: int = 16,
+                 device: str | torch.device = "cpu") -> None:
         super().__init__()
         self.name = name
         self.decoder = decoder

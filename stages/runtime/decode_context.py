@@ -62,9 +62,8 @@ class DecodeContext:
         """What the buffers hold no longer continues into the next step (a prefill ran, or another path)."""
         self._valid = False
 
-    def plan(
-        self, block_tables: torch.Tensor, positions: torch.Tensor, order: torch.Tensor, context_len: int, continues: bool
-    ) -> DecodeStep | None:
+    def plan(self, block_tables: torch.Tensor, positions: torch.Tensor, order: torch.Tensor, context_len: int,
+             continues: bool) -> DecodeStep | None:
         """The reads of a decode step over `block_tables` [G, width] at `positions` [G] (`order` is arange(G)).
         `continues`: the step's sequences are those of the last decode step, in order, each one position on.
         None: the step's context is too large to keep within `max_bytes` (every layer gathers its own)."""

@@ -56,9 +56,7 @@ class DecodeGraphs:
     def runner(self, width: int) -> PaddedGraphRunner:
         runner = self.runners.get(width)
         if runner is None:
-            runner = PaddedGraphRunner(
-                self.sizes, lambda size: self._inputs(size, width), self._body, self.cache.device, self.capture
-            )
+            runner = PaddedGraphRunner(self.sizes, lambda size: self._inputs(size, width), self._body, self.cache.device, self.capture)
             self.runners[width] = runner
         return runner
 
@@ -88,15 +86,9 @@ class DecodeGraphs:
         order = torch.arange(size, device=meta.device)
         mask = keys[None, None, None, :] <= positions[:, None, None, None]
         group = AttentionGroup(
-            block_tables=tables,
-            query_index=order.view(size, 1),
-            query_positions=positions.view(size, 1),
-            context_lens=positions + 1,
-            context_len=keys.shape[0],
-            out_tokens=order,
-            out_index=order,
-            mask=mask,
-            whole=True,
+            block_tables=tables, query_index=order.view(size, 1), query_positions=positions.view(size, 1),
+            context_lens=positions + 1, context_len=keys.shape[0], out_tokens=order,
+            out_index=order, mask=mask, whole=True,
         )
         batch = AttentionBatch(positions, slot_mapping, [1] * size, [0] * size, [group])
         return self.forward(embeds, batch, self.cache)
@@ -115,17 +107,14 @@ class DecodeGraphs:
             size = inputs["embeds"].shape[0]
             pad = size - rows
             scratch = self.scratch[0]
-            slots = [
-                table[p // block_size] * block_size + p % block_size for table, p in zip(block_tables, positions, strict=True)
-            ]
+            slots = [table[p // block_size] * block_size + p % block_size for table, p in zip(block_tables, positions, strict=True)]
             tables: list[int] = []
             for table in block_tables:
                 tables.extend(table[:width])
                 tables.extend([scratch] * (width - min(len(table), width)))
             host = torch.tensor(
                 [*positions, *[0] * pad, *slots, *[scratch * block_size] * pad, *tables, *[scratch] * (pad * width)],
-                dtype=torch.long,
-                device="cpu",
+                dtype=torch.long, device="cpu",
             )
             inputs["meta"].copy_(host, non_blocking=True)  # one host-to-device copy of every index
             inputs["embeds"][:rows].copy_(embeds)

@@ -80,11 +80,7 @@ class StageDeploy:
 
     def kv_cache_options(self) -> dict[str, int | float]:
         """The KV-cache keyword arguments of AutoregressiveStage."""
-        return {
-            "kv_cache_bytes": self.kv_cache_bytes,
-            "kv_cache_fraction": self.kv_cache_fraction,
-            "block_size": self.kv_block_size,
-        }
+        return {"kv_cache_bytes": self.kv_cache_bytes, "kv_cache_fraction": self.kv_cache_fraction, "block_size": self.kv_block_size}
 
     def graph_options(self) -> dict[str, tuple[int, ...]]:
         """The CUDA-graph keyword arguments of AutoregressiveStage: the batch sizes on a CUDA device, none elsewhere."""
@@ -159,9 +155,7 @@ def _merge(stage: StageDeploy, values: dict[str, Any], where: str) -> StageDeplo
     for field in fields(StageDeploy):
         value = getattr(merged, field.name)
         if field.type == "tuple[int, ...]":
-            if not isinstance(value, list | tuple) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
-            ):
+            if not isinstance(value, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
                 raise ValueError(f"{where}: {stage.name}.{field.name} must be a list of positive integers, got {value!r}")
             merged = dataclasses.replace(merged, **{field.name: tuple(value)})
             continue
@@ -173,10 +167,8 @@ def _merge(stage: StageDeploy, values: dict[str, Any], where: str) -> StageDeplo
     if merged.quantize not in QUANTIZE_CHOICES:
         raise ValueError(f"{where}: {stage.name}.quantize must be one of {list(QUANTIZE_CHOICES)}, got {merged.quantize!r}")
     if merged.quantize != "none" and not merged.device.startswith("cpu"):
-        raise ValueError(
-            f"{where}: {stage.name}.quantize {merged.quantize!r} runs on a CPU only (device {merged.device!r}); "
-            "on a GPU use dtype bfloat16"
-        )
+        raise ValueError(f"{where}: {stage.name}.quantize {merged.quantize!r} runs on a CPU only (device {merged.device!r}); "
+                         "on a GPU use dtype bfloat16")
     return merged
 
 

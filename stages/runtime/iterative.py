@@ -72,14 +72,8 @@ class _Entry:
 
 
 class IterativeStage(RequestTable[_Entry]):
-    def __init__(
-        self,
-        name: str,
-        model: IterativeModel,
-        max_num_seqs: int = 8,
-        adaptive_batching: bool = True,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
+    def __init__(self, name: str, model: IterativeModel, max_num_seqs: int = 8, adaptive_batching: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         """`adaptive_batching`: size each step's batch from its measured cost (step_cost.py); False: every ready job
         up to `max_num_seqs`, whatever the cost. `clock` times the steps."""
         super().__init__()
@@ -103,9 +97,7 @@ class IterativeStage(RequestTable[_Entry]):
     def step(self) -> list[StageItem]:
         self.drop_closed()
         ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
-        batch = ([entry for entry in ready if entry.running] + [entry for entry in ready if not entry.running])[
-            : self.max_num_seqs
-        ]
+        batch = ([entry for entry in ready if entry.running] + [entry for entry in ready if not entry.running])[: self.max_num_seqs]
         if self.step_cost is not None:
             batch = batch[: self.step_cost.batch_limit(len(batch))]
         jobs = [entry.job for entry in batch]

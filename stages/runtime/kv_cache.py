@@ -55,26 +55,18 @@ class PagedKVCache:
             # allocator makes fresh ones cheap anyway
             self.gather_buffers = None  # type: ignore[assignment]
         else:
-            self.decode_context = DecodeContext(
-                self.k, self.v, -(-shape.max_len // block_size), max_bytes=int(KEPT_CONTEXT_SHARE * self.bytes)
-            )
+            self.decode_context = DecodeContext(self.k, self.v, -(-shape.max_len // block_size),
+                                                max_bytes=int(KEPT_CONTEXT_SHARE * self.bytes))
 
     @classmethod
     def from_budget(
-        cls,
-        shape: CacheShape,
-        budget_bytes: int,
-        block_size: int = 16,
-        dtype: torch.dtype = torch.float32,
-        device: str | torch.device = "cpu",
+        cls, shape: CacheShape, budget_bytes: int, block_size: int = 16, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
     ) -> PagedKVCache:
         """As many blocks as fit in `budget_bytes`."""
         block_bytes = shape.bytes_per_position(dtype.itemsize) * block_size
         num_blocks = budget_bytes // block_bytes
         if num_blocks < 1:
-            raise ValueError(
-                f"a KV-cache budget of {budget_bytes} bytes holds no block of {block_bytes} bytes; raise kv_cache_bytes"
-            )
+            raise ValueError(f"a KV-cache budget of {budget_bytes} bytes holds no block of {block_bytes} bytes; raise kv_cache_bytes")
         return cls(shape, int(num_blocks), block_size, dtype, device)
 
     def gather_buffers(self, blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,10 +74,8 @@ class PagedKVCache:
         and step (a layer's are read before the next layer gathers), grown when a step needs more."""
         if self._gathered is None or self._gathered[0].shape[0] < blocks:
             shape = (max(blocks, 2 * (self._gathered[0].shape[0] if self._gathered else 0)), *self.k.shape[2:])
-            self._gathered = (
-                torch.empty(shape, dtype=self.k.dtype, device=self.device),
-                torch.empty(shape, dtype=self.v.dtype, device=self.device),
-            )
+            self._gathered = (torch.empty(shape, dtype=self.k.dtype, device=self.device),
+                              torch.empty(shape, dtype=self.v.dtype, device=self.device))
         return self._gathered[0][:blocks], self._gathered[1][:blocks]
 
     @property
@@ -105,14 +95,8 @@ class PagedKVCache:
     def bytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
-    def batch(
-        self,
-        block_tables: list[list[int]],
-        start_positions: list[int],
-        query_lens: list[int],
-        state_slots: list[int] | None = None,
-        continues: bool = False,
-    ) -> AttentionBatch:
+    def batch(self, block_tables: list[list[int]], start_positions: list[int], query_lens: list[int],
+              state_slots: list[int] | None = None, continues: bool = False) -> AttentionBatch:
         """Where a step's flattened tokens go (and, with `state_slots`, whose recurrent state each continues), on the
         cache's device. `continues`: a decode-only step of exactly the sequences of the last step built here, in the
         same order, each one position on (the caller knows; the cache cannot tell a sequence from another that took
@@ -122,9 +106,8 @@ class PagedKVCache:
         if context is not None:
             if len(batch.groups) == 1 and batch.groups[0].whole and all(n == 1 for n in query_lens):
                 group = batch.groups[0]
-                batch.decode = context.plan(
-                    group.block_tables, group.query_positions.view(-1), group.out_tokens, group.context_len, continues
-                )
+                batch.decode = context.plan(group.block_tables, group.query_positions.view(-1), group.out_tokens,
+                                            group.context_len, continues)
             else:
                 context.invalidate()
         return batch

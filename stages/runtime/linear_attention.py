@@ -29,19 +29,14 @@ class RecurrentStates:
     [num_layers, num_slots, heads, key_dim, value_dim] in float32 (the recurrence accumulates over the whole
     sequence). Allocated once at start-up, one slot per seat of the stage."""
 
-    def __init__(
-        self, shape: StateShape, num_slots: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
-    ) -> None:
+    def __init__(self, shape: StateShape, num_slots: int, dtype: torch.dtype = torch.float32,
+                 device: str | torch.device = "cpu") -> None:
         self.shape = shape
         self.num_slots = num_slots
         self.device = torch.device(device)
-        self.conv = torch.zeros(
-            (shape.num_layers, num_slots, shape.conv_channels, shape.conv_width), dtype=dtype, device=self.device
-        )
+        self.conv = torch.zeros((shape.num_layers, num_slots, shape.conv_channels, shape.conv_width), dtype=dtype, device=self.device)
         self.recurrent = torch.zeros(
-            (shape.num_layers, num_slots, shape.num_heads, shape.key_dim, shape.value_dim),
-            dtype=torch.float32,
-            device=self.device,
+            (shape.num_layers, num_slots, shape.num_heads, shape.key_dim, shape.value_dim), dtype=torch.float32, device=self.device
         )
 
     @property
@@ -101,9 +96,8 @@ class RecurrentBatch:
         return rows[self.valid] if not self.decode_only else rows[:, 0]
 
 
-def causal_conv(
-    x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor, lengths: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor, lengths: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Depthwise causal convolution of rows x [B, C, L] continuing from state [B, C, K-1] (the inputs before them),
     weight [C, K]. Returns SiLU(conv) [B, C, L] and the new state: the K-1 inputs before position `lengths[b]` of
     each row (the row's real length; None: all L are real)."""
@@ -111,7 +105,7 @@ def causal_conv(
     joined = torch.cat([state.to(x.dtype), x], dim=-1)  # [B, C, K-1+L]
     out = F.silu(F.conv1d(joined, weight[:, None].to(x.dtype), groups=x.shape[1]))
     if lengths is None:
-        new_state = joined[..., joined.shape[-1] - width :]
+        new_state = joined[..., joined.shape[-1] - width:]
     else:
         take = lengths[:, None] + torch.arange(width, device=x.device)[None]  # [B, K-1]
         new_state = joined.gather(2, take[:, None].expand(-1, x.shape[1], -1))
@@ -122,9 +116,8 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
-def gated_delta_step(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, beta: torch.Tensor, state: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def gated_delta_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, beta: torch.Tensor,
+                     state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One position per row: q/k [B, H, Dk] (normalised, q scaled), v [B, H, Dv], log_decay/beta [B, H], state
     [B, H, Dk, Dv] (float32). The state decays, the value it predicts for k is corrected toward v by beta, and q
     reads it. Returns out [B, H, Dv] and the new state."""
@@ -135,15 +128,8 @@ def gated_delta_step(
     return (q[..., None, :] @ state)[..., 0, :], state
 
 
-def gated_delta_chunked(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    log_decay: torch.Tensor,
-    beta: torch.Tensor,
-    state: torch.Tensor,
-    chunk: int = CHUNK,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def gated_delta_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, beta: torch.Tensor,
+                        state: torch.Tensor, chunk: int = CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
     """The same recurrence over whole rows at once: q/k [B, H, L, Dk], v [B, H, L, Dv], log_decay/beta [B, H, L],
     state [B, H, Dk, Dv]; all float32. Returns out [B, H, L, Dv] and the state after position L-1.
 
@@ -179,16 +165,8 @@ def gated_delta_chunked(
     return out.reshape(b, h, n * chunk, -1)[:, :, :length], state
 
 
-def cached_linear_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    log_decay: torch.Tensor,
-    beta: torch.Tensor,
-    states: RecurrentStates,
-    layer: int,
-    batch: RecurrentBatch,
-) -> torch.Tensor:
+def cached_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, log_decay: torch.Tensor, beta: torch.Tensor,
+                            states: RecurrentStates, layer: int, batch: RecurrentBatch) -> torch.Tensor:
     """The gated delta rule of a step's rows, continuing each sequence's recurrent state at `layer` and writing it back.
 
     q/k [B, L, H, Dk] (normalised, q scaled), v [B, L, H, Dv], log_decay/beta [B, L, H]; padding positions must carry

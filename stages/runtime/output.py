@@ -30,7 +30,6 @@ class WordTimes:
     untimed: tuple[UntimedWord, ...] = ()
     """Words the stage could not time, with the reason."""
 
-
 _pending = threading.local()
 
 

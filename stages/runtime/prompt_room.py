@@ -20,25 +20,22 @@ PROMPT_TOO_LONG = "PROMPT_TOO_LONG"
 """The reason a request is refused when its input alone fills the stage's cache."""
 
 
-def fit_prompt(
-    stage: str, max_len: int, capacity: int, request: SynthesisRequest, prompt_len: int, fed: int, params: SamplingParams
-) -> SamplingParams:
+def fit_prompt(stage: str, max_len: int, capacity: int, request: SynthesisRequest, prompt_len: int, fed: int,
+               params: SamplingParams) -> SamplingParams:
     """`params` with max_new_tokens within the room a `prompt_len`-position prompt (and `fed` positions fed in during
     generation) leaves in `stage`'s cache of `max_len` positions a sequence and `capacity` in all; raises
     InvalidField PROMPT_TOO_LONG when it leaves none."""
     needed = prompt_len + fed
     if needed >= max_len:
         raise InvalidField(
-            "text",
-            PROMPT_TOO_LONG,
+            "text", PROMPT_TOO_LONG,
             f"the prompt is {needed} positions (input text plus any reference text and speaker prompt) but "
             f"{stage}'s cache holds {max_len}, which leaves no room to generate: use a shorter input or "
-            f'reference, or deploy with a larger max_len (--stage-overrides \'{{"{stage}": {{"max_len": N}}}}\')',
+            f"reference, or deploy with a larger max_len (--stage-overrides '{{\"{stage}\": {{\"max_len\": N}}}}')",
         )
     if needed >= capacity:
         raise InvalidField(
-            "text",
-            PROMPT_TOO_LONG,
+            "text", PROMPT_TOO_LONG,
             f"the prompt is {needed} positions but {stage}'s KV cache holds {capacity} in all, which leaves no "
             f"room to generate: use a shorter input or reference, or raise the stage's kv_cache_bytes",
         )
@@ -47,10 +44,6 @@ def fit_prompt(
         return params
     asked = request.max_new_tokens
     if asked is not None and asked > room:
-        request.warn(
-            "max_new_tokens",
-            CAPPED,
-            f"max_new_tokens {asked} is capped by {stage}'s {max_len}-position "
-            f"cache: the prompt takes {prompt_len}, so generation ends at {room} tokens",
-        )
+        request.warn("max_new_tokens", CAPPED, f"max_new_tokens {asked} is capped by {stage}'s {max_len}-position "
+                                               f"cache: the prompt takes {prompt_len}, so generation ends at {room} tokens")
     return replace(params, max_new_tokens=room)

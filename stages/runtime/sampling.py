@@ -190,12 +190,8 @@ def inverse_cdf(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     return (cdf < uniform[..., None] * cdf[..., -1:]).sum(-1).clamp(max=weights.shape[-1] - 1)
 
 
-def sample_rows(
-    logits: torch.Tensor,
-    params: list[SamplingParams],
-    generators: list[torch.Generator | None],
-    seen: list[torch.Tensor | None] | None = None,
-) -> torch.Tensor:
+def sample_rows(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
+                seen: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """Token ids [B] on the logits' device for logits [B, V], row i under params[i] with generators[i]; or ids [B, K]
     for logits [B, K, V] (K codebooks per row, all under the row's params).
 
@@ -225,24 +221,20 @@ def sample_rows(
     probs = torch.softmax(ordered, dim=-1)
     probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p[:, None, None], 0.0)  # keep the token that crosses top_p
     zero = torch.zeros(books, device=device)
-    uniform = torch.stack(
-        [zero if g else torch.rand(books, generator=gen, device=device) for g, gen in zip(greedy, generators, strict=True)]
-    )
+    uniform = torch.stack([zero if g else torch.rand(books, generator=gen, device=device)
+                           for g, gen in zip(greedy, generators, strict=True)])
     drawn = order.gather(-1, inverse_cdf(probs, uniform)[..., None])[..., 0].reshape(picks.shape)
     chosen = torch.tensor(greedy, device=device).reshape(-1, *[1] * (picks.dim() - 1))
     return torch.where(chosen, picks, drawn)
 
 
-def sample_states(
-    logits: torch.Tensor, states: list[SamplerState], seen: list[torch.Tensor | None] | None = None
-) -> torch.Tensor:
+def sample_states(logits: torch.Tensor, states: list[SamplerState], seen: list[torch.Tensor | None] | None = None) -> torch.Tensor:
     """`sample_rows` under each row's request state, with its generator of the logits' device."""
     return sample_rows(logits, [s.params for s in states], [s.generator_for(logits.device) for s in states], seen)
 
 
-def redraw(
-    logits: torch.Tensor, picks: torch.Tensor, again: torch.Tensor, states: list[SamplerState], params: SamplingParams
-) -> torch.Tensor:
+def redraw(logits: torch.Tensor, picks: torch.Tensor, again: torch.Tensor, states: list[SamplerState],
+           params: SamplingParams) -> torch.Tensor:
     """picks ([B] or [B, K]) with those flagged in `again` drawn anew from the same logits ([B, V] or [B, K, V])
     under `params`, with each row's own generator.
 
@@ -252,14 +244,8 @@ def redraw(
     return torch.where(again, second, picks)
 
 
-def redraw_repeats(
-    logits: torch.Tensor,
-    picks: torch.Tensor,
-    recent: torch.Tensor,
-    states: list[SamplerState],
-    params: SamplingParams,
-    exempt: torch.Tensor | None = None,
-) -> torch.Tensor:
+def redraw_repeats(logits: torch.Tensor, picks: torch.Tensor, recent: torch.Tensor, states: list[SamplerState],
+                   params: SamplingParams, exempt: torch.Tensor | None = None) -> torch.Tensor:
     """The repeat-redraw rule: a pick [B] found among its row's recent picks (recent [B, W], -1 for none yet) is drawn
     again from the same logits [B, V] under `params` (see `redraw`). Rows flagged in `exempt` keep their pick."""
     repeats = (picks[:, None] == recent).any(dim=-1)

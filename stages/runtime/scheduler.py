@@ -41,9 +41,8 @@ class ScheduledChunk:
 
 
 class Scheduler:
-    def __init__(
-        self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int, max_len: int, slots: SlotManager | None = None
-    ) -> None:
+    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int, max_len: int,
+                 slots: SlotManager | None = None) -> None:
         if max_num_batched_tokens < max_num_seqs:
             raise ValueError("max_num_batched_tokens must be at least max_num_seqs (one decode token each)")
         if slots is not None and slots.num_slots < max_num_seqs:

@@ -34,14 +34,8 @@ from collections import deque
 class StepCost:
     """One stage's step costs per batch size, and the batch size they call for (see the module docstring)."""
 
-    def __init__(
-        self,
-        compute_bound_at: float = 0.9,
-        window: int = 5,
-        min_samples: int = 2,
-        recheck_every: int = 16,
-        hysteresis: float = 0.2,
-    ) -> None:
+    def __init__(self, compute_bound_at: float = 0.9, window: int = 5, min_samples: int = 2,
+                 recheck_every: int = 16, hysteresis: float = 0.2) -> None:
         if compute_bound_at <= 0:
             raise ValueError("compute_bound_at must be positive")
         if min_samples < 1 or window < min_samples:
@@ -63,7 +57,8 @@ class StepCost:
 
     def measured(self) -> dict[int, float]:
         """The median step time at each batch size with enough samples."""
-        return {size: statistics.median(times) for size, times in sorted(self._samples.items()) if len(times) >= self.min_samples}
+        return {size: statistics.median(times) for size, times in sorted(self._samples.items())
+                if len(times) >= self.min_samples}
 
     def marginal_ratio(self) -> float | None:
         """r = c / t(1) of the fitted t(b) = a + c·b: one more request's cost against its cost alone. None until two

@@ -71,8 +71,7 @@ class AudioTokenizerConfig:
         if data.get("model_type") != AUDIO_TOKENIZER_TYPE:
             raise ValueError(f"{path}: model_type is {data.get('model_type')!r}, not {AUDIO_TOKENIZER_TYPE!r}")
         return from_json(
-            cls,
-            data,
+            cls, data,
             acoustic=DacConfig.from_dict(data.get("acoustic_model_config") or {}),
             semantic=_hubert_config(data.get("semantic_model_config") or {}),
         )

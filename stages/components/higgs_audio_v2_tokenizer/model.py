@@ -71,11 +71,7 @@ class DacDecoderBlock(nn.Module):
         self.snake1 = Snake(in_channels)
         # Higgs' DAC pads odd strides' outputs so that every block upsamples exactly by its stride.
         self.conv_t1 = nn.ConvTranspose1d(
-            in_channels,
-            out_channels,
-            kernel_size=2 * stride,
-            stride=stride,
-            padding=math.ceil(stride / 2),
+            in_channels, out_channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2),
             output_padding=stride % 2,
         )
         self.res_unit1, self.res_unit2, self.res_unit3 = snake_residual_units(out_channels, dac_conv, names=DAC_UNIT)

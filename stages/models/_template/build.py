@@ -13,32 +13,14 @@ from vocalis.stages.models._template.config import MODEL_TYPE, TinyConfig
 from vocalis.stages.models._template.modules import TinyCodecDecoder, TinyTalker
 
 TALKER = {
-    "vocab_size": 256,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "num_codebooks": 4,
-    "codebook_size": 64,
-    "eos_token_id": 0,
-    "bos_token_id": 1,
-    "rope_theta": 10000.0,
-    "max_position_embeddings": 1024,
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "num_codebooks": 4, "codebook_size": 64, "eos_token_id": 0, "bos_token_id": 1,
+    "rope_theta": 10000.0, "max_position_embeddings": 1024,
 }
 """The tiny talker's config.json section; `build_checkpoint`'s keyword arguments override it (`eos_token_id=64`: a
 code the talker never draws, so that generation runs to `max_new_tokens`)."""
-CODEC = {
-    "num_codebooks": 4,
-    "codebook_size": 64,
-    "embed_dim": 32,
-    "channels": 32,
-    "kernel_size": 3,
-    "num_layers": 3,
-    "samples_per_frame": 160,
-    "sample_rate": 16000,
-}
+CODEC = {"num_codebooks": 4, "codebook_size": 64, "embed_dim": 32, "channels": 32, "kernel_size": 3, "num_layers": 3,
+         "samples_per_frame": 160, "sample_rate": 16000}
 
 
 def build_checkpoint(

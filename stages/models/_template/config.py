@@ -54,7 +54,5 @@ class TinyConfig(ConfigFile):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TinyConfig:
-        return cls(
-            talker=TalkerConfig.read(data.get("talker_config"), "talker_config"),
-            codec=from_json(CodecConfig, data.get("codec_config"), where="codec_config"),
-        )
+        return cls(talker=TalkerConfig.read(data.get("talker_config"), "talker_config"),
+                   codec=from_json(CodecConfig, data.get("codec_config"), where="codec_config"))

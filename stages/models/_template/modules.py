@@ -19,9 +19,8 @@ SPEAKER_DIM = 16
 
 def decoder_layer(c: TalkerConfig) -> PreNormDecoderLayer:
     """A Llama-style layer without q/k-norm, its RMSNorms in the input's dtype."""
-    return gated_decoder_layer(
-        c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, 1e-6, norm_upcast=False
-    )
+    return gated_decoder_layer(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, 1e-6,
+                               norm_upcast=False)
 
 
 class TinyTalker(nn.Module):

@@ -36,9 +36,7 @@ class TinyTalkerModel(AutoregressiveModel):
     def __init__(self, talker: TinyTalker, max_len: int) -> None:
         self.talker = talker
         c = talker.config
-        self.cache_shape = CacheShape(
-            c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings)
-        )
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
 
     def start(self, request: SynthesisRequest[TinyInput], payload: object = None) -> SequenceStart:
         if POISON in request.text:  # lets tests give one request an input the stage fails on
@@ -53,9 +51,8 @@ class TinyTalkerModel(AutoregressiveModel):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.talker(embeds, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[None]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[None]) -> torch.Tensor:
         return sample_batch(self.talker.logits(hidden), samplers, [h if h.numel() else None for h in histories])
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:

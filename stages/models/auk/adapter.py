@@ -30,6 +30,7 @@ VAE_SAMPLE_SEED_OFFSET = 0x5EED0A0C
 TASK_PREFIXES = {"custom_voice": "Say the following: ", "base": "Say the following with the same voice: "}
 
 
+
 @dataclass(frozen=True)
 class AuKInput:
     """Stage 0's input: the request as AuK needs it (the instruction may still need the unit's text)."""
@@ -51,44 +52,27 @@ class AuKInput:
             return self.task_prefix + json.dumps(text, ensure_ascii=False)
         return text
 
-
 WARMUP_SECONDS = 1.0
 """The warm-up utterance's length (without ref_audio AuK must be told one)."""
 
 
 class AuKAdapter(StandardAdapter[AuKInput]):
     MODEL = "AuK"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        [
-            ExtraParam("num_inference_steps", int, "flow steps (default 32; AuK-Flash: 4, fixed)", minimum=1, maximum=256),
-            ExtraParam(
-                "guidance_scale",
-                float,
-                "classifier-free guidance (default 2.0; 0: off; AuK-Flash: 0, fixed)",
-                minimum=0,
-                maximum=20,
-            ),
-            ExtraParam("sway", float, "sway sampling coefficient of the time grid (default -1.0)", minimum=-1, maximum=1),
-            ExtraParam("t_grid", list, "explicit time grid: at least 2 finite, strictly increasing numbers (overrides sway)"),
-            ExtraParam("vae_sample", bool, "draw the source clip's latent from the VAE posterior instead of taking its mean"),
-        ],
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("num_inference_steps", int, "flow steps (default 32; AuK-Flash: 4, fixed)", minimum=1, maximum=256),
+        ExtraParam("guidance_scale", float, "classifier-free guidance (default 2.0; 0: off; AuK-Flash: 0, fixed)", minimum=0, maximum=20),
+        ExtraParam("sway", float, "sway sampling coefficient of the time grid (default -1.0)", minimum=-1, maximum=1),
+        ExtraParam("t_grid", list, "explicit time grid: at least 2 finite, strictly increasing numbers (overrides sway)"),
+        ExtraParam("vae_sample", bool, "draw the source clip's latent from the VAE posterior instead of taking its mean"),
+    ])
 
     def __init__(self, config: AuKConfig) -> None:
         self.config = config
         # No voice of its own (the instruction, or the clip, gives it); ref_audio is a clip to edit or follow, checked
         # here, so no ReferencePolicy (there is no transcript to ask for).
-        super().__init__(
-            sample_rate=config.sample_rate,
-            voices=Voices.none(),
-            voice_cloning=True,
-            whole_input=True,
-            fields={"instructions", "task_type", "duration_seconds", "ref_audio", "seed"},
-            instructions_decide_task=True,
-            instructions_carry_text=True,
-            warmup_fields=(("duration_seconds", WARMUP_SECONDS),),
-        )
+        super().__init__(sample_rate=config.sample_rate, voices=Voices.none(), voice_cloning=True, whole_input=True,
+                         fields={"instructions", "task_type", "duration_seconds", "ref_audio", "seed"},
+                         instructions_decide_task=True, instructions_carry_text=True, warmup_fields=(("duration_seconds", WARMUP_SECONDS),))
 
     def stage_input(self, params: RequestParams) -> AuKInput:
         fields = params.fields
@@ -112,46 +96,24 @@ class AuKAdapter(StandardAdapter[AuKInput]):
         if duration is not None:
             duration = float(duration)
             if not math.isfinite(duration) or duration <= 0 or duration > MAX_SECONDS:
-                raise InvalidField(
-                    "duration_seconds",
-                    "OUT_OF_RANGE",
-                    f"duration_seconds must be above 0 and at most {MAX_SECONDS:g}; got {duration}",
-                )
+                raise InvalidField("duration_seconds", "OUT_OF_RANGE", f"duration_seconds must be above 0 and at most {MAX_SECONDS:g}; got {duration}")
         elif params.reference is None:
-            raise InvalidField(
-                "duration_seconds",
-                "FIELD_REQUIRED",
-                "duration_seconds is required without ref_audio: AuK is told how long the audio is",
-            )
+            raise InvalidField("duration_seconds", "FIELD_REQUIRED",
+                               "duration_seconds is required without ref_audio: AuK is told how long the audio is")
         elif len(params.reference.samples) > MAX_SECONDS * params.reference.sample_rate:
-            raise InvalidField(
-                "ref_audio",
-                "TOO_LONG",
-                f"ref_audio is longer than {MAX_SECONDS:g} s, the most AuK generates: give a shorter clip or a duration_seconds",
-            )
+            raise InvalidField("ref_audio", "TOO_LONG", f"ref_audio is longer than {MAX_SECONDS:g} s, the most AuK generates: "
+                               "give a shorter clip or a duration_seconds")
         if params.reference is not None and len(params.reference.samples) == 0:
             raise InvalidField("ref_audio", "INVALID_VALUE", "AuK needs the clip's audio: ref_audio is empty")
         settings = self.prologue(params).extra
         t_grid = settings.get("t_grid")
         if t_grid is not None and (why := valid_t_grid(t_grid)) is not None:
             raise InvalidField("extra_params.t_grid", "INVALID_VALUE", f"extra_params.t_grid {why}")
-        schedule, flash_notes = resolve(
-            self.config,
-            settings.get("num_inference_steps"),
-            settings.get("guidance_scale"),
-            settings.get("sway"),
-            settings.get("t_grid"),
-        )
-        params.warnings.extend(
-            (name, "MODEL_NOTE", note) for name, note in notes + [("extra_params", note) for note in flash_notes]
-        )
+        schedule, flash_notes = resolve(self.config, settings.get("num_inference_steps"), settings.get("guidance_scale"),
+                                        settings.get("sway"), settings.get("t_grid"))
+        params.warnings.extend((name, "MODEL_NOTE", note) for name, note in notes + [("extra_params", note) for note in flash_notes])
         seed = fields.get("seed")
         return AuKInput(
-            instruction=instruction,
-            task_prefix=prefix,
-            duration_seconds=duration,
-            reference=params.reference,
-            schedule=schedule,
-            seed=None if seed is None else int(seed),
-            vae_sample=bool(settings.get("vae_sample", False)),
+            instruction=instruction, task_prefix=prefix, duration_seconds=duration, reference=params.reference,
+            schedule=schedule, seed=None if seed is None else int(seed), vae_sample=bool(settings.get("vae_sample", False)),
         )

@@ -123,12 +123,8 @@ class AuKConfig(ConfigFile):
             text=TextConfig.read(text, "thinker_config.text_config"),
             audio=from_json(AudioConfig, thinker.get("audio_config"), where="thinker_config.audio_config"),
             dit=from_json(DiTConfig, upstream["dit"] | dict(data.get("dit") or {}), where="dit"),
-            vae=from_json(
-                VAEConfig,
-                upstream["vae"]["model_init_kwargs"] | dict(vae.get("model_init_kwargs") or {}),
-                where="vae.model_init_kwargs",
-                latent_dim=vae["latent_dim"],
-            ),
+            vae=from_json(VAEConfig, upstream["vae"]["model_init_kwargs"] | dict(vae.get("model_init_kwargs") or {}),
+                          where="vae.model_init_kwargs", latent_dim=vae["latent_dim"]),
             variant=str(data.get("variant", "base")),
             flash_t_grid=tuple(float(t) for t in data.get("flash_t_grid", FLASH_T_GRID)),
             defaults=from_json(Defaults, defaults, where="defaults"),
@@ -162,17 +158,9 @@ def upstream_dict(auk_dir: Path, qwen_config: dict[str, Any], variant: str) -> d
     raw = _interpolate(raw, raw)
     model = raw.get("model") if isinstance(raw.get("model"), dict) else raw
     schedule = dict(model.get("schedule") or {})
-    defaults = {
-        "nfe": schedule.get("nfe", 32),
-        "cfg": schedule.get("cfg", schedule.get("cfg_strength", 2.0)),
-        "sway": schedule.get("sway", schedule.get("sway_sampling_coef", -1.0)),
-    }
+    defaults = {"nfe": schedule.get("nfe", 32), "cfg": schedule.get("cfg", schedule.get("cfg_strength", 2.0)),
+                "sway": schedule.get("sway", schedule.get("sway_sampling_coef", -1.0))}
     return {
-        **qwen_config,
-        "model_type": "auk",
-        "dit": dict(model.get("arch") or {}),
-        "vae": dict(model.get("vae") or {}),
-        "variant": variant,
-        "flash_t_grid": list(schedule.get("flash_t_grid", schedule.get("t_grid", FLASH_T_GRID))),
-        "defaults": defaults,
+        **qwen_config, "model_type": "auk", "dit": dict(model.get("arch") or {}), "vae": dict(model.get("vae") or {}),
+        "variant": variant, "flash_t_grid": list(schedule.get("flash_t_grid", schedule.get("t_grid", FLASH_T_GRID))), "defaults": defaults,
     }

@@ -79,7 +79,7 @@ class JointAttention(nn.Module):
         cq, ck, cv = self._heads(c, self.to_qkv_c, self.c_q_norm, self.c_k_norm, c_angles)
         out = F.scaled_dot_product_attention(torch.cat([q, cq], 2), torch.cat([k, ck], 2), torch.cat([v, cv], 2), attn_mask=bias)
         out = out.transpose(1, 2).flatten(2)
-        return self.to_out[0](out[:, : x.shape[1]]), self.to_out_c(out[:, x.shape[1] :])
+        return self.to_out[0](out[:, : x.shape[1]]), self.to_out_c(out[:, x.shape[1]:])
 
 
 class MMDiTBlock(nn.Module):
@@ -181,15 +181,9 @@ class AuKDiT(nn.Module):
         """The velocity [B, N, latent] at each row's target frames."""
         x, ref, c = batch.x, batch.ref, batch.text
         b, n, r, tl = x.shape[0], x.shape[1], ref.shape[1], c.shape[1]
-        x_mask, ref_mask, c_mask = (
-            _lengths_mask(batch.x_len, n),
-            _lengths_mask(batch.ref_len, r),
-            _lengths_mask(batch.text_len, tl),
-        )
+        x_mask, ref_mask, c_mask = _lengths_mask(batch.x_len, n), _lengths_mask(batch.ref_len, r), _lengths_mask(batch.text_len, tl)
         t = self.time_embed(batch.time)
-        audio = (
-            torch.cat([self.audio_embed(ref, ref_mask), self.audio_embed(x, x_mask)], dim=1) if r else self.audio_embed(x, x_mask)
-        )
+        audio = torch.cat([self.audio_embed(ref, ref_mask), self.audio_embed(x, x_mask)], dim=1) if r else self.audio_embed(x, x_mask)
         audio_mask = torch.cat([ref_mask, x_mask], dim=1) if r else x_mask
         # Positions follow each row's real lengths: its target frames start right after its reference.
         target_pos = torch.arange(n, device=x.device)[None] + batch.ref_len[:, None]
@@ -207,4 +201,4 @@ class AuKDiT(nn.Module):
         single_angles = self.rotary_embed.angles(torch.cat([text_pos, audio_pos + batch.text_len[:, None]], dim=1))
         for block in self.single_transformer_blocks:
             h = block(h, t, single_mask, single_angles, single_bias)
-        return self.proj_out(self.norm_out(h[:, tl + r :], t))
+        return self.proj_out(self.norm_out(h[:, tl + r:], t))

@@ -72,7 +72,7 @@ class AudioTower(nn.Module):
             h = layer(h, keys[:, None, None])
         h = h[keys]  # the valid positions of every window, in order
         pooled = audio_token_count(frames)
-        h = (h[0 : 2 * pooled : 2] + h[1 : 2 * pooled : 2]) / 2
+        h = (h[0: 2 * pooled: 2] + h[1: 2 * pooled: 2]) / 2
         return self.proj(self.ln_post(h))
 
 
@@ -85,9 +85,7 @@ class ThinkerTextModel(nn.Module):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList()
         for _ in range(config.num_hidden_layers):
-            attention = QKVAttention(
-                config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim, bias=True
-            )
+            attention = QKVAttention(config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim, bias=True)
             attention.o_proj = nn.Linear(config.num_attention_heads * config.head_dim, config.hidden_size, bias=False)
             mlp = GatedMLP(config.hidden_size, config.intermediate_size)
             self.layers.append(PreNormDecoderLayer(config.hidden_size, attention, mlp, lambda d: RMSNorm(d, config.rms_norm_eps)))
@@ -97,10 +95,7 @@ class ThinkerTextModel(nn.Module):
         """[B, layers, L, hidden]: each layer's output (the last one normed) for right-padded rows [B, L, hidden]."""
         b, length, _ = embeds.shape
         cos, sin = rope(torch.arange(length, device=embeds.device), self.config.head_dim, self.config.rope_theta)
-        mask = (
-            causal_mask(length, device=embeds.device)[None]
-            & (torch.arange(length, device=embeds.device)[None, :] < lengths[:, None])[:, None]
-        )
+        mask = causal_mask(length, device=embeds.device)[None] & (torch.arange(length, device=embeds.device)[None, :] < lengths[:, None])[:, None]
         mask = mask | torch.eye(length, dtype=torch.bool, device=embeds.device)[None]  # padded queries see themselves
         h, outputs = embeds, []
         for layer in self.layers:

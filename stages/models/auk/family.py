@@ -15,11 +15,7 @@ UPSTREAM_WEIGHTS = ("auk_base.safetensors", "auk_flash.safetensors", "auk.safete
 
 
 def is_upstream_dir(path: Path) -> bool:
-    return (
-        (path / "config.yaml").is_file()
-        and (path / "vae.safetensors").is_file()
-        and any((path / n).is_file() for n in UPSTREAM_WEIGHTS)
-    )
+    return (path / "config.yaml").is_file() and (path / "vae.safetensors").is_file() and any((path / n).is_file() for n in UPSTREAM_WEIGHTS)
 
 
 FAMILY = checkpoint_family("auk", (MODEL_TYPE,), __package__, detect=is_upstream_dir)

@@ -47,7 +47,7 @@ def dit_file(path: Path) -> Path:
 
 
 def variant_of(path: Path, config_variant: str) -> str:
-    """ "flash" or "base": the file auk.safetensors links to, else config.json's `variant`."""
+    """"flash" or "base": the file auk.safetensors links to, else config.json's `variant`."""
     resolved = dit_file(path).resolve().name
     if resolved == "auk_flash.safetensors":
         return "flash"
@@ -75,9 +75,7 @@ def upstream_variant(path: Path) -> str:
     return "flash" if "flash" in path.resolve().name.lower() else "base"
 
 
-def load_modules(
-    path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None
-) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
     """The modules of an assembled bundle at `path`, or of the upstream AuK directory at `path` with the
     Qwen2.5-Omni-3B snapshot at `qwen_dir` (nothing is assembled on disk)."""
     import dataclasses
@@ -88,9 +86,7 @@ def load_modules(
         config = AuKConfig.from_dir(path)
         config = dataclasses.replace(config, variant=variant_of(path, config.variant))
     else:
-        config = AuKConfig.from_dict(
-            upstream_dict(path, json.loads((qwen_dir / "config.json").read_text()), upstream_variant(path))
-        )
+        config = AuKConfig.from_dict(upstream_dict(path, json.loads((qwen_dir / "config.json").read_text()), upstream_variant(path)))
     dit_weights = read_safetensors(dit_file(path))
     encoder = ConditionEncoder(config.text, config.audio)
     qwen = _qwen_weights(qwen_dir)
@@ -114,7 +110,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
         if not condition_deploy.weights_dir:
             raise ValueError(
                 f"{path} is the upstream AuK directory: serving it needs the Qwen2.5-Omni-3B snapshot too; give it with "
-                '--stage-overrides \'{"condition": {"weights_dir": "/path/to/Qwen2.5-Omni-3B"}}\' (or serve the '
+                "--stage-overrides '{\"condition\": {\"weights_dir\": \"/path/to/Qwen2.5-Omni-3B\"}}' (or serve the "
                 "directory prepare_auk_checkpoint.py assembles)"
             )
         qwen_dir = Path(condition_deploy.weights_dir)

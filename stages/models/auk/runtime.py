@@ -48,9 +48,8 @@ class Conditioner(IterativeModel):
     """Stage 0's model: the prompts of a step's requests in one padded prefill, their clips through the VAE; a job is
     done after its one step."""
 
-    def __init__(
-        self, config: AuKConfig, encoder: ConditionEncoder, vae: AuKVAE, prompts: PromptBuilder, device: str = "cpu"
-    ) -> None:
+    def __init__(self, config: AuKConfig, encoder: ConditionEncoder, vae: AuKVAE, prompts: PromptBuilder,
+                 device: str = "cpu") -> None:
         self.config, self.encoder, self.vae, self.prompts, self.device = config, encoder, vae, prompts, device
 
     def start(self, request: SynthesisRequest, payload: None) -> ConditionJob:
@@ -83,11 +82,7 @@ class Conditioner(IterativeModel):
             refs.append(self.vae.encode(padded_samples(source, self.vae.hop), generator))
         texts_ = self.encoder([torch.tensor(row, device=self.device) for row in ids], features, self.config.audio_token_id)
         return [
-            Condition(
-                text,
-                ref,
-                self.config.seconds_to_frames(i.duration_seconds) if i.duration_seconds is not None else max(1, ref.shape[0]),
-            )
+            Condition(text, ref, self.config.seconds_to_frames(i.duration_seconds) if i.duration_seconds is not None else max(1, ref.shape[0]))
             for i, text, ref in zip(inputs, texts_, refs, strict=True)
         ]
 
@@ -129,13 +124,9 @@ def flow_step(dit: AuKDiT, jobs: list[FlowJob]) -> None:
     ref = _pad([job.ref for job in jobs] + [torch.zeros_like(job.ref) for job in guided])
     lengths = {name: torch.tensor([getattr(job, name).shape[0] for job in rows], device=device) for name in ("x", "ref", "text")}
     batch = DiTBatch(
-        x=_pad([job.x for job in rows]).to(dit.proj_out.weight.dtype),
-        ref=ref.to(dit.proj_out.weight.dtype),
-        text=text,
+        x=_pad([job.x for job in rows]).to(dit.proj_out.weight.dtype), ref=ref.to(dit.proj_out.weight.dtype), text=text,
         time=torch.tensor([job.grid[job.step] for job in rows], device=device),
-        x_len=lengths["x"],
-        ref_len=lengths["ref"],
-        text_len=lengths["text"],
+        x_len=lengths["x"], ref_len=lengths["ref"], text_len=lengths["text"],
     )
     velocity = dit(batch).float()
     for i, job in enumerate(jobs):

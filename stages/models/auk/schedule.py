@@ -37,24 +37,13 @@ def time_grid(steps: int, sway: float | None = None, t_grid: Sequence[float] | N
     return tuple(t.tolist())
 
 
-def resolve(
-    config: AuKConfig, nfe: int | None, cfg: float | None, sway: float | None, t_grid: Sequence[float] | None
-) -> tuple[Schedule, list[str]]:
+def resolve(config: AuKConfig, nfe: int | None, cfg: float | None, sway: float | None, t_grid: Sequence[float] | None) -> tuple[Schedule, list[str]]:
     """The schedule of a request, and what the caller should hear about settings the checkpoint overrides."""
     if config.flash:
-        asked = [
-            name
-            for name, value in (("num_inference_steps", nfe), ("guidance_scale", cfg), ("sway", sway), ("t_grid", t_grid))
-            if value is not None
-        ]
-        notes = (
-            [
-                f"AuK-Flash runs its distilled schedule ({len(config.flash_t_grid) - 1} steps on flash_t_grid, no guidance); "
-                f"extra_params {', '.join(asked)} not used"
-            ]
-            if asked
-            else []
-        )
+        asked = [name for name, value in (("num_inference_steps", nfe), ("guidance_scale", cfg), ("sway", sway), ("t_grid", t_grid))
+                 if value is not None]
+        notes = [f"AuK-Flash runs its distilled schedule ({len(config.flash_t_grid) - 1} steps on flash_t_grid, no guidance); "
+                 f"extra_params {', '.join(asked)} not used"] if asked else []
         return Schedule(time_grid(0, None, config.flash_t_grid), 0.0), notes
     defaults = config.defaults
     steps = defaults.nfe if nfe is None else nfe

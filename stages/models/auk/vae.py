@@ -34,10 +34,8 @@ class ResStack(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(
             nn.Sequential(
-                nn.LeakyReLU(),
-                nn.Conv1d(channels, channels, kernel_size, dilation=base**i, padding=base**i),
-                nn.LeakyReLU(),
-                nn.Conv1d(channels, channels, kernel_size, padding=1),
+                nn.LeakyReLU(), nn.Conv1d(channels, channels, kernel_size, dilation=base**i, padding=base**i),
+                nn.LeakyReLU(), nn.Conv1d(channels, channels, kernel_size, padding=1),
             )
             for i in range(count)
         )
@@ -133,7 +131,7 @@ class AuKVAE(nn.Module):
         first = max(0, start - context)
         last = min(latents.shape[1], end + self.lookahead_frames)
         audio = self.decode(latents[:, first:last])
-        return audio[:, (start - first) * self.hop : (end - first) * self.hop]
+        return audio[:, (start - first) * self.hop: (end - first) * self.hop]
 
 
 def padded_samples(samples: torch.Tensor, hop: int) -> torch.Tensor:

@@ -96,14 +96,9 @@ class CosyVoice3Config:
         qwen = Qwen2Config.read(json.loads(qwen_config.read_text()), f"{QWEN_DIR}/config.json")
         flow = data["flow"]
         return cls(
-            qwen=qwen,
-            lm=lm,
-            flow=flow,
-            hift=data["hift"],
-            sample_rate=int(data.get("sample_rate", 24000)),
+            qwen=qwen, lm=lm, flow=flow, hift=data["hift"], sample_rate=int(data.get("sample_rate", 24000)),
             token_frame_rate=int(data.get("token_frame_rate", flow.get("input_frame_rate", 25))),
-            token_mel_ratio=int(flow.get("token_mel_ratio", 2)),
-            extra=data,
+            token_mel_ratio=int(flow.get("token_mel_ratio", 2)), extra=data,
         )
 
 

@@ -24,21 +24,12 @@ class Frontend(PromptFrontend):
     def __init__(self, path: Path, config: CosyVoice3Config) -> None:
         self.config = config
         self.speech_tokenizer = onnx_session(path / "speech_tokenizer_v3.onnx")
-        super().__init__(
-            "cosyvoice3",
-            CampPlus(path / "campplus.onnx"),
-            self.tokens,
-            config.sample_rate,
-            config.token_mel_ratio,
-            config.mel,
-            MAX_REFERENCE_SECONDS,
-        )
+        super().__init__("cosyvoice3", CampPlus(path / "campplus.onnx"), self.tokens, config.sample_rate, config.token_mel_ratio,
+                         config.mel, MAX_REFERENCE_SECONDS)
 
     def tokens(self, samples_16k: np.ndarray) -> list[int]:
         """The speech tokens of 16 kHz samples (Whisper log-mel through the onnx tokenizer)."""
         feat = whisper_log_mel(torch.from_numpy(samples_16k))[None]
         inputs = self.speech_tokenizer.get_inputs()
-        out = self.speech_tokenizer.run(
-            None, {inputs[0].name: feat.numpy(), inputs[1].name: np.array([feat.shape[2]], dtype=np.int32)}
-        )[0]
+        out = self.speech_tokenizer.run(None, {inputs[0].name: feat.numpy(), inputs[1].name: np.array([feat.shape[2]], dtype=np.int32)})[0]
         return [int(t) for t in np.asarray(out).reshape(-1)]

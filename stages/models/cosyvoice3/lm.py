@@ -17,18 +17,8 @@ UNUSED_KEYS = (r"llm\.model\.lm_head\.weight",)
 
 def qwen2_model(c: Qwen2Config) -> DecoderStack:
     """The Qwen2 backbone: biases on q/k/v, none on o."""
-    return DecoderStack(
-        c.vocab_size,
-        c.hidden_size,
-        c.num_hidden_layers,
-        c.num_attention_heads,
-        c.num_key_value_heads,
-        c.head_dim,
-        c.intermediate_size,
-        c.rms_norm_eps,
-        bias=True,
-        o_bias=False,
-    )
+    return DecoderStack(c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+                        c.head_dim, c.intermediate_size, c.rms_norm_eps, bias=True, o_bias=False)
 
 
 class _CausalLM(nn.Module):
@@ -70,9 +60,7 @@ class CosyVoice3LM(nn.Module):
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
-        return run_cached(
-            self.backbone.layers, self.backbone.norm, embeds, batch, cache, self.qwen.head_dim, self.qwen.rope_theta
-        )
+        return run_cached(self.backbone.layers, self.backbone.norm, embeds, batch, cache, self.qwen.head_dim, self.qwen.rope_theta)
 
     def dense(self, embeds: torch.Tensor) -> torch.Tensor:
         """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""

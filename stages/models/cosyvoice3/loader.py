@@ -29,20 +29,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
     # The head stays float: the LM reads its device from the head's weight.
     quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,), keep=(modules.lm.llm_decoder,)))
-    decoder = FlowVocoderDecoder(
-        modules.flow,
-        modules.hift,
-        conditioning,
-        modules.config.n_timesteps,
-        first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames,
-    )
+    decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,
+                                 first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)
     if flow_deploy.lookahead_frames < decoder.exact_lookahead_tokens:
-        log.info(
-            "flow lookahead (%d tokens) is shorter than the %d the decoder needs: streamed chunk ends approximate a "
-            "whole-utterance decode",
-            flow_deploy.lookahead_frames,
-            decoder.exact_lookahead_tokens,
-        )
+        log.info("flow lookahead (%d tokens) is shorter than the %d the decoder needs: streamed chunk ends approximate a "
+                 "whole-utterance decode", flow_deploy.lookahead_frames, decoder.exact_lookahead_tokens)
     lm = SpeechLM(modules, lm_deploy.max_len)
     adapter = CosyVoice3Adapter(modules.config)
     stages = [

@@ -40,9 +40,7 @@ class SpeechLM(AutoregressiveModel):
         self.modules = modules
         self.lm = modules.lm
         q = modules.config.qwen
-        self.cache_shape = CacheShape(
-            q.num_hidden_layers, q.num_key_value_heads, q.head_dim, min(max_len, q.max_position_embeddings)
-        )
+        self.cache_shape = CacheShape(q.num_hidden_layers, q.num_key_value_heads, q.head_dim, min(max_len, q.max_position_embeddings))
         self.speech_tokens = modules.config.lm.speech_token_size
         self.vocab = self.lm.llm_decoder.out_features
         """Speech tokens, then the stop tokens."""
@@ -72,9 +70,8 @@ class SpeechLM(AutoregressiveModel):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.lm(embeds, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[SequenceState]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
         """Speech tokens [B, 1] on the host (the step's one crossing): the stop-token mask, RAS or the standard
         sampler, and each sequence's history run on the model's device."""
         logits = self.lm.logits(hidden)

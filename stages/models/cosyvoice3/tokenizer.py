@@ -9,31 +9,12 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-QWEN2_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 END_OF_PROMPT = "<|endofprompt|>"
 ADDED_SPECIAL_TOKENS = (
-    "<|im_start|>",
-    "<|im_end|>",
-    END_OF_PROMPT,
-    "[breath]",
-    "<strong>",
-    "</strong>",
-    "[noise]",
-    "[laughter]",
-    "[cough]",
-    "[clucking]",
-    "[accent]",
-    "[quick_breath]",
-    "<laughter>",
-    "</laughter>",
-    "[hissing]",
-    "[sigh]",
-    "[vocalized-noise]",
-    "[lipsmack]",
-    "[mn]",
-    "<|endofsystem|>",
+    "<|im_start|>", "<|im_end|>", END_OF_PROMPT, "[breath]", "<strong>", "</strong>", "[noise]", "[laughter]", "[cough]",
+    "[clucking]", "[accent]", "[quick_breath]", "<laughter>", "</laughter>", "[hissing]", "[sigh]", "[vocalized-noise]",
+    "[lipsmack]", "[mn]", "<|endofsystem|>",
 )
 DEFAULT_INSTRUCTION = "You are a helpful assistant."
 
@@ -54,20 +35,15 @@ class QwenTokenizer:
             tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         else:
             vocab = json.loads((path / "vocab.json").read_text(encoding="utf-8"))
-            merges = [
-                tuple(line.split(" "))
-                for line in (path / "merges.txt").read_text(encoding="utf-8").splitlines()
-                if line and not line.startswith("#version")
-            ]
+            merges = [tuple(line.split(" ")) for line in (path / "merges.txt").read_text(encoding="utf-8").splitlines()
+                      if line and not line.startswith("#version")]
             tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False))
             tokenizer.normalizer = normalizers.NFC()
             tokenizer.decoder = decoders.ByteLevel()
-            tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-                [
-                    pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
-                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-                ]
-            )
+            tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ])
             config = path / "tokenizer_config.json"
             added = json.loads(config.read_text(encoding="utf-8")).get("added_tokens_decoder", {}) if config.is_file() else {}
             for index, entry in sorted(added.items(), key=lambda item: int(item[0])):

@@ -32,22 +32,13 @@ def build_flow(config: CosyVoice3Config) -> CausalMaskedDiffWithDiT:
     estimator = DiT(**_args(decoder["estimator"]))
     cfm_params = decoder.get("cfm_params", {})
     cfm_params = cfm_params.get("content", cfm_params)
-    cfm = CausalConditionalCFM(
-        estimator,
-        inference_cfg_rate=float(cfm_params.get("inference_cfg_rate", 0.7)),
-        t_scheduler=str(cfm_params.get("t_scheduler", "cosine")),
-        mel_dim=int(flow["output_size"]),
-    )
+    cfm = CausalConditionalCFM(estimator, inference_cfg_rate=float(cfm_params.get("inference_cfg_rate", 0.7)),
+                               t_scheduler=str(cfm_params.get("t_scheduler", "cosine")), mel_dim=int(flow["output_size"]))
     lookahead = flow["pre_lookahead_layer"]
     return CausalMaskedDiffWithDiT(
-        vocab_size=int(flow["vocab_size"]),
-        input_size=int(flow["input_size"]),
-        output_size=int(flow["output_size"]),
-        spk_embed_dim=int(flow["spk_embed_dim"]),
-        token_mel_ratio=int(flow.get("token_mel_ratio", 2)),
-        pre_lookahead_layer=PreLookaheadLayer(
-            int(lookahead["in_channels"]), int(lookahead["channels"]), int(lookahead.get("pre_lookahead_len", 1))
-        ),
+        vocab_size=int(flow["vocab_size"]), input_size=int(flow["input_size"]), output_size=int(flow["output_size"]),
+        spk_embed_dim=int(flow["spk_embed_dim"]), token_mel_ratio=int(flow.get("token_mel_ratio", 2)),
+        pre_lookahead_layer=PreLookaheadLayer(int(lookahead["in_channels"]), int(lookahead["channels"]), int(lookahead.get("pre_lookahead_len", 1))),
         decoder=cfm,
     )
 
@@ -63,9 +54,7 @@ def hift_weights(path: Path) -> dict[str, torch.Tensor]:
     return fold_weight_norm(weights)
 
 
-def load_modules(
-    path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None
-) -> CosyVoice3Modules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> CosyVoice3Modules:
     path = Path(path)
     config = CosyVoice3Config.from_dir(path)
     llm_weights = read_state_dict(path / "llm.pt")

@@ -65,14 +65,8 @@ class _Progress:
 class FlowVocoderDecoder(ChunkDecoder):
     causal = False  # rows are grouped by window length, never right-padded with tokens that are not there
 
-    def __init__(
-        self,
-        flow: CausalMaskedDiffWithDiT | GLMFlow,
-        hift: CausalHiFTGenerator,
-        conditioning: Callable[[SynthesisRequest], FlowConditioning],
-        n_timesteps: int = 10,
-        first_chunk: Callable[[SynthesisRequest], int | None] | None = None,
-    ) -> None:
+    def __init__(self, flow: CausalMaskedDiffWithDiT | GLMFlow, hift: CausalHiFTGenerator, conditioning: Callable[[SynthesisRequest], FlowConditioning],
+                 n_timesteps: int = 10, first_chunk: Callable[[SynthesisRequest], int | None] | None = None) -> None:
         self.flow, self.hift = flow, hift
         self.conditioning = conditioning
         self.first_chunk = first_chunk
@@ -100,24 +94,16 @@ class FlowVocoderDecoder(ChunkDecoder):
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         """Each row's samples of its window's [start, end) (incrementally, the rest, never emitted, left zero), or of the
         whole window (a flow without incremental streaming, or a stream without a window: a direct call)."""
-        return torch.stack(
-            [
-                self.decode_window(frames[row].reshape(-1), stream)
-                if self.streams_incrementally and stream.window is not None
-                else self.decode_one(frames[row].reshape(-1), stream.conditioning)
-                for row, stream in enumerate(streams)
-            ]
-        )
+        return torch.stack([self.decode_window(frames[row].reshape(-1), stream) if self.streams_incrementally and stream.window is not None
+                            else self.decode_one(frames[row].reshape(-1), stream.conditioning) for row, stream in enumerate(streams)])
 
     def decode_window(self, tokens: torch.Tensor, stream: DecodeStream) -> torch.Tensor:
         """Samples [T * samples_per_frame] of the window's tokens [T], computing only what earlier windows did not."""
         window = stream.window
         if stream.state is None:
             cond: FlowConditioning = stream.conditioning
-            stream.state = _Progress(
-                FlowStream(self.flow, cond.prompt_tokens, cond.prompt_mel, cond.embedding, self.n_timesteps),
-                HiFTStream(self.hift),
-            )
+            stream.state = _Progress(FlowStream(self.flow, cond.prompt_tokens, cond.prompt_mel, cond.embedding, self.n_timesteps),
+                                     HiFTStream(self.hift))
         progress: _Progress = stream.state
         progress.tokens = torch.cat([progress.tokens[: window.context_start], tokens.cpu().long()])
         first, new = progress.flow.advance(progress.tokens)
@@ -126,9 +112,7 @@ class FlowVocoderDecoder(ChunkDecoder):
         emit, next_emit = window.start * ratio, window.end * ratio  # past the prompt
         last = min(window.lookahead_end * ratio, next_emit + HIFT_LOOKAHEAD_MEL)
         start = prompt + progress.hift.window_start(emit) - progress.mel_from
-        audio = progress.hift.samples(
-            mel[:, :, start : prompt + last - progress.mel_from].to(self.hift.conv_pre.weight.dtype), emit, next_emit
-        )[0]
+        audio = progress.hift.samples(mel[:, :, start : prompt + last - progress.mel_from].to(self.hift.conv_pre.weight.dtype), emit, next_emit)[0]
         keep = max(progress.mel_from, min(progress.flow.held, prompt + progress.hift.window_start(next_emit)))
         progress.mel = mel[:, :, keep - progress.mel_from : progress.flow.held - progress.mel_from]
         progress.mel_from = keep
@@ -142,11 +126,7 @@ class FlowVocoderDecoder(ChunkDecoder):
         parameter = next(self.flow.parameters())  # GLM-TTS's flow may have no speaker projection
         device, dtype = parameter.device, parameter.dtype
         mel = self.flow.inference(
-            tokens.to(device).long()[None],
-            conditioning.prompt_tokens.to(device).long()[None],
-            conditioning.prompt_mel.to(device)[None],
-            conditioning.embedding.to(device, dtype)[None],
-            self.n_timesteps,
-            noise,
+            tokens.to(device).long()[None], conditioning.prompt_tokens.to(device).long()[None], conditioning.prompt_mel.to(device)[None],
+            conditioning.embedding.to(device, dtype)[None], self.n_timesteps, noise,
         )
         return self.hift(mel.to(self.hift.conv_pre.weight.dtype))[0]

@@ -74,9 +74,7 @@ class TextEmbedding(nn.Module):
     def __init__(self, vocab_size: int, dim: int, conv_layers: int, conv_mult: int = 2) -> None:
         super().__init__()
         self.text_embed = nn.Embedding(vocab_size + 1, dim)
-        self.text_blocks = (
-            nn.Sequential(*(ConvNeXtV2Block(dim, dim * conv_mult) for _ in range(conv_layers))) if conv_layers else None
-        )
+        self.text_blocks = nn.Sequential(*(ConvNeXtV2Block(dim, dim * conv_mult) for _ in range(conv_layers))) if conv_layers else None
         self.register_buffer("freqs_cis", position_table(dim, TEXT_POSITIONS), persistent=False)
 
     def forward(self, tokens: torch.Tensor, length: int) -> torch.Tensor:
@@ -130,22 +128,9 @@ def token_blocks_to_mel(blocks: list[int]) -> list[int]:
 class GLMDiT(nn.Module):
     """The velocity v(x, t | tokens, cond, speaker): x, cond [B, L, *] channels last, tokens [B, T] -> [B, L, mel_dim]."""
 
-    def __init__(
-        self,
-        *,
-        trans_dim: int,
-        depth: int,
-        heads: int,
-        dim_head: int = 64,
-        ff_mult: float = 4,
-        mel_dim: int = 80,
-        text_vocab_size: int = 100000,
-        text_emb_dim: int,
-        conv_layers: int = 0,
-        condition_dim: int = 0,
-        spkr_dim: int = 0,
-        long_skip_connection: bool = False,
-    ) -> None:
+    def __init__(self, *, trans_dim: int, depth: int, heads: int, dim_head: int = 64, ff_mult: float = 4, mel_dim: int = 80,
+                 text_vocab_size: int = 100000, text_emb_dim: int, conv_layers: int = 0, condition_dim: int = 0,
+                 spkr_dim: int = 0, long_skip_connection: bool = False) -> None:
         super().__init__()
         self.spkr_dim = spkr_dim
         self.time_embed = TimestepEmbedding(trans_dim)
@@ -158,15 +143,8 @@ class GLMDiT(nn.Module):
         self.norm_out = AdaLayerNormZeroFinal(trans_dim, emb_dim)
         self.proj_out = nn.Linear(trans_dim, mel_dim)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cond: torch.Tensor,
-        tokens: torch.Tensor,
-        t: torch.Tensor,
-        spks: torch.Tensor | None,
-        mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, tokens: torch.Tensor, t: torch.Tensor, spks: torch.Tensor | None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         length = x.shape[1]
         emb = self.time_embed(t)
         if self.spkr_dim:
@@ -185,18 +163,9 @@ class GLMFlow(nn.Module):
     """`estimator` and, unless `remove_spkr_concat_condition`, `spk_embed_affine_layer` (speaker concatenated to the
     condition). Tokens [1, T] after the prompt's [1, P] -> mel [1, mel_dim, T * token_mel_ratio]."""
 
-    def __init__(
-        self,
-        estimator: GLMDiT,
-        *,
-        mel_dim: int = 80,
-        spk_embed_dim: int = 80,
-        token_mel_ratio: int = 2,
-        speaker_concat: bool = False,
-        speech_token_cfg: bool = True,
-        inference_cfg_rate: float = 0.7,
-        t_scheduler: str = "cosine",
-    ) -> None:
+    def __init__(self, estimator: GLMDiT, *, mel_dim: int = 80, spk_embed_dim: int = 80, token_mel_ratio: int = 2,
+                 speaker_concat: bool = False, speech_token_cfg: bool = True, inference_cfg_rate: float = 0.7,
+                 t_scheduler: str = "cosine") -> None:
         super().__init__()
         self.estimator = estimator
         self.spk_embed_affine_layer = nn.Linear(192, spk_embed_dim) if speaker_concat else None
@@ -209,30 +178,20 @@ class GLMFlow(nn.Module):
             return cosine_time_span(steps, device)
         return torch.linspace(0, 1, steps + 1, device=device)
 
-    def inference(
-        self,
-        tokens: torch.Tensor,
-        prompt_tokens: torch.Tensor,
-        prompt_feat: torch.Tensor,
-        embedding: torch.Tensor,
-        n_timesteps: int = 10,
-        noise: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def inference(self, tokens: torch.Tensor, prompt_tokens: torch.Tensor, prompt_feat: torch.Tensor, embedding: torch.Tensor,
+                  n_timesteps: int = 10, noise: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         """`prompt_feat` [1, P * ratio, mel_dim], `embedding` [1, 192]; `noise` [1, mel_dim, L] replaces the fixed start
         noise (tests); `mask` [L, L] bool restricts attention (the published streaming's block mask)."""
         all_tokens = torch.cat([prompt_tokens, tokens], dim=1).long()
         length = all_tokens.shape[1] * self.token_mel_ratio
         if noise is None:
             if length > self.rand_noise.shape[2]:
-                raise ValueError(
-                    f"{length} mel frames exceed the flow decoder's {self.rand_noise.shape[2]} frames of start noise"
-                )
+                raise ValueError(f"{length} mel frames exceed the flow decoder's {self.rand_noise.shape[2]} frames of start noise")
             noise = self.rand_noise[:, :, :length]
         device = all_tokens.device
         cond = torch.zeros(1, length, self.mel_dim, device=device)
         prompt_frames = min(prompt_feat.shape[1], length)
-        cond[:, :prompt_frames] = prompt_feat[:, prompt_feat.shape[1] - prompt_frames :].to(cond)
+        cond[:, :prompt_frames] = prompt_feat[:, prompt_feat.shape[1] - prompt_frames:].to(cond)
         speaker = F.normalize(embedding.float(), dim=1)
         if self.spk_embed_affine_layer is not None:
             cond = torch.cat([cond, self.spk_embed_affine_layer(speaker)[:, None].expand(-1, length, -1)], dim=-1)
@@ -245,4 +204,4 @@ class GLMFlow(nn.Module):
 
         x = noise.to(device).transpose(1, 2).float()
         mel = guided_euler(velocity, x, self.time_span(n_timesteps, device), self.inference_cfg_rate)
-        return mel[:, prompt_feat.shape[1] :].transpose(1, 2)
+        return mel[:, prompt_feat.shape[1]:].transpose(1, 2)

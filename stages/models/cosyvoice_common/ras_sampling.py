@@ -39,13 +39,8 @@ class RecentTokens:
         self.pushed += 1
 
 
-def ras_rows(
-    logits: torch.Tensor,
-    params: list[SamplingParams],
-    ras: list[RASParams],
-    generators: list[torch.Generator | None],
-    recent: list[torch.Tensor],
-) -> torch.Tensor:
+def ras_rows(logits: torch.Tensor, params: list[SamplingParams], ras: list[RASParams],
+             generators: list[torch.Generator | None], recent: list[torch.Tensor]) -> torch.Tensor:
     """Token ids [B] on the logits' device for logits [B, V] under RAS, row i with temperature params[i].temperature
     (> 0), ras[i], generators[i] (of the logits' device; None: the global one) and its window recent[i] ([W_i] ids,
     -1 for none). See the module docstring for the rule; each row takes two uniforms from its generator."""
@@ -109,22 +104,13 @@ def sample_speech_tokens(logits: torch.Tensor, samplers: list[SamplerState], his
     plain = [i for i, h in enumerate(histories) if h.ras is None]
 
     def under_ras(rows: list[int], rows_logits: torch.Tensor) -> torch.Tensor:
-        return ras_rows(
-            rows_logits,
-            [params[i] for i in rows],
-            [histories[i].ras for i in rows],
-            [generators[i] for i in rows],
-            [histories[i].recent.ring for i in rows],
-        )
+        return ras_rows(rows_logits, [params[i] for i in rows], [histories[i].ras for i in rows],
+                        [generators[i] for i in rows], [histories[i].recent.ring for i in rows])
 
     def plainly(rows: list[int], rows_logits: torch.Tensor) -> torch.Tensor:
         seen = [histories[i].seen.mask if histories[i].seen is not None else None for i in rows]
-        return sample_rows(
-            rows_logits,
-            [params[i] for i in rows],
-            [generators[i] for i in rows],
-            seen if any(s is not None for s in seen) else None,
-        )
+        return sample_rows(rows_logits, [params[i] for i in rows], [generators[i] for i in rows],
+                           seen if any(s is not None for s in seen) else None)
 
     if not plain:
         tokens = under_ras(ras, logits)

@@ -22,15 +22,8 @@ def rope_tables(positions: torch.Tensor, head_dim: int, theta: float, dtype: tor
     return cos.to(dtype), sin.to(dtype)
 
 
-def run_cached(
-    layers: Iterable[nn.Module],
-    norm: nn.Module,
-    embeds: torch.Tensor,
-    batch: AttentionBatch,
-    cache: SlotKVCache,
-    head_dim: int,
-    theta: float,
-) -> torch.Tensor:
+def run_cached(layers: Iterable[nn.Module], norm: nn.Module, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache,
+               head_dim: int, theta: float) -> torch.Tensor:
     """Hidden states [T, H] of a step's flattened tokens over the runtime's KV cache."""
     rotary = rope_tables(batch.token_positions.to(embeds.device), head_dim, theta, embeds.dtype)
     x = embeds
@@ -54,20 +47,8 @@ class DecoderStack(nn.Module):
     """`embed_tokens`, `layers`, `norm` of a transformers Qwen2 or Llama model (the speech LMs' backbone, named as
     their checkpoints' tensors), run by `run_cached` / `run_dense`."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        hidden_size: int,
-        num_layers: int,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        intermediate_size: int,
-        eps: float,
-        *,
-        bias: bool,
-        o_bias: bool | None = None,
-    ) -> None:
+    def __init__(self, vocab_size: int, hidden_size: int, num_layers: int, heads: int, kv_heads: int, head_dim: int,
+                 intermediate_size: int, eps: float, *, bias: bool, o_bias: bool | None = None) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(vocab_size, hidden_size)
         self.layers = nn.ModuleList(

@@ -48,21 +48,12 @@ class SamplerChoice:
             if len(readers) == 1:
                 notes[key] = f"{readers[0]} sampler only"
         return [
-            ExtraParam(
-                "sampler",
-                str,
-                f"ras (default: repetition-aware nucleus sampling, as published) or {self.alternative} ({self.description}).",
-                choices=(RAS, self.alternative),
-            ),
+            ExtraParam("sampler", str, f"ras (default: repetition-aware nucleus sampling, as published) or {self.alternative} "
+                       f"({self.description}).", choices=(RAS, self.alternative)),
             *sampling_params(defaults, notes, minimums=RAS_MINIMUMS),
             ExtraParam("win_size", int, f"RAS only: tokens looked back for repetition. Default {ras.win_size}.", minimum=1),
-            ExtraParam(
-                "tau_r",
-                float,
-                f"RAS only: share of the window that makes a pick a repetition. Default {ras.tau_r}.",
-                minimum=0,
-                maximum=1,
-            ),
+            ExtraParam("tau_r", float, f"RAS only: share of the window that makes a pick a repetition. Default {ras.tau_r}.",
+                       minimum=0, maximum=1),
         ]
 
     def sampling(self, extra: dict[str, Any], ras: RASParams, seed: int | None) -> tuple[SamplingParams, RASParams | None]:

@@ -74,16 +74,8 @@ class PromptFrontend:
     """A clip to its `VoicePrompt`, cached by content. `speech_tokens` maps 16 kHz samples to the clip's 25 Hz tokens;
     `mel` are `matcha_log_mel`'s settings at `sample_rate`, `token_mel_ratio` mel frames a token."""
 
-    def __init__(
-        self,
-        family: str,
-        campplus: CampPlus,
-        speech_tokens: Callable[[np.ndarray], list[int]],
-        sample_rate: int,
-        token_mel_ratio: int,
-        mel: Mapping[str, Any],
-        max_seconds: float,
-    ) -> None:
+    def __init__(self, family: str, campplus: CampPlus, speech_tokens: Callable[[np.ndarray], list[int]], sample_rate: int,
+                 token_mel_ratio: int, mel: Mapping[str, Any], max_seconds: float) -> None:
         self.family, self.campplus, self.speech_tokens = family, campplus, speech_tokens
         self.sample_rate, self.token_mel_ratio, self.mel, self.max_seconds = sample_rate, token_mel_ratio, dict(mel), max_seconds
         self.cache: ReferenceCache[VoicePrompt] = ReferenceCache()
@@ -102,9 +94,7 @@ class PromptFrontend:
     def _encode(self, samples: np.ndarray, sample_rate: int) -> VoicePrompt:
         seconds = len(samples) / sample_rate
         if seconds > self.max_seconds:
-            raise ValueError(
-                f"the reference clip is {seconds:.1f} s; the speech tokenizer takes at most {self.max_seconds:.0f} s"
-            )
+            raise ValueError(f"the reference clip is {seconds:.1f} s; the speech tokenizer takes at most {self.max_seconds:.0f} s")
         at_16k = resample(samples, sample_rate, TOKENIZER_RATE)
         tokens = self.speech_tokens(at_16k)
         embedding = self.campplus(at_16k)

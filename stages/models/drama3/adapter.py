@@ -28,21 +28,13 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 
 class Drama3Adapter(StandardAdapter[Drama3Input]):
     MODEL = "Fish Audio Drama 3"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        sampling_params(
-            DEFAULTS, {"temperature": "the main token and the codes", "top_k": "the main token; the codes keep at most 30"}
-        ),
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params(DEFAULTS, {"temperature": "the main token and the codes",
+                                                                 "top_k": "the main token; the codes keep at most 30"}))
 
     def __init__(self, sample_rate: int) -> None:
         # Cloning is this adapter's own (several clips, transcripts checked as prompt text), so no ReferencePolicy.
-        super().__init__(
-            sample_rate=sample_rate,
-            voices=Voices.single(),
-            voice_cloning=True,
-            fields={"seed", "max_new_tokens", "ref_audio", "ref_text", "more_references"},
-        )
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(), voice_cloning=True,
+                         fields={"seed", "max_new_tokens", "ref_audio", "ref_text", "more_references"})
         self.text_carry = TagCarry()
 
     def stage_input(self, params: RequestParams) -> Drama3Input:
@@ -54,25 +46,19 @@ class Drama3Adapter(StandardAdapter[Drama3Input]):
             if params.more_references:
                 raise InvalidField("more_references", "REF_AUDIO_REQUIRED", "more_references follow ref_audio; give it too")
             if (fields.get("ref_text") or "").strip():
-                raise InvalidField(
-                    "ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio; give ref_audio too"
-                )
+                raise InvalidField("ref_text", "REF_AUDIO_REQUIRED", "ref_text is the transcript of ref_audio; give ref_audio too")
             return Drama3Input(sampling)
         field = "voice" if reference.name else "ref_text"
         text = (reference.text or "").strip()
         if not text:
-            raise InvalidField(
-                field, "REF_TEXT_REQUIRED", "Voice cloning requires 'ref_text' (transcript of the reference audio)"
-            )
+            raise InvalidField(field, "REF_TEXT_REQUIRED", "Voice cloning requires 'ref_text' (transcript of the reference audio)")
         try:
             check_text(text, field)
         except PromptTextError as error:
             raise InvalidField(field, "INVALID_VALUE", str(error)) from None
         samples = np.asarray(reference.samples, dtype=np.float32)
         if samples.size == 0:
-            raise InvalidField(
-                "voice" if reference.name else "ref_audio", "VOICE_NOT_SUPPORTED", "the voice has no audio to clone"
-            )
+            raise InvalidField("voice" if reference.name else "ref_audio", "VOICE_NOT_SUPPORTED", "the voice has no audio to clone")
         more = []
         for index, clip in enumerate(params.more_references):
             where = f"more_references[{index}]"

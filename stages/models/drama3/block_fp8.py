@@ -34,9 +34,8 @@ def check_codes(name: str, codes: torch.Tensor) -> None:
         raise ValueError(f"{name} holds NaN FP8 codes")
 
 
-def dequantize_block_fp8(
-    weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int], dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
+def dequantize_block_fp8(weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[int, int],
+                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """weight [R, C] (float8) times its per-block scales [ceil(R/br), ceil(C/bc)], in `dtype`. Each element is the
     float32 product of its code and its scale, rounded once (`weight.float() * scale` bit for bit: the code's value
     is taken times 2^-8 and the scale times 2^8, both exact), then cast to `dtype`."""
@@ -44,10 +43,8 @@ def dequantize_block_fp8(
     br, bc = block
     expected = (-(-rows // br), -(-cols // bc))
     if tuple(scale_inv.shape) != expected:
-        raise ValueError(
-            f"a [{rows}, {cols}] FP8 weight with {list(block)} blocks needs scales of shape {list(expected)}, "
-            f"got {list(scale_inv.shape)}"
-        )
+        raise ValueError(f"a [{rows}, {cols}] FP8 weight with {list(block)} blocks needs scales of shape {list(expected)}, "
+                         f"got {list(scale_inv.shape)}")
     values, scale = fp8_over_256(weight), scale_inv.float() * 256.0
     if rows % br == 0 and cols % bc == 0:  # whole blocks: broadcast the scales instead of spelling them out
         blocks = values.view(rows // br, br, cols // bc, bc) * scale[:, None, :, None]
@@ -68,9 +65,8 @@ def quantize_block_fp8(weight: torch.Tensor, block: tuple[int, int]) -> tuple[to
     return codes.contiguous(), scale
 
 
-def dequantize_checkpoint(
-    weights: dict[str, torch.Tensor], block: tuple[int, int], dtype: torch.dtype = torch.float32
-) -> dict[str, torch.Tensor]:
+def dequantize_checkpoint(weights: dict[str, torch.Tensor], block: tuple[int, int],
+                          dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """Every `<x>.weight` with a `<x>.weight_scale_inv` beside it dequantised; the scales dropped; others unchanged.
     A float8 tensor without scales, or scales without their weight, raises naming it."""
     out: dict[str, torch.Tensor] = {}
@@ -93,6 +89,5 @@ def dequantize_checkpoint(
 def dequantised_growth(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> int:
     """Bytes that dequantising the FP8 weights of `weights` into `dtype` adds (scales dropped)."""
     grow = torch.tensor([], dtype=dtype).element_size() - 1
-    return sum(
-        t.numel() * grow - weights[n + SCALE_SUFFIX].numel() * 4 for n, t in weights.items() if n + SCALE_SUFFIX in weights
-    )
+    return sum(t.numel() * grow - weights[n + SCALE_SUFFIX].numel() * 4
+               for n, t in weights.items() if n + SCALE_SUFFIX in weights)

@@ -88,15 +88,11 @@ class Drama3Config(SemanticTokens, ConfigFile):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Drama3Config:
         if data.get("fish_schema_version", FISH_SCHEMA_VERSION) != FISH_SCHEMA_VERSION:
-            raise Drama3ConfigError(
-                f"fish_schema_version {data.get('fish_schema_version')!r} is not supported ({FISH_SCHEMA_VERSION} is)"
-            )
+            raise Drama3ConfigError(f"fish_schema_version {data.get('fish_schema_version')!r} is not supported ({FISH_SCHEMA_VERSION} is)")
         version = data.get("speech_template_version")
         if version != SPEECH_TEMPLATE_VERSION:
-            raise Drama3ConfigError(
-                f"speech_template_version {version!r} is not supported: this server builds "
-                f"{SPEECH_TEMPLATE_VERSION!r} prompts only"
-            )
+            raise Drama3ConfigError(f"speech_template_version {version!r} is not supported: this server builds "
+                                    f"{SPEECH_TEMPLATE_VERSION!r} prompts only")
         if data.get("audio_encoder_config") is not None:
             raise Drama3ConfigError("audio_encoder_config is not supported")
         if data.get("extra_samplable_token_ids"):
@@ -110,27 +106,15 @@ class Drama3Config(SemanticTokens, ConfigFile):
             eos = eos[0] if len(eos) == 1 else None
         if isinstance(eos, bool) or not isinstance(eos, int) or eos < 0:
             raise Drama3ConfigError(f"config.json needs one integer eos_token_id; got {eos!r}")
-        config = _read(
-            cls,
-            data,
-            "config",
-            {"semantic_start_token_id": 0, "semantic_end_token_id": 0, "eos_token_id": 0},
-            text=text,
-            decoder=decoder,
-            eos_token_id=eos,
-            fp8_experts=_fp8(data),
-        )
+        config = _read(cls, data, "config", {"semantic_start_token_id": 0, "semantic_end_token_id": 0, "eos_token_id": 0}, text=text, decoder=decoder,
+                       eos_token_id=eos, fp8_experts=_fp8(data))
         start, end = config.semantic_start_token_id, config.semantic_end_token_id
         if end < start:
             raise Drama3ConfigError(f"config.semantic_end_token_id {end} is below semantic_start_token_id {start}")
         if end >= text.vocab_size or eos >= text.vocab_size:
-            raise Drama3ConfigError(
-                f"semantic_end_token_id {end} / eos_token_id {eos} outside the text vocabulary of {text.vocab_size}"
-            )
+            raise Drama3ConfigError(f"semantic_end_token_id {end} / eos_token_id {eos} outside the text vocabulary of {text.vocab_size}")
         if end - start + 1 != decoder.vocab_size:
-            raise Drama3ConfigError(
-                f"the semantic band [{start}, {end}] does not match audio_decoder_config.vocab_size {decoder.vocab_size}"
-            )
+            raise Drama3ConfigError(f"the semantic band [{start}, {end}] does not match audio_decoder_config.vocab_size {decoder.vocab_size}")
         if start <= eos <= end:
             raise Drama3ConfigError(f"eos_token_id {eos} is inside the semantic band")
         return config
@@ -156,9 +140,7 @@ def parse_text_config(text: Mapping[str, Any]) -> HybridConfig:
     if kind == "fish_omni_text":
         for name, absent, required in _FISH_TEXT_INVARIANTS:
             if text.get(name, absent) is not required:
-                raise Drama3ConfigError(
-                    f"text_config.{name} must be {required} (the backbone hard-codes it); got {text.get(name)!r}"
-                )
+                raise Drama3ConfigError(f"text_config.{name} must be {required} (the backbone hard-codes it); got {text.get(name)!r}")
     rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
     if rope.get("rope_type", rope.get("type", "default")) != "default":
         raise Drama3ConfigError(f"text_config.rope_parameters {dict(rope)!r}: only the default RoPE is implemented")
@@ -167,9 +149,7 @@ def parse_text_config(text: Mapping[str, Any]) -> HybridConfig:
     if kind == "fish_omni_text" and text.get("mlp_layer_types", moe) != moe:
         raise Drama3ConfigError("text_config.mlp_layer_types must be 'moe' for every layer (the Qwen3.5-MoE backbone)")
     if not config.num_experts or not config.num_experts_per_tok or config.num_experts_per_tok > config.num_experts:
-        raise Drama3ConfigError(
-            "text_config needs num_experts and num_experts_per_tok (<= num_experts): Drama 3's backbone is a MoE"
-        )
+        raise Drama3ConfigError("text_config needs num_experts and num_experts_per_tok (<= num_experts): Drama 3's backbone is a MoE")
     if FULL not in config.layer_types:
         raise Drama3ConfigError("text_config.layer_types has no full_attention layer")
     if config.tie_word_embeddings:
@@ -192,21 +172,13 @@ def parse_decoder_config(data: Mapping[str, Any], text_hidden: int) -> CodebookD
         if data.get(name) is not True:
             raise Drama3ConfigError(f"{where}.{name} must be true (the tower is built with it)")
     spec = data.get("mtp_spec") or {}
-    if (
-        data.get("use_moe")
-        or data.get("mtp_use_swa")
-        or data.get("attention_qkv_bias")
-        or data.get("attention_o_bias")
-        or data.get("window_size") is not None
-        or data.get("dropout", 0.0)
-        or spec.get("attention_variant", "full_attention") != "full_attention"
-    ):
+    if (data.get("use_moe") or data.get("mtp_use_swa") or data.get("attention_qkv_bias") or data.get("attention_o_bias")
+            or data.get("window_size") is not None or data.get("dropout", 0.0)
+            or spec.get("attention_variant", "full_attention") != "full_attention"):
         raise Drama3ConfigError(f"{where}: MoE, sliding windows, attention biases and dropout are not part of the tower")
     config = _read(CodebookDecoderConfig, data, where, {"num_codebooks": 2, "vq_backbone_codebooks": 0})
     if config.n_layer != config.shared_enrichment_layers:
-        raise Drama3ConfigError(
-            f"{where}.n_layer {config.n_layer} differs from shared_enrichment_layers {config.shared_enrichment_layers}"
-        )
+        raise Drama3ConfigError(f"{where}.n_layer {config.n_layer} differs from shared_enrichment_layers {config.shared_enrichment_layers}")
     if data.get("max_seq_len", config.num_codebooks + 1) != config.num_codebooks + 1:
         raise Drama3ConfigError(f"{where}.max_seq_len must be num_codebooks + 1 = {config.num_codebooks + 1}")
     if config.dim != data.get("text_dim", config.dim) or config.dim != text_hidden:
@@ -227,11 +199,7 @@ def _fp8(data: Mapping[str, Any]) -> bool:
     if not quant:
         return False
     if quant.get("quant_method") != FP8_METHOD:
-        raise Drama3ConfigError(
-            f"quantization_config.quant_method {quant.get('quant_method')!r} is not supported ({FP8_METHOD!r} is)"
-        )
+        raise Drama3ConfigError(f"quantization_config.quant_method {quant.get('quant_method')!r} is not supported ({FP8_METHOD!r} is)")
     if tuple(quant.get("weight_block_size") or ()) != FP8_BLOCK:
-        raise Drama3ConfigError(
-            f"quantization_config.weight_block_size must be {list(FP8_BLOCK)}; got {quant.get('weight_block_size')!r}"
-        )
+        raise Drama3ConfigError(f"quantization_config.weight_block_size must be {list(FP8_BLOCK)}; got {quant.get('weight_block_size')!r}")
     return True

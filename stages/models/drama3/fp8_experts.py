@@ -38,11 +38,11 @@ class BlockFp8Experts(RoutedExperts):
         self.intermediate, self.block = intermediate, block
         br, bc = block
         self.register_buffer("gate_up_proj", torch.zeros(num_experts, 2 * intermediate, hidden, dtype=FP8))
-        self.register_buffer(
-            "gate_up_proj" + SCALE_SUFFIX, torch.ones(num_experts, 2 * _blocks(intermediate, br), _blocks(hidden, bc))
-        )
+        self.register_buffer("gate_up_proj" + SCALE_SUFFIX,
+                             torch.ones(num_experts, 2 * _blocks(intermediate, br), _blocks(hidden, bc)))
         self.register_buffer("down_proj", torch.zeros(num_experts, hidden, intermediate, dtype=FP8))
-        self.register_buffer("down_proj" + SCALE_SUFFIX, torch.ones(num_experts, _blocks(hidden, br), _blocks(intermediate, bc)))
+        self.register_buffer("down_proj" + SCALE_SUFFIX,
+                             torch.ones(num_experts, _blocks(hidden, br), _blocks(intermediate, bc)))
 
     def expert_weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         codes, scales = self.gate_up_proj[expert], self.gate_up_proj_scale_inv[expert]
@@ -50,12 +50,8 @@ class BlockFp8Experts(RoutedExperts):
             gate_up = dequantize_block_fp8(codes, scales, self.block, dtype)
         else:
             rows, half = self.intermediate, scales.shape[0] // 2
-            gate_up = torch.cat(
-                [
-                    dequantize_block_fp8(codes[:rows], scales[:half], self.block, dtype),
-                    dequantize_block_fp8(codes[rows:], scales[half:], self.block, dtype),
-                ]
-            )
+            gate_up = torch.cat([dequantize_block_fp8(codes[:rows], scales[:half], self.block, dtype),
+                                 dequantize_block_fp8(codes[rows:], scales[half:], self.block, dtype)])
         down = dequantize_block_fp8(self.down_proj[expert], self.down_proj_scale_inv[expert], self.block, dtype)
         return gate_up, down
 
@@ -71,9 +67,8 @@ class BlockFp8Experts(RoutedExperts):
         return self
 
 
-def fuse_fp8_experts(
-    weights: dict[str, torch.Tensor], block: tuple[int, int], dtype: torch.dtype = torch.float32
-) -> dict[str, torch.Tensor]:
+def fuse_fp8_experts(weights: dict[str, torch.Tensor], block: tuple[int, int],
+                     dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """The published per-expert FP8 codes and their scales fused as `BlockFp8Experts` holds them, codes staying
     float8; any other FP8 weight dequantised into `dtype` (`dequantize_checkpoint`); the rest unchanged. An expert
     weight that is not FP8 with its scales raises naming it."""

@@ -22,10 +22,8 @@ def codec_directory(path: Path, weights_dir: str) -> Path:
     if (path / CODEC_FILE).exists():
         return path
     if not weights_dir:
-        raise ValueError(
-            f"{path} has no {CODEC_FILE} and the dac_decoder stage names no weights_dir: Drama 3 decodes with "
-            "S2 Pro's codec (fishaudio/s2-pro)"
-        )
+        raise ValueError(f"{path} has no {CODEC_FILE} and the dac_decoder stage names no weights_dir: Drama 3 decodes with "
+                         "S2 Pro's codec (fishaudio/s2-pro)")
     return resolve_repo(weights_dir) if looks_like_repo_id(weights_dir) else Path(weights_dir)
 
 
@@ -45,15 +43,10 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("dac_decoder")
     config = Drama3Config.from_dir(path)
     codec = load_fish_dac(codec_directory(path, codec_deploy.weights_dir), codec_deploy.device)
-    if (
-        codec.config.num_codebooks != config.decoder.num_codebooks
-        or codec.config.semantic_codebook_size != config.decoder.vocab_size
-    ):
-        raise ValueError(
-            f"{path}: the model makes frames of {config.decoder.num_codebooks} codes of {config.decoder.vocab_size}, "
-            f"the codec decodes {codec.config.num_codebooks} with a semantic codebook of "
-            f"{codec.config.semantic_codebook_size}"
-        )
+    if codec.config.num_codebooks != config.decoder.num_codebooks or codec.config.semantic_codebook_size != config.decoder.vocab_size:
+        raise ValueError(f"{path}: the model makes frames of {config.decoder.num_codebooks} codes of {config.decoder.vocab_size}, "
+                         f"the codec decodes {codec.config.num_codebooks} with a semantic codebook of "
+                         f"{codec.config.semantic_codebook_size}")
     model = load_drama3(path, config, talker_deploy.device, talker_deploy.torch_dtype)
     # The head's candidate rows are read as a matrix.
     quantized = quantize_stages(deploy, Quantizable("talker", (model,), keep=(model.lm_head,)))

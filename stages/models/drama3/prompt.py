@@ -34,9 +34,8 @@ MAX_SPEAKER = 15
 SPEAKER_TAG = re.compile(r"<\|speaker:(0|[1-9][0-9]*)\|>")
 WHISPER = re.compile(r"</?whisper>")
 # Unicode White_Space (str.strip() with no argument also strips U+001C..U+001F, which are not white space)
-WHITE_SPACE = "".join(
-    map(chr, (*range(0x9, 0xE), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000))
-)
+WHITE_SPACE = "".join(map(chr, (*range(0x9, 0xE), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029,
+                                0x202F, 0x205F, 0x3000)))
 
 
 class PromptTextError(ValueError):
@@ -64,10 +63,9 @@ def check_text(text: str, where: str) -> None:
     for marker in re.finditer(r"<\|speaker", text):
         tag = SPEAKER_TAG.match(text, marker.start())
         if tag is None or int(tag[1]) > MAX_SPEAKER:
-            shown = text[marker.start() : marker.start() + 16]
-            raise PromptTextError(
-                where, f"speaker tags are <|speaker:0|> to <|speaker:{MAX_SPEAKER}|> (no leading zero); got {shown!r}"
-            )
+            shown = text[marker.start(): marker.start() + 16]
+            raise PromptTextError(where, f"speaker tags are <|speaker:0|> to <|speaker:{MAX_SPEAKER}|> (no leading zero); "
+                                         f"got {shown!r}")
     open_at = None
     for tag in WHISPER.finditer(text):
         if tag[0] == "<whisper>":
@@ -92,17 +90,11 @@ def transcript_line(transcript: str) -> str:
     body = tagged.lstrip(WHITE_SPACE)
     tag = SPEAKER_TAG.match(body)
     assert tag is not None
-    return tag[0] + tagged[: len(tagged) - len(body)] + body[tag.end() :]
+    return tag[0] + tagged[: len(tagged) - len(body)] + body[tag.end():]
 
 
-def build_prompt(
-    tokenizer: Tokenizer,
-    text: str,
-    references: list[Reference],
-    num_codebooks: int,
-    codebook_size: int,
-    reference_field: str = "references",
-) -> torch.Tensor:
+def build_prompt(tokenizer: Tokenizer, text: str, references: list[Reference], num_codebooks: int,
+                 codebook_size: int, reference_field: str = "references") -> torch.Tensor:
     """Rows [P, 1 + num_codebooks] (int64, CPU) of the prompt that ends where the first frame is sampled."""
     semantic_zero = tokenizer.token_to_id(SEMANTIC_ZERO)
     if semantic_zero is None:

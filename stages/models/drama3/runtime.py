@@ -119,33 +119,21 @@ class Drama3Talker(AutoregressiveModel):
             texts = [inputs.ref_text, *(clip.text for clip in inputs.more_references)]
             references = [Reference(text, codes) for text, codes in zip(texts, request.prepared, strict=True)]
         try:
-            rows = build_prompt(
-                self.tokenizer,
-                request.text,
-                references,
-                c.decoder.num_codebooks,
-                c.decoder.vocab_size,
-                reference_field="ref_text" if len(references) == 1 else "references",
-            )
+            rows = build_prompt(self.tokenizer, request.text, references, c.decoder.num_codebooks, c.decoder.vocab_size,
+                                reference_field="ref_text" if len(references) == 1 else "references")
         except PromptTextError as error:
             raise InvalidField(error.where, "INVALID_VALUE", str(error)) from None
         params = inputs.sampling
-        codes = dataclasses.replace(
-            inputs.sampling, top_k=min(inputs.sampling.top_k or CODEBOOK_TOP_K, CODEBOOK_TOP_K), repetition_penalty=1.0
-        )
+        codes = dataclasses.replace(inputs.sampling, top_k=min(inputs.sampling.top_k or CODEBOOK_TOP_K, CODEBOOK_TOP_K),
+                                    repetition_penalty=1.0)
         embeds = self.model.embed_rows(rows.to(self.device))
         weight = self.model.lm_head.weight
-        state = Drama3Sequence(
-            rows.to(weight.device),
-            self.model.tower.new_cache(weight.dtype, weight.device),
-            SamplerState(codes, stream=1),
-            torch.full((RAS_WINDOW,), -1, dtype=torch.long, device=weight.device),
-        )
+        state = Drama3Sequence(rows.to(weight.device), self.model.tower.new_cache(weight.dtype, weight.device), SamplerState(codes, stream=1),
+                               torch.full((RAS_WINDOW,), -1, dtype=torch.long, device=weight.device))
         return SequenceStart(embeds, params, state)
 
-    def forward(
-        self, embeds: torch.Tensor, batch: AttentionBatch, cache: PagedKVCache, states: list[Drama3Sequence] | None = None
-    ) -> torch.Tensor:
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: PagedKVCache,
+                states: list[Drama3Sequence] | None = None) -> torch.Tensor:
         hidden = self.model.backbone.cached(embeds, batch, cache)
         if states is not None:
             self._prefill_tower(hidden, batch, states)
@@ -158,14 +146,8 @@ class Drama3Talker(AutoregressiveModel):
             state.kv.truncate(start)
             known = max(0, min(start + count, len(state.rows) - 1) - start)
             if known:
-                parts.append(
-                    (
-                        hidden[offset : offset + known],
-                        torch.arange(start, start + known, device=hidden.device),
-                        state.rows[start : start + known],
-                        state.rows[start + 1 : start + known + 1],
-                    )
-                )
+                parts.append((hidden[offset : offset + known], torch.arange(start, start + known, device=hidden.device),
+                              state.rows[start : start + known], state.rows[start + 1 : start + known + 1]))
                 groups.append(RowGroup(state.kv, start, known))
             state.computed = start + count
             offset += count
@@ -182,18 +164,16 @@ class Drama3Talker(AutoregressiveModel):
         first = torch.tensor([s.sampled == 0 for s in states], device=device)
         logits[:, self._eos_column] = logits[:, self._eos_column].masked_fill(first, float("-inf"))
         picks = sample_states(logits, samplers)
-        picks = redraw_repeats(
-            logits, picks, torch.stack([s.recent for s in states]), samplers, RAS, exempt=picks == self._eos_column
-        )
+        picks = redraw_repeats(logits, picks, torch.stack([s.recent for s in states]), samplers, RAS,
+                               exempt=picks == self._eos_column)
         recent = torch.cat([torch.stack([s.recent for s in states])[:, 1:], picks[:, None]], dim=1)
         for state, row in zip(states, recent.unbind(0), strict=True):
             state.recent = row
             state.sampled += 1
         return self.model.candidates[picks]
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[Drama3Sequence]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[Drama3Sequence]) -> torch.Tensor:
         """Frames [B, K] on the host (the one crossing of a step); sampling and the frame rows stay on the device."""
         mains = self._main_tokens(hidden, samplers, states)
         device = hidden.device
@@ -204,19 +184,13 @@ class Drama3Talker(AutoregressiveModel):
 
         newest = [s.computed - 1 for s in states]
         codes = self.model.tower.run(
-            hidden,
-            torch.tensor(newest, device=device),
-            torch.stack([s.rows[p] for s, p in zip(states, newest, strict=True)]),
-            mains,
-            [RowGroup(s.kv, p, 1) for s, p in zip(states, newest, strict=True)],
-            choose=choose,
+            hidden, torch.tensor(newest, device=device), torch.stack([s.rows[p] for s, p in zip(states, newest, strict=True)]),
+            mains, [RowGroup(s.kv, p, 1) for s, p in zip(states, newest, strict=True)], choose=choose,
         )
         rows = torch.cat([mains[:, None], codes], dim=1).to(states[0].rows.dtype)
         for state, row in zip(states, rows.unbind(0), strict=True):
             state.rows = torch.cat([state.rows, row[None]])
-        frames = codes.masked_fill(
-            (mains == self.config.eos_token_id)[:, None] & (torch.arange(codes.shape[1], device=device) == 0), EOS_CODE
-        )
+        frames = codes.masked_fill((mains == self.config.eos_token_id)[:, None] & (torch.arange(codes.shape[1], device=device) == 0), EOS_CODE)
         return frames.cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:

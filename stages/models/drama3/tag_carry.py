@@ -30,7 +30,7 @@ class TagCarry:
         body = text.lstrip(WHITE_SPACE)
         lead = SPEAKER_TAG.match(body)
         if lead is not None:
-            rest = body[lead.end() :]
+            rest = body[lead.end():]
             head = lead[0] + rest[: len(rest) - len(rest.lstrip(WHITE_SPACE))]
             rest = rest.lstrip(WHITE_SPACE)
         else:

@@ -36,9 +36,8 @@ class TowerKV:
     """One sequence's keys and values in every tower layer: [layers, kv_heads, capacity, head_dim], grown by doubling.
     Positions 0..length-1 are filled; a step writes positions start.. of every layer, then `length` moves."""
 
-    def __init__(
-        self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device | str, capacity: int = 64
-    ) -> None:
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device | str,
+                 capacity: int = 64) -> None:
         self.keys = torch.zeros(layers, kv_heads, capacity, head_dim, dtype=dtype, device=device)
         self.values = torch.zeros_like(self.keys)
         self.length = 0
@@ -89,23 +88,14 @@ class TowerLayer(nn.Module):
         self.hnorm = zero_centred(c.dim, c.norm_eps)
         self.eh_proj = nn.Linear(2 * c.dim, c.dim, bias=False)
         self.input_layernorm = zero_centred(c.dim, c.norm_eps)
-        self.self_attn = QKVAttention(
-            c.dim, c.n_head, c.n_local_heads, c.head_dim, qk_norm_eps=c.norm_eps, output_gate=True, norm_weight_offset=1.0
-        )
+        self.self_attn = QKVAttention(c.dim, c.n_head, c.n_local_heads, c.head_dim, qk_norm_eps=c.norm_eps, output_gate=True,
+                                      norm_weight_offset=1.0)
         self.post_attention_layernorm = zero_centred(c.dim, c.norm_eps)
         self.mlp = GatedMLP(c.dim, c.intermediate_size)
         self.final_layernorm = zero_centred(c.dim, c.norm_eps)
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        codes: torch.Tensor,
-        semantic: torch.Tensor,
-        extra: torch.Tensor | None,
-        rope_cs,
-        layer: int,
-        groups: list[RowGroup],
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, codes: torch.Tensor, semantic: torch.Tensor, extra: torch.Tensor | None,
+                rope_cs, layer: int, groups: list[RowGroup]) -> torch.Tensor:
         """hidden [N, D]; codes [N] this layer's input code of each row's frame; semantic [N] whether that frame's
         main token is semantic; extra [N, D] added to the code embedding (first shared layer) or None."""
         embedded = self.token_embedding(codes.clamp(0, self.token_embedding.num_embeddings - 1))
@@ -127,22 +117,14 @@ class TowerLayer(nn.Module):
             keys, values = group.kv.write(layer, group.start, k[rows].transpose(0, 1), v[rows].transpose(0, 1))
             keys, values = keys.to(q.dtype), values.to(q.dtype)
             if group.count == 1:  # one newest row sees every key written so far: no mask (SDPA's fast path)
-                out = F.scaled_dot_product_attention(
-                    q[rows].transpose(0, 1)[None], keys[None], values[None], enable_gqa=attn.heads != attn.kv_heads
-                )
+                out = F.scaled_dot_product_attention(q[rows].transpose(0, 1)[None], keys[None], values[None],
+                                                     enable_gqa=attn.heads != attn.kv_heads)
             else:  # an additive float mask with the heads repeated: several times faster on CPU than a bool mask
-                visible = (
-                    torch.arange(keys.shape[1], device=x.device)[None]
-                    <= group.start + torch.arange(group.count, device=x.device)[:, None]
-                )
+                visible = torch.arange(keys.shape[1], device=x.device)[None] <= group.start + torch.arange(group.count, device=x.device)[:, None]
                 mask = torch.zeros(visible.shape, dtype=q.dtype, device=x.device).masked_fill(~visible, float("-inf"))
                 repeat = attn.heads // attn.kv_heads
-                out = F.scaled_dot_product_attention(
-                    q[rows].transpose(0, 1)[None],
-                    keys.repeat_interleave(repeat, 0)[None],
-                    values.repeat_interleave(repeat, 0)[None],
-                    attn_mask=mask,
-                )
+                out = F.scaled_dot_product_attention(q[rows].transpose(0, 1)[None], keys.repeat_interleave(repeat, 0)[None],
+                                                     values.repeat_interleave(repeat, 0)[None], attn_mask=mask)
             outs.append(out[0].transpose(0, 1).reshape(group.count, -1))
             row += group.count
         return attn.output(torch.cat(outs), gate)
@@ -186,16 +168,8 @@ class CodebookTower(nn.Module):
         summed = self.codebook_sum(frames, 1 + c.vq_backbone_codebooks, c.num_codebooks)
         return torch.where(self.is_semantic(frames[:, 0])[:, None], summed, torch.zeros_like(summed))
 
-    def run(
-        self,
-        hidden: torch.Tensor,
-        positions: torch.Tensor,
-        input_frames: torch.Tensor,
-        main_tokens: torch.Tensor,
-        groups: list[RowGroup],
-        next_frames: torch.Tensor | None = None,
-        choose: Choose | None = None,
-    ) -> torch.Tensor:
+    def run(self, hidden: torch.Tensor, positions: torch.Tensor, input_frames: torch.Tensor, main_tokens: torch.Tensor,
+            groups: list[RowGroup], next_frames: torch.Tensor | None = None, choose: Choose | None = None) -> torch.Tensor:
         """Codes [N, K] of each row's next frame, writing every layer's keys/values at the rows' positions.
 
         hidden [N, D]: the backbone's final-normed states; input_frames [N, 1 + K]: each row's own frame;

@@ -102,11 +102,8 @@ def module_weights(weights: Weights, config: Drama3Config, dtype: torch.dtype = 
     """The checkpoint's tensors renamed (and fused, split) for `Drama3`; FP8 experts stay FP8, any other FP8 weight
     is dequantised into `dtype`."""
     if config.fp8_experts:
-        log.info(
-            "keeping the routed experts FP8 (dequantised per expert at use): %.2f GiB less than in %s",
-            dequantised_growth(weights, dtype) / 2**30,
-            dtype,
-        )
+        log.info("keeping the routed experts FP8 (dequantised per expert at use): %.2f GiB less than in %s",
+                 dequantised_growth(weights, dtype) / 2**30, dtype)
         weights = fuse_fp8_experts(weights, FP8_BLOCK, dtype)
     else:
         fp8 = [n for n, t in weights.items() if t.dtype == torch.float8_e4m3fn]
@@ -123,9 +120,8 @@ def module_weights(weights: Weights, config: Drama3Config, dtype: torch.dtype = 
     return out
 
 
-def load_drama3(
-    directory: Path, config: Drama3Config, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
-) -> Drama3:
+def load_drama3(directory: Path, config: Drama3Config, device: torch.device | str = "cpu",
+                dtype: torch.dtype = torch.float32) -> Drama3:
     model = Drama3(config)
     load_strict(model, module_weights(read_safetensors(Path(directory)), config, dtype), Path(directory))
     return model.to(device=device, dtype=dtype).eval()

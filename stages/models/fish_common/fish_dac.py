@@ -45,18 +45,15 @@ ENCODER_HEAD_WIDTH = 64
 
 def residual_units(dim: int) -> list[nn.Module]:
     """x + conv(snake(conv_dilated(snake(x)))) per dilation, in a `block` Sequential (the checkpoint's names)."""
-    return [
-        ResidualUnit(Snake(dim), nested_causal_conv(dim, dim, 7, dilation=d), Snake(dim), nested_causal_conv(dim, dim, 1))
-        for d in (1, 3, 9)
-    ]
+    return [ResidualUnit(Snake(dim), nested_causal_conv(dim, dim, 7, dilation=d), Snake(dim), nested_causal_conv(dim, dim, 1))
+            for d in (1, 3, 9)]
 
 
 class WindowedTransformer(nn.Module):
     """A causal transformer over [B, C, T] whose queries see at most `window` positions back (themselves included)."""
 
-    def __init__(
-        self, dim: int, layers: int, heads: int, head_dim: int, intermediate: int, window: int, config: FishDACConfig
-    ) -> None:
+    def __init__(self, dim: int, layers: int, heads: int, head_dim: int, intermediate: int, window: int,
+                 config: FishDACConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
             gptfast_block(dim, heads, heads, head_dim, intermediate, config.norm_eps, layer_scale=True) for _ in range(layers)
@@ -93,11 +90,8 @@ class EncoderBlock(BlockSequence):
         half = dim // 2
         layers = [*residual_units(half), Snake(half), nested_causal_conv(half, dim, 2 * stride, stride=stride)]
         if transformer_layers:
-            layers.append(
-                WindowedTransformer(
-                    dim, transformer_layers, dim // ENCODER_HEAD_WIDTH, config.head_dim, dim * 3, config.encoder_window, config
-                )
-            )
+            layers.append(WindowedTransformer(dim, transformer_layers, dim // ENCODER_HEAD_WIDTH, config.head_dim, dim * 3,
+                                              config.encoder_window, config))
         super().__init__(*layers)
 
 
@@ -116,11 +110,8 @@ class Encoder(BlockSequence):
 
 class DecoderBlock(BlockSequence):
     def __init__(self, input_dim: int, output_dim: int, stride: int) -> None:
-        super().__init__(
-            Snake(input_dim),
-            Nested(CausalConvTranspose1d(input_dim, output_dim, 2 * stride, stride)),
-            *residual_units(output_dim),
-        )
+        super().__init__(Snake(input_dim), Nested(CausalConvTranspose1d(input_dim, output_dim, 2 * stride, stride)),
+                         *residual_units(output_dim))
 
     def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
         return carry.run(self.block, x)
@@ -163,20 +154,14 @@ class Quantizer(nn.Module):
         self.config = c
         self.semantic_quantizer = ResidualQuantizer(dim, 1, c.semantic_codebook_size, c.codebook_dim)
         self.quantizer = ResidualQuantizer(dim, c.n_codebooks, c.codebook_size, c.codebook_dim)
-        self.downsample = nn.Sequential(
-            *(nn.Sequential(nested_causal_conv(dim, dim, f, stride=f), CausalConvNeXtBlock(dim)) for f in c.downsample_factor)
-        )
-        self.upsample = nn.Sequential(
-            *(
-                nn.Sequential(Nested(CausalConvTranspose1d(dim, dim, f, f)), CausalConvNeXtBlock(dim))
-                for f in reversed(c.downsample_factor)
-            )
-        )
+        self.downsample = nn.Sequential(*(nn.Sequential(nested_causal_conv(dim, dim, f, stride=f), CausalConvNeXtBlock(dim))
+                                          for f in c.downsample_factor))
+        self.upsample = nn.Sequential(*(nn.Sequential(Nested(CausalConvTranspose1d(dim, dim, f, f)), CausalConvNeXtBlock(dim))
+                                        for f in reversed(c.downsample_factor)))
 
         def transformer() -> WindowedTransformer:
-            return WindowedTransformer(
-                dim, c.quantizer_layers, c.quantizer_heads, c.quantizer_head_dim, c.quantizer_intermediate, c.quantizer_window, c
-            )
+            return WindowedTransformer(dim, c.quantizer_layers, c.quantizer_heads, c.quantizer_head_dim,
+                                       c.quantizer_intermediate, c.quantizer_window, c)
 
         self.pre_module = transformer()
         self.post_module = transformer()
@@ -251,7 +236,7 @@ def read_codec_state(path: Path) -> dict[str, torch.Tensor]:
     if isinstance(state, dict) and isinstance(state.get("generator"), dict):
         state = state["generator"]
     elif isinstance(state, dict) and state and all(k.startswith("generator.") for k in state):
-        state = {k[len("generator.") :]: v for k, v in state.items()}
+        state = {k[len("generator."):]: v for k, v in state.items()}
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         # Anything else (a bare model, a different wrapper) is refused with the reader's own message.
         state = read_state_dict(path)

@@ -26,16 +26,8 @@ Rope = tuple[torch.Tensor, torch.Tensor]
 class FusedQKVAttention(nn.Module):
     """`wqkv` ([q; k; v] rows), `wo`, optional per-head `q_norm`/`k_norm`; GQA when kv_heads < heads."""
 
-    def __init__(
-        self,
-        dim: int,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        qk_norm_eps: float | None = None,
-        qkv_bias: bool = False,
-        o_bias: bool = False,
-    ) -> None:
+    def __init__(self, dim: int, heads: int, kv_heads: int, head_dim: int, qk_norm_eps: float | None = None,
+                 qkv_bias: bool = False, o_bias: bool = False) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.wqkv = nn.Linear(dim, (heads + 2 * kv_heads) * head_dim, bias=qkv_bias)
@@ -58,9 +50,8 @@ class FusedQKVAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         return apply_interleaved_rotary(q, *rope), apply_interleaved_rotary(k, *rope), v
 
-    def dense(
-        self, x: torch.Tensor, rope: Rope, mask: torch.Tensor | None = None, kv: list[torch.Tensor] | None = None
-    ) -> torch.Tensor:
+    def dense(self, x: torch.Tensor, rope: Rope, mask: torch.Tensor | None = None,
+              kv: list[torch.Tensor] | None = None) -> torch.Tensor:
         """Attention within each row of x [B, L, dim]; `mask` bool, broadcast to [B, H, L, S], True = attend.
 
         `kv`: [k, v] of earlier positions of the rows, extended in place (an empty list starts one)."""
@@ -92,7 +83,8 @@ class Gamma(nn.Module):
 class GptFastBlock(nn.Module):
     """`attention_norm`, `attention`, `ffn_norm`, `feed_forward` (+ `attention_layer_scale`, `ffn_layer_scale`)."""
 
-    def __init__(self, dim: int, attention: FusedQKVAttention, intermediate: int, eps: float, layer_scale: bool = False) -> None:
+    def __init__(self, dim: int, attention: FusedQKVAttention, intermediate: int, eps: float,
+                 layer_scale: bool = False) -> None:
         super().__init__()
         self.attention = attention
         self.feed_forward = SwiGLU(dim, intermediate)
@@ -118,16 +110,7 @@ class GptFastBlock(nn.Module):
         return self._ffn(self._add(x, self.attention.cached(self.attention_norm(x), *args, **kwargs)))
 
 
-def gptfast_block(
-    dim: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    intermediate: int,
-    eps: float,
-    *,
-    qk_norm: bool = False,
-    layer_scale: bool = False,
-) -> GptFastBlock:
+def gptfast_block(dim: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, eps: float, *,
+                  qk_norm: bool = False, layer_scale: bool = False) -> GptFastBlock:
     attention = FusedQKVAttention(dim, heads, kv_heads, head_dim, qk_norm_eps=eps if qk_norm else None)
     return GptFastBlock(dim, attention, intermediate, eps, layer_scale=layer_scale)

@@ -24,13 +24,8 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p", "repetition
 
 class FishSpeechAdapter(StandardAdapter[FishSpeechInput]):
     MODEL = "Fish Speech S2 Pro"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        sampling_params(
-            DEFAULTS,
-            {"temperature": "the semantic tokens and the fast AR's codes", "repetition_penalty": "on the semantic tokens"},
-        ),
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, sampling_params(DEFAULTS, {"temperature": "the semantic tokens and the fast AR's codes",
+                                                                 "repetition_penalty": "on the semantic tokens"}))
     REFERENCE = ReferencePolicy("Fish Speech")
     """Cloning is optional; a clone needs its transcript and audio."""
 

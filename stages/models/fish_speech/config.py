@@ -18,13 +18,8 @@ from vocalis.stages.models.fish_common.semantic_tokens import SemanticTokens
 MODEL_TYPE = "fish_qwen3_omni"
 S2_PRO = Path(__file__).with_name("s2_pro_config.json")
 """S2 Pro's published geometry, in config.json's own sections and spelling."""
-ALIASES = {
-    "dim": "hidden_size",
-    "n_head": "num_attention_heads",
-    "n_local_heads": "num_key_value_heads",
-    "n_layer": "num_hidden_layers",
-    "rms_norm_eps": "norm_eps",
-}
+ALIASES = {"dim": "hidden_size", "n_head": "num_attention_heads", "n_local_heads": "num_key_value_heads",
+           "n_layer": "num_hidden_layers", "rms_norm_eps": "norm_eps"}
 """Fish Audio's spelling of the transformer sizes; both spellings of the norms' epsilon are published."""
 
 
@@ -61,13 +56,8 @@ class FishSpeechConfig(SemanticTokens, ConfigFile):
     def from_dict(cls, data: dict[str, Any]) -> FishSpeechConfig:
         published = json.loads(S2_PRO.read_text())
         text, audio = (_named(published[k]) | _named(data.get(k)) for k in ("text_config", "audio_decoder_config"))
-        return from_json(
-            cls,
-            published | dict(data),
-            where="config.json",
-            text=SlowARConfig.read(text, "text_config"),
-            audio_decoder=FastARConfig.read(audio, "audio_decoder_config"),
-        )
+        return from_json(cls, published | dict(data), where="config.json", text=SlowARConfig.read(text, "text_config"),
+                         audio_decoder=FastARConfig.read(audio, "audio_decoder_config"))
 
 
 def _named(section: dict[str, Any] | None) -> dict[str, Any]:

@@ -28,18 +28,8 @@ ROPE_TABLE_DTYPE = torch.bfloat16
 
 
 def _layers(c: SlowARConfig | FastARConfig) -> nn.ModuleList:
-    return nn.ModuleList(
-        gptfast_block(
-            c.hidden_size,
-            c.num_attention_heads,
-            c.num_key_value_heads,
-            c.head_dim,
-            c.intermediate_size,
-            c.norm_eps,
-            qk_norm=c.attention_qk_norm,
-        )
-        for _ in range(c.num_hidden_layers)
-    )
+    return nn.ModuleList(gptfast_block(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size, c.norm_eps,
+                                       qk_norm=c.attention_qk_norm) for _ in range(c.num_hidden_layers))
 
 
 class SlowModel(nn.Module):
@@ -56,10 +46,8 @@ class TextModel(nn.Module):
     def __init__(self, c: SlowARConfig) -> None:
         super().__init__()
         if not c.tie_word_embeddings:
-            raise ValueError(
-                "text_config.tie_word_embeddings is false: S2 Pro ties its output to its embeddings, "
-                "and no untied output layout is published"
-            )
+            raise ValueError("text_config.tie_word_embeddings is false: S2 Pro ties its output to its embeddings, "
+                             "and no untied output layout is published")
         self.model = SlowModel(c)
 
 
@@ -83,10 +71,8 @@ class FishDualAR(nn.Module):
         self.config = config
         self.text_model = TextModel(config.text)
         if config.audio_decoder.text_dim != config.text.hidden_size:
-            raise ValueError(
-                f"audio_decoder_config.text_dim {config.audio_decoder.text_dim} is not the slow AR's "
-                f"width {config.text.hidden_size}"
-            )
+            raise ValueError(f"audio_decoder_config.text_dim {config.audio_decoder.text_dim} is not the slow AR's "
+                             f"width {config.text.hidden_size}")
         self.audio_decoder = AudioDecoder(config.audio_decoder)
 
     # -- the slow AR ------------------------------------------------------------------------------------
@@ -142,7 +128,8 @@ class FishDualAR(nn.Module):
         """Hidden states [B, T, Df] of fast-AR inputs [B, T, Df] at positions start.., extending the caches."""
         c = self.config.audio_decoder
         t = inputs.shape[1]
-        rope = interleaved_rope(torch.arange(start, start + t, device=inputs.device), c.head_dim, c.rope_base, ROPE_TABLE_DTYPE)
+        rope = interleaved_rope(torch.arange(start, start + t, device=inputs.device), c.head_dim, c.rope_base,
+                                ROPE_TABLE_DTYPE)
         mask = causal_mask(t, device=inputs.device, offset=start)
         x = inputs
         for layer, cache in zip(self.audio_decoder.layers, caches, strict=True):
@@ -152,14 +139,8 @@ class FishDualAR(nn.Module):
     def fast_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.audio_decoder.output(self.audio_decoder.norm(hidden))
 
-    def frame_codes(
-        self,
-        slow_hidden: torch.Tensor,
-        semantic_code: torch.Tensor,
-        choose,
-        residual_vocab: int | None = None,
-        forced: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def frame_codes(self, slow_hidden: torch.Tensor, semantic_code: torch.Tensor, choose,
+                    residual_vocab: int | None = None, forced: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Codes 1..K-1 [B, K-1] and their logits of each row's frame, from the slow AR's hidden state [B, D] and
         the frame's semantic code [B] (token id - semantic start). `residual_vocab`: the codec's residual codebook
         size, above which the fast AR's logits are masked (its head covers the larger semantic codebook)."""
@@ -173,13 +154,6 @@ class FishDualAR(nn.Module):
                 logits[:, residual_vocab:] = float("-inf")
             return logits
 
-        return generate_frame_codes(
-            first,
-            self.fast_step,
-            len(d.layers),
-            self.config.text.num_codebooks - 1,
-            head=head,
-            embed=lambda _group, code: d.embeddings(code),
-            choose=choose,
-            forced=forced,
-        )
+        return generate_frame_codes(first, self.fast_step, len(d.layers), self.config.text.num_codebooks - 1,
+                                    head=head, embed=lambda _group, code: d.embeddings(code), choose=choose,
+                                    forced=forced)

@@ -31,10 +31,8 @@ _CONTROL = re.compile(r"<\|[^>]+\|>")
 
 class ControlTokenInText(ValueError):
     def __init__(self, tokens: list[str]) -> None:
-        super().__init__(
-            f"the text contains control token(s) {', '.join(sorted(set(tokens)))}; only speaker tags "
-            "such as <|speaker:0|> are allowed"
-        )
+        super().__init__(f"the text contains control token(s) {', '.join(sorted(set(tokens)))}; only speaker tags "
+                         "such as <|speaker:0|> are allowed")
 
 
 def normalize_text(text: str, default_speaker: bool = False) -> str:
@@ -89,25 +87,19 @@ class Prompt:
 
 
 def text_only_prompt(tokenizer: FishTokenizer, text: str, num_codebooks: int) -> Prompt:
-    ids = [
-        *tokenizer._turn("system"),
-        *tokenizer.encode(TEXT_ONLY_SYSTEM),
-        *tokenizer._close(),
-        *tokenizer._tail(normalize_text(text)),
-    ]
+    ids = [*tokenizer._turn("system"), *tokenizer.encode(TEXT_ONLY_SYSTEM), *tokenizer._close(),
+           *tokenizer._tail(normalize_text(text))]
     return Prompt(torch.tensor(ids), torch.zeros(len(ids), num_codebooks, dtype=torch.long))
 
 
 def clone_prompt(tokenizer: FishTokenizer, text: str, ref_text: str, ref_codes: torch.Tensor, semantic_start: int) -> Prompt:
     """`ref_codes` [F, K]: the reference clip's frames from the codec encoder."""
-    head = [
-        *tokenizer._turn("system"),
-        *tokenizer.encode(CLONE_SYSTEM_PREFIX + normalize_text(ref_text, default_speaker=True) + CLONE_SYSTEM_SUFFIX),
-        tokenizer.control["<|audio_start|>"],
-    ]
+    head = [*tokenizer._turn("system"),
+            *tokenizer.encode(CLONE_SYSTEM_PREFIX + normalize_text(ref_text, default_speaker=True) + CLONE_SYSTEM_SUFFIX),
+            tokenizer.control["<|audio_start|>"]]
     tail = [tokenizer.control["<|audio_end|>"], *tokenizer._close(), *tokenizer._tail(normalize_text(text))]
     frames = ref_codes.long()
     ids = torch.tensor([*head, *(frames[:, 0] + semantic_start).tolist(), *tail])
     codes = torch.zeros(len(ids), frames.shape[1], dtype=torch.long)
-    codes[len(head) : len(head) + len(frames)] = frames
+    codes[len(head):len(head) + len(frames)] = frames
     return Prompt(ids, codes)

@@ -35,20 +35,17 @@ class SequenceState:
 class SlowARStageModel(AutoregressiveModel):
     emits_eos_frame = False
 
-    def __init__(
-        self, modules: FishSpeechModules, tokenizer: FishTokenizer, max_len: int, encoder: ReferenceEncoder | None = None
-    ) -> None:
+    def __init__(self, modules: FishSpeechModules, tokenizer: FishTokenizer, max_len: int,
+                 encoder: ReferenceEncoder | None = None) -> None:
         self.modules = modules
         self.model = modules.dual_ar
         self.tokenizer = tokenizer
         self.encoder = encoder or ReferenceEncoder(modules.codec)
         c = modules.config
         self.config = c
-        self.cache_shape = CacheShape(
-            c.text.num_hidden_layers, c.text.num_key_value_heads, c.text.head_dim, min(max_len, c.text.max_seq_len)
-        )
+        self.cache_shape = CacheShape(c.text.num_hidden_layers, c.text.num_key_value_heads, c.text.head_dim, min(max_len, c.text.max_seq_len))
         allowed = torch.zeros(c.text.vocab_size, dtype=torch.bool)
-        allowed[c.semantic_start_token_id : c.semantic_end_token_id + 1] = True
+        allowed[c.semantic_start_token_id:c.semantic_end_token_id + 1] = True
         allowed[tokenizer.im_end] = True  # the stop token
         self._never = ~allowed
         self.residual_vocab = modules.codec.config.codebook_size
@@ -79,9 +76,8 @@ class SlowARStageModel(AutoregressiveModel):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.model.slow_cached(embeds, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[SequenceState]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
         c = self.config
         start = c.semantic_start_token_id
         if self._never.device != hidden.device:  # moved once, not uploaded every step
@@ -91,9 +87,7 @@ class SlowARStageModel(AutoregressiveModel):
         if any(first):  # at least one frame, so no request is silent (decided on the host: no device read)
             logits[torch.tensor(first, device=logits.device), self.tokenizer.im_end] = float("-inf")
         seen = [state.seen for state in states]
-        tokens = sample_states(
-            logits, samplers, [s.mask if s else None for s in seen]
-        )  # on the device: only the frames go to the host
+        tokens = sample_states(logits, samplers, [s.mask if s else None for s in seen])  # on the device: only the frames go to the host
         eos = tokens == self.tokenizer.im_end
         semantic = (tokens - start).clamp(0, c.text.codebook_size - 1)
         mark_seen(seen, semantic + start)  # the id the frame stands for, as the penalty reads frames back

@@ -21,9 +21,8 @@ class FishSpeechModules:
     codec: FishDAC
 
 
-def load_dual_ar(
-    directory: Path, config: FishSpeechConfig, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
-) -> FishDualAR:
+def load_dual_ar(directory: Path, config: FishSpeechConfig, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> FishDualAR:
     model = FishDualAR(config)
     load_strict(model, read_safetensors(Path(directory)), Path(directory))
     return model.to(device=device, dtype=dtype).eval()
@@ -33,14 +32,10 @@ def load_modules(directory: Path, device: torch.device | str = "cpu", dtype: tor
     config = FishSpeechConfig.from_dir(directory)
     codec = load_fish_dac(directory, device)
     if codec.config.num_codebooks != config.text.num_codebooks:
-        raise ValueError(
-            f"{directory}: the model makes frames of {config.text.num_codebooks} codes, the codec decodes "
-            f"{codec.config.num_codebooks}"
-        )
+        raise ValueError(f"{directory}: the model makes frames of {config.text.num_codebooks} codes, the codec decodes "
+                         f"{codec.config.num_codebooks}")
     if codec.config.semantic_codebook_size != config.text.codebook_size:
-        raise ValueError(
-            f"{directory}: the model's codebook_size is {config.text.codebook_size}, the codec's semantic "
-            f"codebook has {codec.config.semantic_codebook_size} entries"
-        )
+        raise ValueError(f"{directory}: the model's codebook_size is {config.text.codebook_size}, the codec's semantic "
+                         f"codebook has {codec.config.semantic_codebook_size} entries")
     # The codec runs in float32: it is small, and its windowed transformers and Snake activations are sensitive.
     return FishSpeechModules(config, load_dual_ar(directory, config, device, dtype), codec)

@@ -55,9 +55,7 @@ class GepardConfig:
     def from_dir(cls, path: Path) -> GepardConfig:
         config = json.loads((path / "config.json").read_text())
         if config.get("model_type") != BACKBONE_MODEL_TYPE:
-            raise ValueError(
-                f"{path}/config.json: a Gepard backbone is {BACKBONE_MODEL_TYPE!r}, not {config.get('model_type')!r}"
-            )
+            raise ValueError(f"{path}/config.json: a Gepard backbone is {BACKBONE_MODEL_TYPE!r}, not {config.get('model_type')!r}")
         sidecar = json.loads((path / SIDECAR).read_text())
         return cls.from_dict(config, sidecar, where=str(path / SIDECAR))
 

@@ -84,25 +84,16 @@ class NanoCodecConfig:
             grouped_upsampling=bool(decoder.get("n_groups_equal_to_out_channels", True)),
         )
         if made.num_groups * len(made.levels_per_group) != made.input_dim:
-            raise ValueError(
-                f"the quantizer's {made.num_groups} x {len(made.levels_per_group)} codes do not feed a decoder "
-                f"of input_dim {made.input_dim}"
-            )
+            raise ValueError(f"the quantizer's {made.num_groups} x {len(made.levels_per_group)} codes do not feed a decoder "
+                             f"of input_dim {made.input_dim}")
         if math.prod(made.up_sample_rates) != made.samples_per_frame:
-            raise ValueError(
-                f"up_sample_rates {list(made.up_sample_rates)} do not make samples_per_frame {made.samples_per_frame}"
-            )
+            raise ValueError(f"up_sample_rates {list(made.up_sample_rates)} do not make samples_per_frame {made.samples_per_frame}")
         if made.activation not in ACTIVATIONS or made.output_activation not in ("tanh", "clamp"):
             raise ValueError(f"unsupported activations {made.activation!r} / {made.output_activation!r}")
         return made
 
 
-ACTIVATIONS = {
-    "half_snake": HalfSnake,
-    "snake": Snake,
-    "lrelu": lambda channels: nn.LeakyReLU(0.01),
-    "elu": lambda channels: nn.ELU(),
-}
+ACTIVATIONS = {"half_snake": HalfSnake, "snake": Snake, "lrelu": lambda channels: nn.LeakyReLU(0.01), "elu": lambda channels: nn.ELU()}
 
 
 class Activation(nn.Module):
@@ -126,13 +117,8 @@ class ResidualChain(nn.Module):
         super().__init__()
         names = ("input_activation", "input_conv", "skip_activation", "skip_conv")
         self.res_blocks = nn.ModuleList(
-            ResidualUnit(
-                Activation(activation, channels),
-                Nested(CausalConv1d(channels, channels, kernel_size, dilation=d)),
-                Activation(activation, channels),
-                Nested(CausalConv1d(channels, channels, kernel_size)),
-                names,
-            )
+            ResidualUnit(Activation(activation, channels), Nested(CausalConv1d(channels, channels, kernel_size, dilation=d)),
+                         Activation(activation, channels), Nested(CausalConv1d(channels, channels, kernel_size)), names)
             for d in dilations
         )
 
@@ -173,8 +159,7 @@ class CausalHiFiGANDecoder(nn.Module):
             out = channels // 2
             self.activations.append(Activation(c.activation, channels))
             self.up_sample_conv_layers.append(
-                Nested(CausalConvTranspose1d(channels, out, 2 * rate, rate, groups=out if c.grouped_upsampling else 1))
-            )
+                Nested(CausalConvTranspose1d(channels, out, 2 * rate, rate, groups=out if c.grouped_upsampling else 1)))
             self.res_layers.append(ResidualLayer(out, c.resblock_kernel_sizes, c.resblock_dilation_sizes, c.activation))
             channels = out
         self.post_activation = Activation(c.activation, channels)
@@ -256,8 +241,6 @@ def load_nanocodec(path: Path, dtype: torch.dtype = torch.float32, device: str =
     for group in range(config.num_groups):
         levels = weights.get(f"vector_quantizer.fsqs.{group}.num_levels")
         if levels is not None and tuple(int(v) for v in levels.flatten()) != config.levels_per_group:
-            raise ValueError(
-                f"{path}: FSQ group {group} has levels {levels.flatten().tolist()}, the yaml says {list(config.levels_per_group)}"
-            )
+            raise ValueError(f"{path}: FSQ group {group} has levels {levels.flatten().tolist()}, the yaml says {list(config.levels_per_group)}")
     codec = load_strict(NanoCodec(config), weights, path, unused=UNUSED)
     return codec.to(device=device, dtype=dtype).eval()

@@ -40,9 +40,7 @@ class GepardTalker(nn.Module):
         self.model = HybridDecoder(config.backbone)
         self.audio_embeddings = nn.ModuleList(nn.Embedding(levels, config.audio_embed_dim) for levels in config.audio_levels)
         self.audio_embed_proj = nn.Sequential(
-            nn.Linear(config.num_heads * config.audio_embed_dim, hidden),
-            nn.GELU(),
-            nn.Linear(hidden, hidden),
+            nn.Linear(config.num_heads * config.audio_embed_dim, hidden), nn.GELU(), nn.Linear(hidden, hidden),
             nn.LayerNorm(hidden, elementwise_affine=False),
         )
         self.audio_embed_scale = nn.Parameter(torch.ones(1), requires_grad=False)
@@ -61,9 +59,8 @@ class GepardTalker(nn.Module):
         base = self.config.speaker_token_base
         slot = (tensor >= base) & (tensor < base + self.config.num_speaker_prefix)
         embeds = self.model.embed_tokens(torch.where(slot, 0, tensor))
-        return torch.where(
-            slot[:, None], self.null_prefix[(tensor - base).clamp(0, self.config.num_speaker_prefix - 1)].to(embeds.dtype), embeds
-        )
+        return torch.where(slot[:, None], self.null_prefix[(tensor - base).clamp(0, self.config.num_speaker_prefix - 1)].to(embeds.dtype),
+                           embeds)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[B, heads, max level] float32, levels past each head's own at -inf."""
@@ -117,9 +114,8 @@ class GepardModel(AutoregressiveModel):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: PagedKVCache) -> torch.Tensor:
         return self.talker.model.cached(embeds, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[GepardSequence]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[GepardSequence]) -> torch.Tensor:
         """Codes [B, 32]; the stop decisions of these rows are kept for `is_eos`, which the stage calls next."""
         config = self.talker.config
         generators = [s.generator_for(hidden.device) for s in samplers]

@@ -17,14 +17,8 @@ from vocalis.stages.api.hyperpyyaml import CLASS_KEY, load_hyperpyyaml
 LLM_DIR = "llm"
 TOKENIZER_DIR = "vq32k-phoneme-tokenizer"
 SPEECH_TOKENIZER_DIR = "speech_tokenizer"
-FILE_SET = (
-    f"{LLM_DIR}/config.json",
-    "flow/flow.pt",
-    "flow/config.yaml",
-    f"{SPEECH_TOKENIZER_DIR}/config.json",
-    "frontend/campplus.onnx",
-    f"{TOKENIZER_DIR}/tokenizer.model",
-)
+FILE_SET = (f"{LLM_DIR}/config.json", "flow/flow.pt", "flow/config.yaml", f"{SPEECH_TOKENIZER_DIR}/config.json",
+            "frontend/campplus.onnx", f"{TOKENIZER_DIR}/tokenizer.model")
 """What a published GLM-TTS directory holds; a directory with all of it is GLM-TTS. The vocoder (hift/ or vocos2d/)
 is left out of detection so that a Vocos2D-only directory is recognised, and refused at load with the reason."""
 HIFT_FILE = "hift/hift.pt"
@@ -77,14 +71,9 @@ class FlowConfig:
     @property
     def dit(self) -> dict[str, Any]:
         return {
-            "trans_dim": self.trans_dim or (1024 if self.big_model else 768),
-            "depth": self.depth or (22 if self.big_model else 18),
-            "heads": self.heads or (16 if self.big_model else 12),
-            "dim_head": self.dim_head,
-            "ff_mult": self.ff_mult,
-            "text_emb_dim": self.speech_token_dim,
-            "conv_layers": self.conv_layers,
-            "mel_dim": self.mel_dim,
+            "trans_dim": self.trans_dim or (1024 if self.big_model else 768), "depth": self.depth or (22 if self.big_model else 18),
+            "heads": self.heads or (16 if self.big_model else 12), "dim_head": self.dim_head, "ff_mult": self.ff_mult,
+            "text_emb_dim": self.speech_token_dim, "conv_layers": self.conv_layers, "mel_dim": self.mel_dim,
             "text_vocab_size": self.vocab_size,
             "condition_dim": self.mel_dim if self.remove_spkr_concat_condition else self.mel_dim + self.spk_embed_dim,
             "spkr_dim": (192 + (256 if self.use_wavlm_emb else 0)) if self.spkr_emb_adaLN else 0,
@@ -92,22 +81,11 @@ class FlowConfig:
 
 
 HIFT = {
-    "in_channels": 80,
-    "base_channels": 512,
-    "nb_harmonics": 8,
-    "sampling_rate": SAMPLE_RATE,
-    "nsf_alpha": 0.1,
-    "nsf_sigma": 0.003,
-    "nsf_voiced_threshold": 10,
-    "upsample_rates": [8, 5, 3],
-    "upsample_kernel_sizes": [16, 11, 7],
-    "istft_params": {"n_fft": 16, "hop_len": 4},
-    "resblock_kernel_sizes": [3, 7, 11],
-    "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
-    "source_resblock_kernel_sizes": [7, 7, 11],
-    "source_resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
-    "lrelu_slope": 0.1,
-    "audio_limit": 0.99,
+    "in_channels": 80, "base_channels": 512, "nb_harmonics": 8, "sampling_rate": SAMPLE_RATE, "nsf_alpha": 0.1, "nsf_sigma": 0.003,
+    "nsf_voiced_threshold": 10, "upsample_rates": [8, 5, 3], "upsample_kernel_sizes": [16, 11, 7],
+    "istft_params": {"n_fft": 16, "hop_len": 4}, "resblock_kernel_sizes": [3, 7, 11],
+    "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]], "source_resblock_kernel_sizes": [7, 7, 11],
+    "source_resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]], "lrelu_slope": 0.1, "audio_limit": 0.99,
 }
 """The published HiFT (CosyVoice2's HiFTGenerator at 24 kHz), built in code upstream. Its widths (`base_channels`, the
 F0 predictor's channels) are read from hift.pt's tensor shapes at load, so a shrunk checkpoint needs no extra file."""
@@ -127,10 +105,8 @@ class GLMTTSConfig:
     def token_mel_ratio(self) -> int:
         ratio = self.flow.mel_framerate / self.flow.input_frame_rate
         if ratio != int(ratio):
-            raise ValueError(
-                f"flow/config.yaml: mel_framerate {self.flow.mel_framerate} is not a whole multiple of "
-                f"input_frame_rate {self.flow.input_frame_rate}; streaming needs whole mel frames per token"
-            )
+            raise ValueError(f"flow/config.yaml: mel_framerate {self.flow.mel_framerate} is not a whole multiple of "
+                             f"input_frame_rate {self.flow.input_frame_rate}; streaming needs whole mel frames per token")
         return int(ratio)
 
     @property
@@ -155,8 +131,7 @@ class GLMTTSConfig:
         if scaling and (scaling.get("rope_type") or scaling.get("type")) not in ("default", None):
             raise ValueError(f"{llm_config}: rope_scaling {scaling} is not supported (the published GLM-TTS has none)")
         return cls(
-            llama=LlamaConfig.from_dict(data),
-            flow=from_json(FlowConfig, {k: v for k, v in flow.items() if k != CLASS_KEY}),
+            llama=LlamaConfig.from_dict(data), flow=from_json(FlowConfig, {k: v for k, v in flow.items() if k != CLASS_KEY}),
             hift=dict(HIFT),
         )
 

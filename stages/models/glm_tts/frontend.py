@@ -23,12 +23,5 @@ class Frontend(PromptFrontend):
     def __init__(self, path: Path, config: GLMTTSConfig, threads: int = 1) -> None:
         self.config = config
         self.speech_tokenizer = SpeechTokenizer(path / SPEECH_TOKENIZER_DIR)
-        super().__init__(
-            "glm_tts",
-            CampPlus(path / "frontend" / "campplus.onnx", threads),
-            self.speech_tokenizer,
-            config.sample_rate,
-            config.token_mel_ratio,
-            PROMPT_MEL,
-            MAX_REFERENCE_SECONDS,
-        )
+        super().__init__("glm_tts", CampPlus(path / "frontend" / "campplus.onnx", threads), self.speech_tokenizer,
+                         config.sample_rate, config.token_mel_ratio, PROMPT_MEL, MAX_REFERENCE_SECONDS)

@@ -24,17 +24,9 @@ class GLMSpeechLM(nn.Module):
         if config.mlp_bias:
             raise ValueError("llm/config.json: mlp_bias is not supported (the published GLM-TTS has none)")
         self.config = config
-        self.model = DecoderStack(
-            config.vocab_size,
-            config.hidden_size,
-            config.num_hidden_layers,
-            config.num_attention_heads,
-            config.num_key_value_heads,
-            config.head_dim,
-            config.intermediate_size,
-            config.rms_norm_eps,
-            bias=config.attention_bias,
-        )
+        self.model = DecoderStack(config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+                                  config.num_key_value_heads, config.head_dim, config.intermediate_size, config.rms_norm_eps,
+                                  bias=config.attention_bias)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
     @property

@@ -55,14 +55,12 @@ class GLMTTSLM(AutoregressiveModel):
     def __init__(self, lm: GLMSpeechLM, tokenizer: GLMTokenizer, max_len: int, budget: TokenBudget = TokenBudget()) -> None:
         self.lm, self.tokenizer, self.budget = lm, tokenizer, budget
         c = lm.config
-        self.cache_shape = CacheShape(
-            c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings)
-        )
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
         self.audio_start, self.speech_tokens = tokenizer.audio_start, tokenizer.speech_tokens
         self.stop_ids = tokenizer.stop_ids()
         self.begin_of_audio = tokenizer.begin_of_audio()
         allowed = torch.full((c.vocab_size,), float("-inf"))
-        allowed[self.audio_start : self.audio_start + self.speech_tokens] = 0
+        allowed[self.audio_start:self.audio_start + self.speech_tokens] = 0
         allowed[self.stop_ids] = 0
         self.allowed = allowed
         """Added to the logits: only speech and stop tokens can be picked (the published decoder warns on others and
@@ -75,12 +73,8 @@ class GLMTTSLM(AutoregressiveModel):
     def prompt_ids(self, ref_text: str, text: str, prompt_speech: list[int]) -> list[int]:
         """[reference transcript + " ", text, <|begin_of_audio|>, the reference's speech tokens as <|audio_k|>]."""
         encode = self.tokenizer.encode
-        return (
-            encode(normalize_text(ref_text) + " ")
-            + encode(normalize_text(text))
-            + [self.begin_of_audio]
-            + [self.audio_start + t for t in prompt_speech]
-        )
+        return (encode(normalize_text(ref_text) + " ") + encode(normalize_text(text)) + [self.begin_of_audio]
+                + [self.audio_start + t for t in prompt_speech])
 
     def token_budget(self, text: str) -> tuple[int, int]:
         """(min, max) speech tokens for `text`: its token count times the deploy's ratios, the max at most 2048."""
@@ -102,9 +96,8 @@ class GLMTTSLM(AutoregressiveModel):
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.lm(embeds, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[SequenceState]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
         """Frames [B, 1] on the host (the step's one crossing): the allowed-token and stop masks, RAS or top-k, each
         sequence's history and the token-to-frame mapping run on the model's device."""
         if self.allowed.device != hidden.device:  # moved once, not uploaded every step
@@ -122,3 +115,4 @@ class GLMTTSLM(AutoregressiveModel):
 
     def frame_embeds(self, frames: torch.Tensor, states: list[SequenceState]) -> torch.Tensor:
         return self.lm.embed(frames[:, 0].to(self.lm.device) + self.audio_start)
+

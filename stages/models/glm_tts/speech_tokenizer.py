@@ -62,20 +62,15 @@ class WhisperVQEncoder(nn.Module):
     def __init__(self, c: WhisperVQConfig) -> None:
         super().__init__()
         if c.encoder_causal_convolution or c.encoder_causal_attention or c.quantize_causal_encoder:
-            raise ValueError(
-                "speech_tokenizer/config.json: causal encoder variants are not supported (the published one has none)"
-            )
+            raise ValueError("speech_tokenizer/config.json: causal encoder variants are not supported (the published one has none)")
         if c.pooling_type != "avg" or c.pooling_position != c.quantize_position:
-            raise ValueError(
-                "speech_tokenizer/config.json: only average pooling right before the quantizer is supported (as published)"
-            )
+            raise ValueError("speech_tokenizer/config.json: only average pooling right before the quantizer is supported (as published)")
         self.config = c
         self.conv1 = nn.Conv1d(c.num_mel_bins, c.d_model, 3, padding=1)
         self.conv2 = nn.Conv1d(c.d_model, c.d_model, 3, stride=2, padding=1)
         self.embed_positions = nn.Embedding(c.max_source_positions, c.d_model)
-        self.layers = nn.ModuleList(
-            WhisperEncoderLayer(c.d_model, c.encoder_attention_heads, c.encoder_ffn_dim) for _ in range(c.quantize_position)
-        )
+        self.layers = nn.ModuleList(WhisperEncoderLayer(c.d_model, c.encoder_attention_heads, c.encoder_ffn_dim)
+                                    for _ in range(c.quantize_position))
         self.codebook = nn.Embedding(c.quantize_vocab_size, c.d_model)
 
     @property

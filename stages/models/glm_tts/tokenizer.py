@@ -12,9 +12,7 @@ from pathlib import Path
 
 import tiktoken
 
-GLM4_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+GLM4_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 AUDIO_TOKEN = re.compile(r"<\|audio_(\d+)\|>")
 BEGIN_OF_AUDIO = "<|begin_of_audio|>"
 STOP_TOKENS = ("👂", "<|user|>")

@@ -33,16 +33,9 @@ def read_pt(path: Path) -> Weights:
 
 def build_flow(config: GLMTTSConfig) -> GLMFlow:
     f = config.flow
-    return GLMFlow(
-        GLMDiT(**f.dit),
-        mel_dim=f.mel_dim,
-        spk_embed_dim=f.spk_embed_dim,
-        token_mel_ratio=config.token_mel_ratio,
-        speaker_concat=not f.remove_spkr_concat_condition,
-        speech_token_cfg=f.speech_token_cfg,
-        inference_cfg_rate=f.inference_cfg_rate,
-        t_scheduler=f.t_scheduler,
-    )
+    return GLMFlow(GLMDiT(**f.dit), mel_dim=f.mel_dim, spk_embed_dim=f.spk_embed_dim, token_mel_ratio=config.token_mel_ratio,
+                   speaker_concat=not f.remove_spkr_concat_condition, speech_token_cfg=f.speech_token_cfg,
+                   inference_cfg_rate=f.inference_cfg_rate, t_scheduler=f.t_scheduler)
 
 
 def build_hift(config: GLMTTSConfig, base_channels: int | None = None, f0_channels: int | None = None) -> HiFTGenerator:
@@ -57,29 +50,19 @@ def hift_weights(path: Path) -> Weights:
     return fold_weight_norm({k.removeprefix("generator."): v for k, v in read_pt(path).items()})
 
 
-def load_modules(
-    path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None
-) -> GLMTTSModules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> GLMTTSModules:
     path = Path(path)
     config = GLMTTSConfig.from_dir(path)
-    lm = load_strict(
-        GLMSpeechLM(config.llama),
-        read_safetensors(path / LLM_DIR),
-        path / LLM_DIR,
-        unused=TIED_HEAD_KEYS if config.llama.tie_word_embeddings else (),
-    )
+    lm = load_strict(GLMSpeechLM(config.llama), read_safetensors(path / LLM_DIR), path / LLM_DIR,
+                     unused=TIED_HEAD_KEYS if config.llama.tie_word_embeddings else ())
     flow = build_flow(config)
     flow_state = read_pt(path / "flow" / "flow.pt")
     # x-transformers keeps the rotary table as a buffer, so the file may carry it; it is a fixed table either way
     flow_state.setdefault(ROTARY_KEY, flow.estimator.rotary_embed.inv_freq.clone())
     load_strict(flow, flow_state, path / "flow" / "flow.pt")
     if not (path / HIFT_FILE).is_file():
-        vocos = (
-            " (it has vocos2d/generator_jit.ckpt, GLM-TTS's 32 kHz Vocos2D vocoder: a TorchScript program, which is not "
-            "loaded as data)"
-            if (path / VOCOS_FILE).is_file()
-            else ""
-        )
+        vocos = " (it has vocos2d/generator_jit.ckpt, GLM-TTS's 32 kHz Vocos2D vocoder: a TorchScript program, which is not " \
+                "loaded as data)" if (path / VOCOS_FILE).is_file() else ""
         raise ValueError(f"{path} has no {HIFT_FILE}{vocos}; GLM-TTS is served with its HiFT vocoder (24 kHz)")
     hift_state = hift_weights(path / HIFT_FILE)
     if "conv_pre.weight" not in hift_state or "f0_predictor.condnet.0.weight" not in hift_state:

@@ -27,29 +27,18 @@ SAMPLING = SamplingTable.same_names("temperature", "top_k", "top_p")
 
 class HiggsAudioV2Adapter(StandardAdapter[HiggsInput]):
     MODEL = "higgs-audio v2"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        [
-            *sampling_params(DEFAULTS, {"top_k": "per codebook"}),
-            ExtraParam(
-                "ras_win_len", int, "repetition-aware sampling window in frames (default 7; 0: off)", minimum=0, maximum=64
-            ),
-            ExtraParam(
-                "ras_win_max_num_repeat",
-                int,
-                "repeats of a code in the window before it is drawn again (default 2)",
-                minimum=1,
-                maximum=64,
-            ),
-        ],
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        *sampling_params(DEFAULTS, {"top_k": "per codebook"}),
+        ExtraParam("ras_win_len", int, "repetition-aware sampling window in frames (default 7; 0: off)", minimum=0, maximum=64),
+        ExtraParam("ras_win_max_num_repeat", int, "repeats of a code in the window before it is drawn again (default 2)",
+                   minimum=1, maximum=64),
+    ])
     REFERENCE = ReferencePolicy(MODEL, audio=False)
     """Cloning needs ref_audio and ref_text together (the clip is checked when encoded)."""
 
     def __init__(self, sample_rate: int) -> None:
-        super().__init__(
-            sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"}
-        )
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(),
+                         fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> HiggsInput:
         request = self.prologue(params)

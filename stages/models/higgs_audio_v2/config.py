@@ -68,9 +68,7 @@ class HiggsAudioV2Config(DecoderSizes):
             raise ValueError(f"{path}/config.json: model_type is {kind!r}, not {NATIVE_MODEL_TYPE!r} or {BOSON_MODEL_TYPE!r}")
         for name in ("audio_stream_bos_id", "audio_stream_eos_id"):
             if not 0 <= getattr(config, name) < config.codebook_size:
-                raise ValueError(
-                    f"{path}/config.json: {name} {getattr(config, name)} is outside the {config.codebook_size} audio ids"
-                )
+                raise ValueError(f"{path}/config.json: {name} {getattr(config, name)} is outside the {config.codebook_size} audio ids")
         return config
 
     @classmethod
@@ -106,9 +104,7 @@ class HiggsAudioV2Config(DecoderSizes):
             if data.get(flag):
                 raise ValueError(f"config.json: {flag} is not supported")
         if not data.get("use_delay_pattern", True):
-            raise ValueError(
-                "config.json: use_delay_pattern false is not supported (higgs-audio v2 generates with the delay pattern)"
-            )
+            raise ValueError("config.json: use_delay_pattern false is not supported (higgs-audio v2 generates with the delay pattern)")
         ffn_hidden = data.get("audio_ffn_hidden_size")
         ffn_inner = data.get("audio_ffn_intermediate_size")
         hidden, inner = text.get("hidden_size", 3072), text.get("intermediate_size", 8192)
@@ -138,9 +134,7 @@ def _llama(data: dict[str, Any], theta: float, scaling: dict[str, Any] | None) -
         kind = scaling.get("rope_type", scaling.get("type"))
         if kind == "llama3":
             rope_scaling = RopeScaling(
-                float(scaling["factor"]),
-                float(scaling["low_freq_factor"]),
-                float(scaling["high_freq_factor"]),
+                float(scaling["factor"]), float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"]),
                 int(scaling["original_max_position_embeddings"]),
             )
         elif kind not in (None, "default"):

@@ -87,12 +87,8 @@ class DelayStep:
         width = max(windows)
         if width == 0:
             return frames
-        ring = torch.stack(
-            [
-                s.recent if w == width else F.pad(s.recent, (0, 0, 0, width - w), value=-1)
-                for s, w in zip(self.states, windows, strict=True)
-            ]
-        )
+        ring = torch.stack([s.recent if w == width else F.pad(s.recent, (0, 0, 0, width - w), value=-1)
+                            for s, w in zip(self.states, windows, strict=True)])
         hits = ((ring == frames[:, None]) & (ring != self.bos) & (ring != self.eos)).sum(dim=1)
         limits = [s.ras_max_repeat for s in self.states]  # a row without RAS is left out below
         limit = limits[0] if len(set(limits)) == 1 else torch.tensor(limits, device=frames.device)[:, None]

@@ -84,9 +84,8 @@ def undo_delay(rows: torch.Tensor) -> torch.Tensor:
     return torch.stack([rows[..., k : k + frames, k] for k in range(books)], dim=-1)
 
 
-def build_prompt(
-    tokenizer: TextTokenizer, text: str, reference: tuple[str, torch.Tensor] | None, stream_bos: int, stream_eos: int
-) -> Prompt:
+def build_prompt(tokenizer: TextTokenizer, text: str, reference: tuple[str, torch.Tensor] | None,
+                 stream_bos: int, stream_eos: int) -> Prompt:
     """`reference`: the clip's transcript and its codes [T, K]."""
     head = "<|begin_of_text|>" + turn("system", SYSTEM)
     tail = turn("user", text) + assistant_header() + AUDIO_OUT_BOS

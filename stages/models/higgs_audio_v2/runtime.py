@@ -55,15 +55,8 @@ class HiggsTalkerModel(AutoregressiveModel):
     forward_takes_states = True
     """Each row's expert is routed from its sequence's `AudioPositions` on the host, not read back from the device."""
 
-    def __init__(
-        self,
-        talker: HiggsAudioV2Talker,
-        tokenizer: TextTokenizer,
-        codec: AudioTokenizer,
-        max_len: int,
-        device: str = "cpu",
-        dtype: torch.dtype = torch.float32,
-    ) -> None:
+    def __init__(self, talker: HiggsAudioV2Talker, tokenizer: TextTokenizer, codec: AudioTokenizer, max_len: int,
+                 device: str = "cpu", dtype: torch.dtype = torch.float32) -> None:
         self.talker = talker
         self.tokenizer = tokenizer
         self.codec = codec
@@ -91,12 +84,8 @@ class HiggsTalkerModel(AutoregressiveModel):
         if rate != target:
             wav = resample(wav[None], rate, target)[0]
         if wav.numel() < self.codec.config.hop_length:
-            raise InvalidField(
-                field,
-                "REFERENCE_TOO_SHORT",
-                f"the reference clip is shorter than one codec frame "
-                f"({self.codec.config.hop_length / target * 1000:.0f} ms): give a longer clip",
-            )
+            raise InvalidField(field, "REFERENCE_TOO_SHORT", f"the reference clip is shorter than one codec frame "
+                               f"({self.codec.config.hop_length / target * 1000:.0f} ms): give a longer clip")
         codes = self.codec.encode(wav[None].to(weight.dtype))[0]
         return codes[: self.config.num_codebooks].T.to(self.device)
 
@@ -127,22 +116,13 @@ class HiggsTalkerModel(AutoregressiveModel):
     def start(self, request: SynthesisRequest[HiggsInput], payload: object = None) -> SequenceStart:
         stage_input = request.stage_input
         if SPEAKER_TAG.search(request.text):
-            raise InvalidField(
-                "input",
-                "FIELD_NOT_SUPPORTED",
-                "higgs-audio v2 does not take multi-speaker [SPEAKERn] tags: remove them from the input",
-            )
+            raise InvalidField("input", "FIELD_NOT_SUPPORTED",
+                               "higgs-audio v2 does not take multi-speaker [SPEAKERn] tags: remove them from the input")
         prompt = self.prompt(request.text, stage_input)
         c = self.config
-        state = DelayState(
-            c.num_codebooks,
-            c.audio_stream_bos_id,
-            c.audio_stream_eos_id,
-            self.device,
-            ras_window=stage_input.ras_window,
-            ras_max_repeat=stage_input.ras_max_repeat,
-            audio=AudioPositions.of(prompt),
-        )
+        state = DelayState(c.num_codebooks, c.audio_stream_bos_id, c.audio_stream_eos_id, self.device,
+                           ras_window=stage_input.ras_window, ras_max_repeat=stage_input.ras_max_repeat,
+                           audio=AudioPositions.of(prompt))
         if prompt.audio is not None:
             state.push(prompt.audio.to(self.device))
         state.push(self.bos_frame[None])
@@ -151,25 +131,20 @@ class HiggsTalkerModel(AutoregressiveModel):
     def first_chunk_frames(self, request: SynthesisRequest[HiggsInput]) -> int | None:
         return request.stage_input.initial_codec_chunk_frames
 
-    def forward(
-        self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache, states: list[DelayState] | None = None
-    ) -> torch.Tensor:
+    def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache,
+                states: list[DelayState] | None = None) -> torch.Tensor:
         """Hidden states of the step's rows. The runtime passes `states` (in batch order), whose audio positions route
         the rows with no read of the device; a direct caller without them is routed by the rows' audio column."""
         if states is None:
             route = route_of(embeds[:, -1] > 0.5)
         else:
-            flags = [
-                f
-                for state, start, count in zip(states, batch.start_positions, batch.query_lens, strict=True)
-                for f in state.audio.flags(start, count)
-            ]
+            flags = [f for state, start, count in zip(states, batch.start_positions, batch.query_lens, strict=True)
+                     for f in state.audio.flags(start, count)]
             route = route_of_flags(flags, embeds.device)
         return self.talker(embeds[:, :-1], route, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[DelayState]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[DelayState]) -> torch.Tensor:
         """Frames [B, K] on the host (the one crossing of a step): the delay pattern, the draws and RAS run on the
         model's device, batched."""
         raw = self.talker.logits(hidden).float()

@@ -60,9 +60,7 @@ def routed(x: torch.Tensor, route: Route, text_fn, audio_fn) -> torch.Tensor:
 class DualFFNDecoderLayer(nn.Module):
     def __init__(self, c: HiggsAudioV2Config) -> None:
         super().__init__()
-        self.self_attn = QKVAttention(
-            c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, bias=c.attention_bias
-        )
+        self.self_attn = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, bias=c.attention_bias)
         self.mlp = GatedMLP(c.hidden_size, c.intermediate_size, bias=c.mlp_bias)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
@@ -70,14 +68,12 @@ class DualFFNDecoderLayer(nn.Module):
         self.audio_input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.audio_post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(
-        self, x: torch.Tensor, route: Route, rotary, cache: SlotKVCache, index: int, batch: AttentionBatch
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, route: Route, rotary, cache: SlotKVCache, index: int,
+                batch: AttentionBatch) -> torch.Tensor:
         h = routed(x, route, self.input_layernorm, self.audio_input_layernorm)
         x = x + self.self_attn.cached(h, rotary, cache, index, batch)
         return x + routed(
-            x,
-            route,
+            x, route,
             lambda t: self.mlp(self.post_attention_layernorm(t)),
             lambda t: self.audio_mlp(self.audio_post_attention_layernorm(t)),
         )
@@ -114,9 +110,8 @@ class HiggsAudioV2Talker(nn.Module):
         inv = inverse_frequencies(config.head_dim, config.rope_theta)
         scaling = config.rope_scaling
         if scaling is not None:
-            inv = llama3_inverse_frequencies(
-                inv, scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor, scaling.original_max_position_embeddings
-            )
+            inv = llama3_inverse_frequencies(inv, scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor,
+                                             scaling.original_max_position_embeddings)
         self.register_buffer("inv_freq", inv, persistent=False)
 
     def forward(self, x: torch.Tensor, route: Route, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:

@@ -37,10 +37,8 @@ class TextTokenizer:
             ids[token] = self.tokenizer.token_to_id(token)
             if ids[token] is None:
                 raise ValueError(f"{file} has no {token} token: not a higgs-audio tokenizer")
-        for token, configured, name in (
-            (AUDIO_OUT, config.audio_token_id, "audio token"),
-            (AUDIO_OUT_BOS, config.audio_bos_token_id, "audio BOS token"),
-        ):
+        for token, configured, name in ((AUDIO_OUT, config.audio_token_id, "audio token"),
+                                        (AUDIO_OUT_BOS, config.audio_bos_token_id, "audio BOS token")):
             if configured is not None and configured != ids[token]:
                 raise ValueError(f"{path}: config.json's {name} id {configured} is not the tokenizer's {token} ({ids[token]})")
         self.special = SpecialIds(ids[AUDIO_OUT], ids[AUDIO_OUT_BOS], ids[AUDIO_EOS])

@@ -30,16 +30,10 @@ BOSON_UNUSED = (
 )
 PARTIALLY_FROZEN = (
     ("embed_tokens.embedding_frozen.weight", "embed_tokens.embedding_trainable.weight", "embed_tokens.weight"),
-    (
-        "audio_decoder_proj.audio_lm_head.linear_frozen.weight",
-        "audio_decoder_proj.audio_lm_head.linear_trainable.weight",
-        "audio_decoder_proj.audio_lm_head.weight",
-    ),
-    (
-        "audio_decoder_proj.text_lm_head.linear_frozen.weight",
-        "audio_decoder_proj.text_lm_head.linear_trainable.weight",
-        "audio_decoder_proj.text_lm_head.weight",
-    ),
+    ("audio_decoder_proj.audio_lm_head.linear_frozen.weight", "audio_decoder_proj.audio_lm_head.linear_trainable.weight",
+     "audio_decoder_proj.audio_lm_head.weight"),
+    ("audio_decoder_proj.text_lm_head.linear_frozen.weight", "audio_decoder_proj.text_lm_head.linear_trainable.weight",
+     "audio_decoder_proj.text_lm_head.weight"),
 )
 """Boson's training split some tables into a frozen and a trainable part (rows), saved apart: joined in that order."""
 BOSON_RENAMES = (
@@ -54,7 +48,7 @@ BOSON_RENAMES = (
 def boson_to_native(name: str) -> str:
     for old, new in BOSON_RENAMES:
         if name.startswith(old):
-            return new + name[len(old) :]
+            return new + name[len(old):]
     return name
 
 

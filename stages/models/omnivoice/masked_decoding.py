@@ -91,12 +91,7 @@ def predict(
 
 
 def commit(
-    tokens: torch.Tensor,
-    predicted: torch.Tensor,
-    scores: torch.Tensor,
-    count: int,
-    config: GenerationConfig,
-    mask_id: int,
+    tokens: torch.Tensor, predicted: torch.Tensor, scores: torch.Tensor, count: int, config: GenerationConfig, mask_id: int,
     noise: NoiseSource,
 ) -> torch.Tensor:
     """Commit `count` of the still-masked positions of tokens [C, T] (in place); returns their flat indices."""

@@ -116,11 +116,7 @@ class OmniVoiceGenerator(IterativeModel):
     """The model of the generator stage (stage 0)."""
 
     def __init__(
-        self,
-        lm: OmniVoiceLM,
-        codec: AudioTokenizer,
-        tokenizer: TextTokenizer,
-        device: str = "cpu",
+        self, lm: OmniVoiceLM, codec: AudioTokenizer, tokenizer: TextTokenizer, device: str = "cpu",
         dtype: torch.dtype = torch.float32,
     ) -> None:
         self.lm = lm
@@ -150,9 +146,8 @@ class OmniVoiceGenerator(IterativeModel):
             units = split_units(text, max_chars) or [text]
         instruction = normalize_instruction(params.instruction, text) if params.instruction else None
         noise = self.noise_for.pop(request.request_id, None) or SeededNoise(params.seed)
-        job = RequestJob(
-            request, units, params.language, instruction, config, params.speed, noise, reference, level_whole=params.level_whole
-        )
+        job = RequestJob(request, units, params.language, instruction, config, params.speed, noise, reference,
+                         level_whole=params.level_whole)
         job.current = self._unit(job)
         return job
 
@@ -180,19 +175,13 @@ class OmniVoiceGenerator(IterativeModel):
         frames = estimate_frames(text, ref_text, ref_codes.shape[-1] if ref_codes is not None else None, job.speed)
         c = self.config
         prompt = build_prompt(
-            self.tokenizer,
-            c.num_audio_codebook,
-            c.audio_mask_id,
-            text,
-            frames,
-            job.language,
-            job.instruction,
-            ref_text,
-            ref_codes,
-            job.config.denoise,
+            self.tokenizer, c.num_audio_codebook, c.audio_mask_id, text, frames, job.language, job.instruction,
+            ref_text, ref_codes, job.config.denoise,
         )
         schedule = unmask_schedule(frames, c.num_audio_codebook, job.config.num_step, job.config.t_shift)
-        return UnitDecoding(prompt.ids, prompt.audio_mask, frames, schedule, job.config, job.noise, c.audio_mask_id)
+        return UnitDecoding(
+            prompt.ids, prompt.audio_mask, frames, schedule, job.config, job.noise, c.audio_mask_id
+        )
 
     def _finish_unit(self, job: RequestJob) -> list[UnitCodes]:
         unit = job.current
@@ -249,11 +238,7 @@ class OmniVoiceGenerator(IterativeModel):
         hop = self.codec.config.hop_length
         wav = wav[: len(wav) - len(wav) % hop]
         if len(wav) == 0:
-            raise InvalidField(
-                "ref_audio",
-                "REFERENCE_SILENT",
-                "the reference clip is silent (or shorter than one frame) once its silences are trimmed",
-            )
+            raise InvalidField("ref_audio", "REFERENCE_SILENT", "the reference clip is silent (or shorter than one frame) once its silences are trimmed")
         weight = next(self.codec.parameters())  # the codec lives where the decoder stage runs
         codes = self.codec.encode(torch.from_numpy(np.ascontiguousarray(wav)).to(weight.device, weight.dtype)[None])[0].cpu()
         return PreparedReference(codes, add_punctuation(text) if preprocess else text, rms)

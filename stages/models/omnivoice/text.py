@@ -69,34 +69,15 @@ def language_code(language: str) -> str | None:
 _CATEGORIES_EN_ZH = (
     {"male": "男", "female": "女"},
     {"child": "儿童", "teenager": "少年", "young adult": "青年", "middle-aged": "中年", "elderly": "老年"},
-    {
-        "very low pitch": "极低音调",
-        "low pitch": "低音调",
-        "moderate pitch": "中音调",
-        "high pitch": "高音调",
-        "very high pitch": "极高音调",
-    },
+    {"very low pitch": "极低音调", "low pitch": "低音调", "moderate pitch": "中音调", "high pitch": "高音调", "very high pitch": "极高音调"},
     {"whisper": "耳语"},
 )
 ACCENTS = frozenset(
     f"{name} accent"
-    for name in (
-        "american",
-        "british",
-        "australian",
-        "chinese",
-        "canadian",
-        "indian",
-        "korean",
-        "portuguese",
-        "russian",
-        "japanese",
-    )
+    for name in ("american", "british", "australian", "chinese", "canadian", "indian", "korean", "portuguese", "russian", "japanese")
 )
 """English-only attributes."""
-DIALECTS = frozenset(
-    f"{place}话" for place in ("河南", "陕西", "四川", "贵州", "云南", "桂林", "济南", "石家庄", "甘肃", "宁夏", "青岛", "东北")
-)
+DIALECTS = frozenset(f"{place}话" for place in ("河南", "陕西", "四川", "贵州", "云南", "桂林", "济南", "石家庄", "甘肃", "宁夏", "青岛", "东北"))
 """Chinese-only attributes."""
 _TO_ZH = {en: zh for category in _CATEGORIES_EN_ZH for en, zh in category.items()}
 _TO_EN = {zh: en for en, zh in _TO_ZH.items()}
@@ -126,9 +107,7 @@ def normalize_instruction(instruction: str, text: str) -> str | None:
             close = difflib.get_close_matches(item, sorted(VOICE_ATTRIBUTES), n=1, cutoff=0.6)
             hints.append(f"{item!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         english = ", ".join(sorted(a for a in VOICE_ATTRIBUTES if not _CJK.search(a)))
-        raise InvalidInstruction(
-            f"unsupported voice attributes: {', '.join(hints)}; supported: {english}, or their Chinese forms"
-        )
+        raise InvalidInstruction(f"unsupported voice attributes: {', '.join(hints)}; supported: {english}, or their Chinese forms")
     dialect = any(item in DIALECTS for item in items)
     accent = any(item in ACCENTS for item in items)
     if dialect and accent:
@@ -173,15 +152,7 @@ class TextTokenizer:
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-        for token in (
-            "<|lang_start|>",
-            "<|lang_end|>",
-            "<|instruct_start|>",
-            "<|instruct_end|>",
-            "<|text_start|>",
-            "<|text_end|>",
-            "<|denoise|>",
-        ):
+        for token in ("<|lang_start|>", "<|lang_end|>", "<|instruct_start|>", "<|instruct_end|>", "<|text_start|>", "<|text_end|>", "<|denoise|>"):
             if self.tokenizer.token_to_id(token) is None:
                 raise ValueError(f"{path / 'tokenizer.json'} has no {token} token: not an OmniVoice tokenizer")
 

@@ -13,28 +13,17 @@ class PiperAdapter(StandardAdapter[PiperInput]):
     """Validates a request against one Piper voice and builds its PiperInput."""
 
     MODEL = "Piper"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        [
-            ExtraParam(
-                "noise_scale",
-                float,
-                "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",
-                minimum=0,
-                maximum=2,
-            ),
-            ExtraParam("noise_w_scale", float, "Phoneme-duration noise, 0 to 2. Default from the voice.", minimum=0, maximum=2),
-        ],
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("noise_scale", float, "Generator noise, 0 to 2 (0 with noise_w_scale 0: deterministic audio). Default from the voice.",
+                   minimum=0, maximum=2),
+        ExtraParam("noise_w_scale", float, "Phoneme-duration noise, 0 to 2. Default from the voice.", minimum=0, maximum=2),
+    ])
 
     def __init__(self, voice: LoadedPiperVoice) -> None:
         self.voice = voice
         super().__init__(
-            sample_rate=voice.sample_rate,
-            voices=Voices.single(voice.name),
-            fields={"speed", "language"}
-            | ({"seed"} if voice.seeded else set())
-            | ({"word_timestamps"} if voice.durations_output else set()),
+            sample_rate=voice.sample_rate, voices=Voices.single(voice.name),
+            fields={"speed", "language"} | ({"seed"} if voice.seeded else set()) | ({"word_timestamps"} if voice.durations_output else set()),
             languages=(voice.language,),
         )
 

@@ -97,7 +97,9 @@ def _random_nodes(graph: onnx.GraphProto) -> list[int]:
             subgraphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
             for sub in subgraphs:
                 if subgraph_random_ops(sub):
-                    raise ValueError(f"random ops inside the subgraph of {node.op_type} ({node.name!r}) are not supported")
+                    raise ValueError(
+                        f"random ops inside the subgraph of {node.op_type} ({node.name!r}) are not supported"
+                    )
     return positions
 
 
@@ -174,9 +176,7 @@ def patch_for_seeded_noise(model: onnx.ModelProto) -> tuple[onnx.ModelProto, lis
             new_nodes.append(helper.make_node("Size", [x], [f"{pre}/size"], name=f"{pre}/Size"))
             new_nodes.append(
                 helper.make_node(
-                    "Reshape",
-                    [f"{pre}/size", const("one", np.array([1], np.int64))],
-                    [f"{pre}/count"],
+                    "Reshape", [f"{pre}/size", const("one", np.array([1], np.int64))], [f"{pre}/count"],
                     name=f"{pre}/Count",
                 )
             )
@@ -202,7 +202,9 @@ def patch_for_seeded_noise(model: onnx.ModelProto) -> tuple[onnx.ModelProto, lis
             dtype = input_types.get(x) if x is not None else None
         if dtype is None:
             if opset < 15:
-                raise ValueError(f"cannot tell the output dtype of {node.name!r} (no dtype attribute, input type unknown)")
+                raise ValueError(
+                    f"cannot tell the output dtype of {node.name!r} (no dtype attribute, input type unknown)"
+                )
             steps.append(("CastLike", [x], {}))
         elif dtype != TensorProto.FLOAT:
             steps.append(("Cast", [], {"to": int(dtype)}))
@@ -374,9 +376,9 @@ class SeededNoiseSession:
             initial_bank_len: first bank length for every site instead of the
                 computed bound (for tests; a too-short one just causes retries).
         """
-        return self.run_all(phoneme_ids, scales, seed, sentence_index, speaker_id, initial_bank_len=initial_bank_len)[
-            "output" if "output" in self._output_names else self._output_names[0]
-        ]
+        return self.run_all(
+            phoneme_ids, scales, seed, sentence_index, speaker_id, initial_bank_len=initial_bank_len
+        )["output" if "output" in self._output_names else self._output_names[0]]
 
     def run_all(
         self,
@@ -417,11 +419,9 @@ class SeededNoiseSession:
                 feeds[name] = bank.values
             try:
                 outputs = self._session.run(None, feeds, self._run_options)
-            except (
-                ort.capi.onnxruntime_pybind11_state.Fail,
-                ort.capi.onnxruntime_pybind11_state.RuntimeException,
-                ort.capi.onnxruntime_pybind11_state.InvalidArgument,
-            ) as error:
+            except (ort.capi.onnxruntime_pybind11_state.Fail,
+                    ort.capi.onnxruntime_pybind11_state.RuntimeException,
+                    ort.capi.onnxruntime_pybind11_state.InvalidArgument) as error:
                 short = _short_bank(str(error), len(banks))
                 if short is None:
                     raise
@@ -444,3 +444,4 @@ def _short_bank(message: str, count: int) -> tuple[int, int] | None:
             dims = [int(d) for d in match.group(1).split(",") if d.strip()] if match else []
             return site, math.prod(dims) if dims else 0
     return None
+

@@ -45,14 +45,9 @@ class DecoderBlock(BlockSequence):
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
         super().__init__(
-            SnakeBeta(in_dim),
-            Nested(CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)),
-            *snake_residual_units(
-                out_dim,
-                lambda i, o, k, d: nested_causal_conv(i, o, k, dilation=d),
-                SnakeBeta,
-                names=("act1", "conv1", "act2", "conv2"),
-            ),
+            SnakeBeta(in_dim), Nested(CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)),
+            *snake_residual_units(out_dim, lambda i, o, k, d: nested_causal_conv(i, o, k, dilation=d), SnakeBeta,
+                                  names=("act1", "conv1", "act2", "conv2")),
         )
 
     def stream(self, x: torch.Tensor, carry: CausalStream) -> torch.Tensor:
@@ -164,12 +159,7 @@ class SpeechDecoder(nn.Module):
         self.pre_conv = nested_causal_conv(config.codebook_dim, config.latent_dim, 3)
         self.pre_transformer = DecoderTransformer(config)
         self.upsample = nn.ModuleList(
-            nn.ModuleList(
-                [
-                    Nested(CausalConvTranspose1d(config.latent_dim, config.latent_dim, factor, factor)),
-                    CausalConvNeXtBlock(config.latent_dim),
-                ]
-            )
+            nn.ModuleList([Nested(CausalConvTranspose1d(config.latent_dim, config.latent_dim, factor, factor)), CausalConvNeXtBlock(config.latent_dim)])
             for factor in config.upsampling_ratios
         )
         blocks: list[nn.Module] = [nested_causal_conv(config.latent_dim, config.decoder_dim, 7)]
@@ -190,9 +180,8 @@ class SpeechDecoder(nn.Module):
             x = layer(x)
         return x.clamp(-1.0, 1.0)[:, 0]
 
-    def stream(
-        self, codes: torch.Tensor, states: Sequence[StreamState], frames: Sequence[int], skip: Sequence[int] | None = None
-    ) -> torch.Tensor:
+    def stream(self, codes: torch.Tensor, states: Sequence[StreamState], frames: Sequence[int],
+               skip: Sequence[int] | None = None) -> torch.Tensor:
         """codes [B, K, L] of each row's next frames[i] frames (right-padded to L) to the samples of all but each row's
         first skip[i] (default none), equal to those of decoding all its frames at once: [B, max(frames - skip) *
         samples_per_frame], row i's first (frames[i] - skip[i]) * samples_per_frame valid. states[i] advances past
@@ -226,9 +215,7 @@ class SpeechDecoder(nn.Module):
 def _from_starts(x: torch.Tensor, starts: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
     """x [B, C, T] with row i's [starts[i], starts[i] + lengths[i]) moved to its front, right-padded with zeros."""
     longest = max(lengths)
-    return torch.stack(
-        [F.pad(x[i, :, start : start + n], (0, longest - n)) for i, (start, n) in enumerate(zip(starts, lengths, strict=True))]
-    )
+    return torch.stack([F.pad(x[i, :, start : start + n], (0, longest - n)) for i, (start, n) in enumerate(zip(starts, lengths, strict=True))])
 
 
 # -- the Mimi encoder ------------------------------------------------------------------------------
@@ -237,12 +224,8 @@ def _from_starts(x: torch.Tensor, starts: Sequence[int], lengths: Sequence[int])
 def mimi_resnet_block(config: MimiEncoderConfig, dim: int, dilation: int) -> ResidualUnit:
     """ELU, a dilated causal conv down to dim / compress channels, ELU, a 1x1 conv back (`block.{0..3}`)."""
     c, hidden = config, dim // config.compress
-    return ResidualUnit(
-        nn.ELU(),
-        nested_causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
-        nn.ELU(),
-        nested_causal_conv(hidden, dim, 1, pad_mode=c.pad_mode),
-    )
+    return ResidualUnit(nn.ELU(), nested_causal_conv(dim, hidden, c.residual_kernel_size, dilation=dilation, pad_mode=c.pad_mode),
+                        nn.ELU(), nested_causal_conv(hidden, dim, 1, pad_mode=c.pad_mode))
 
 
 class SEANetEncoder(nn.Module):
@@ -276,13 +259,8 @@ class MimiMLP(nn.Module):
 
 def mimi_transformer_layer(c: MimiEncoderConfig) -> PreNormDecoderLayer:
     attention = QKVAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.attention_bias)
-    return PreNormDecoderLayer(
-        c.hidden_size,
-        attention,
-        MimiMLP(c.hidden_size, c.intermediate_size),
-        lambda dim: nn.LayerNorm(dim, eps=c.norm_eps),
-        layer_scale=True,
-    )
+    return PreNormDecoderLayer(c.hidden_size, attention, MimiMLP(c.hidden_size, c.intermediate_size),
+                               lambda dim: nn.LayerNorm(dim, eps=c.norm_eps), layer_scale=True)
 
 
 class MimiTransformer(nn.Module):
@@ -372,9 +350,7 @@ class SpeechEncoder(nn.Module):
         self.encoder = SEANetEncoder(config)
         self.encoder_transformer = MimiTransformer(config)
         stride = int(config.encodec_frame_rate / config.frame_rate)
-        self.downsample = nested_causal_conv(
-            config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate"
-        )
+        self.downsample = nested_causal_conv(config.hidden_size, config.hidden_size, 2 * stride, stride=2, bias=False, pad_mode="replicate")
         self.quantizer = MimiSplitRVQ(config)
 
     def forward(self, samples: torch.Tensor) -> torch.Tensor:

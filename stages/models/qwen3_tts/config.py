@@ -187,9 +187,7 @@ class SpeechTokenizerConfig(ConfigFile):
     def from_dict(cls, data: dict[str, Any]) -> SpeechTokenizerConfig:
         encoder = data.get("encoder_config")
         return from_json(
-            cls,
-            data,
-            where="speech_tokenizer/config.json",
+            cls, data, where="speech_tokenizer/config.json",
             decoder=DecoderConfig.read(data.get("decoder_config"), "decoder_config"),
             encoder=MimiEncoderConfig.read(encoder, "encoder_config") if encoder else None,
         )
@@ -240,9 +238,7 @@ class Qwen3TTSConfig:
             raise ValueError(f"{path}: {error}") from None
 
     @classmethod
-    def from_dict(
-        cls, data: dict[str, Any], speech_tokenizer: SpeechTokenizerConfig, generation: dict[str, Any] | None = None
-    ) -> Qwen3TTSConfig:
+    def from_dict(cls, data: dict[str, Any], speech_tokenizer: SpeechTokenizerConfig, generation: dict[str, Any] | None = None) -> Qwen3TTSConfig:
         if data.get("tokenizer_type", "qwen3_tts_tokenizer_12hz") != "qwen3_tts_tokenizer_12hz":
             raise ValueError(f"only the 12 Hz speech tokenizer is supported, not {data['tokenizer_type']!r}")
         kind = data.get("tts_model_type", "custom_voice")
@@ -251,8 +247,7 @@ class Qwen3TTSConfig:
         talker = dict(data.get("talker_config") or {})
         predictor = CodePredictorConfig.read(talker.get("code_predictor_config"), "talker_config.code_predictor_config")
         return from_json(
-            cls,
-            data,
+            cls, data,
             talker=TalkerConfig.read(talker, "talker_config", code_predictor=predictor),
             speaker_encoder=from_json(SpeakerEncoderConfig, data.get("speaker_encoder_config")) if kind == "base" else None,
             speech_tokenizer=speech_tokenizer,

@@ -67,9 +67,8 @@ class FrameCodeGraphs:
             hidden = self.static_step(self.embed(group - 1, inputs["code"])[:, None], kv, group + 1)[:, -1]
         return self.head(group, hidden)
 
-    def generate(
-        self, first_inputs: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def generate(self, first_inputs: torch.Tensor, choose: Callable[[int, torch.Tensor], torch.Tensor]
+                 ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Codes [B, groups] and logits [B, groups, V], as `generate_frame_codes` (no teacher forcing), or None when
         B is above the largest size."""
         rows = first_inputs.shape[0]

@@ -23,13 +23,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.runtime.prepare import PrepareStage
 
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
-    modules = load_modules(
-        path,
-        dtype=talker_deploy.torch_dtype,
-        device=talker_deploy.device,
-        codec_dtype=codec_deploy.torch_dtype,
-        codec_device=codec_deploy.device,
-    )
+    modules = load_modules(path, dtype=talker_deploy.torch_dtype, device=talker_deploy.device, codec_dtype=codec_deploy.torch_dtype,
+                           codec_device=codec_deploy.device)
     # The talker and its code predictor; clone encoders stay float.
     quantized = quantize_stages(deploy, Quantizable("talker", (modules.talker,)))
     cloner = VoiceCloner(modules)

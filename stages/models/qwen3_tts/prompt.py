@@ -81,11 +81,8 @@ def build_prompt(talker: Talker, config: Qwen3TTSConfig, tokenizer: TextTokenize
     parts.append(talker.embed_text(ids[:3]))
 
     lang = language_id(config, cond.language, cond.speaker)
-    control = (
-        [c.codec_nothink_id, c.codec_think_bos_id, c.codec_think_eos_id]
-        if lang is None
-        else [c.codec_think_id, c.codec_think_bos_id, lang, c.codec_think_eos_id]
-    )
+    control = [c.codec_nothink_id, c.codec_think_bos_id, c.codec_think_eos_id] if lang is None else \
+        [c.codec_think_id, c.codec_think_bos_id, lang, c.codec_think_eos_id]
     codec = [talker.embed_codec(control)]
     if cond.speaker is not None:
         codec.append(talker.embed_codec([c.speaker_codec_id(cond.speaker)]))
@@ -108,7 +105,7 @@ def build_prompt(talker: Talker, config: Qwen3TTSConfig, tokenizer: TextTokenize
             trailing = pad
         elif len(text_side) > len(codec_side):
             parts.append(text_side[: len(codec_side)] + codec_side)
-            trailing = text_side[len(codec_side) :]
+            trailing = text_side[len(codec_side):]
         else:
             padded = torch.cat([text_side, pad.expand(len(codec_side) - len(text_side), -1)])
             parts.append(padded + codec_side)

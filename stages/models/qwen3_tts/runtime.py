@@ -56,30 +56,20 @@ class TalkerStageModel(AutoregressiveModel):
 
     emits_eos_frame = False
 
-    def __init__(
-        self,
-        modules: Qwen3TTSModules,
-        max_len: int,
-        cloner: VoiceCloner | None = None,
-        cuda_graph_batch_sizes: Sequence[int] = (),
-        graph_capture: bool | None = None,
-    ) -> None:
+    def __init__(self, modules: Qwen3TTSModules, max_len: int, cloner: VoiceCloner | None = None,
+                 cuda_graph_batch_sizes: Sequence[int] = (), graph_capture: bool | None = None) -> None:
         self.modules = modules
         self.cloner = cloner or VoiceCloner(modules)
         self.talker = modules.talker
         c = modules.config.talker
         self.config = c
-        self.cache_shape = CacheShape(
-            c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings)
-        )
+        self.cache_shape = CacheShape(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
         never = torch.zeros(c.vocab_size, dtype=torch.bool)
         never[c.vocab_size - c.num_control_ids :] = True  # control ids are inputs, never outputs ...
         never[c.codec_eos_token_id] = False  # ... except EOS
         self._never = never
         self.predictor_graphs = (
-            modules.talker.code_predictor.frame_code_graphs(cuda_graph_batch_sizes, graph_capture)
-            if cuda_graph_batch_sizes
-            else None
+            modules.talker.code_predictor.frame_code_graphs(cuda_graph_batch_sizes, graph_capture) if cuda_graph_batch_sizes else None
         )
         """The code predictor's 15 sub-steps on static buffers padded to those sizes (CUDA graphs on a GPU)."""
 
@@ -96,12 +86,9 @@ class TalkerStageModel(AutoregressiveModel):
         prompt = self.prompt(request)
         sampling = inputs.sampling
         seen = SeenTokens.for_params(sampling, self.config.vocab_size, self.device)
-        return SequenceStart(
-            prompt.embeds,
-            sampling,
-            SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1), seen=seen),
-            fed_positions=prompt.fed_positions,
-        )
+        return SequenceStart(prompt.embeds, sampling,
+                             SequenceState(prompt.trailing, prompt.pad, SamplerState(inputs.subtalker, stream=1), seen=seen),
+                             fed_positions=prompt.fed_positions)
 
     def first_chunk_frames(self, request: SynthesisRequest[Qwen3TTSInput]) -> int | None:
         return request.stage_input.initial_codec_chunk_frames
@@ -120,9 +107,8 @@ class TalkerStageModel(AutoregressiveModel):
             logits[torch.tensor(early, device=logits.device), self.config.codec_eos_token_id] = float("-inf")
         return logits
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[SequenceState]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[SequenceState]) -> torch.Tensor:
         logits = self.code0_logits(hidden, [len(h) for h in histories])
         seen = [state.seen for state in states]
         code0 = sample_states(logits, samplers, [s.mask if s else None for s in seen])  # on the device
@@ -132,9 +118,7 @@ class TalkerStageModel(AutoregressiveModel):
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
             return sample_states(group_logits.float(), subtalkers)
 
-        rest, _ = self.talker.code_predictor.generate(
-            hidden, self.talker.embed_codec(code0), choose, graphs=self.predictor_graphs
-        )
+        rest, _ = self.talker.code_predictor.generate(hidden, self.talker.embed_codec(code0), choose, graphs=self.predictor_graphs)
         return torch.cat([code0[:, None], rest], dim=1).cpu()
 
     def is_eos(self, frames: torch.Tensor) -> torch.Tensor:
@@ -160,10 +144,6 @@ def code2wav(decoder: SpeechDecoder, cloner: VoiceCloner) -> StatefulCodecDecode
     (`left_context_frames`) is not read. An ICL clone's reference codes are decoded into the state with its first
     chunk (through the transformer; through the convolutions after it only as far back as they read), their audio
     dropped, as the reference decodes them before the generated codes and cuts their audio."""
-    return StatefulCodecDecoder(
-        decoder,
-        decoder.config.samples_per_frame,
-        codes=_codebooks,
-        reference_codes=lambda request: cloner.conditioning(request).ref_codes,
-        first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames,
-    )
+    return StatefulCodecDecoder(decoder, decoder.config.samples_per_frame, codes=_codebooks,
+                                reference_codes=lambda request: cloner.conditioning(request).ref_codes,
+                                first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)

@@ -8,15 +8,7 @@ from torch import nn
 
 from vocalis.stages.models.qwen3_tts.config import SpeakerEncoderConfig
 
-SPEAKER_MEL = {
-    "sample_rate": 24000,
-    "n_fft": 1024,
-    "num_mels": 128,
-    "hop_size": 256,
-    "win_size": 1024,
-    "fmin": 0.0,
-    "fmax": 12000.0,
-}
+SPEAKER_MEL = {"sample_rate": 24000, "n_fft": 1024, "num_mels": 128, "hop_size": 256, "win_size": 1024, "fmin": 0.0, "fmax": 12000.0}
 """The reference's fixed analysis settings of the encoder's input (`speech_features.matcha_log_mel`, 24 kHz)."""
 
 
@@ -65,9 +57,7 @@ class SqueezeExcitation(nn.Module):
 
 
 class SERes2NetBlock(nn.Module):
-    def __init__(
-        self, in_channels: int, out_channels: int, scale: int, se_channels: int, kernel_size: int, dilation: int
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, scale: int, se_channels: int, kernel_size: int, dilation: int) -> None:
         super().__init__()
         self.tdnn1 = TDNN(in_channels, out_channels, 1, 1)
         self.res2net_block = Res2Net(out_channels, scale, kernel_size, dilation)
@@ -110,9 +100,7 @@ class SpeakerEncoder(nn.Module):
         channels, kernels, dilations = c.enc_channels, c.enc_kernel_sizes, c.enc_dilations
         blocks: list[nn.Module] = [TDNN(c.mel_dim, channels[0], kernels[0], dilations[0])]
         for i in range(1, len(channels) - 1):
-            blocks.append(
-                SERes2NetBlock(channels[i - 1], channels[i], c.enc_res2net_scale, c.enc_se_channels, kernels[i], dilations[i])
-            )
+            blocks.append(SERes2NetBlock(channels[i - 1], channels[i], c.enc_res2net_scale, c.enc_se_channels, kernels[i], dilations[i]))
         self.blocks = nn.ModuleList(blocks)
         self.mfa = TDNN(channels[-1], channels[-1], kernels[-1], dilations[-1])
         self.asp = AttentiveStatsPooling(channels[-1], c.enc_attention_channels)

@@ -89,28 +89,13 @@ class CodePredictor(nn.Module):
         c = self.config
         weight = self.model.codec_embedding[0].weight  # an embedding: its dtype and device whatever the heads' weights
         return FrameCodeGraphs(
-            self.static_step,
-            len(self.model.layers),
-            c.num_code_groups - 1,
-            head=lambda group, hidden: self.lm_head[group](hidden),
-            embed=lambda group, code: self.model.codec_embedding[group](code),
-            kv_heads=c.num_key_value_heads,
-            head_dim=c.head_dim,
-            input_width=self.model.codec_embedding[0].weight.shape[1],
-            dtype=weight.dtype,
-            device=weight.device,
-            sizes=sizes,
-            capture=capture,
-        )
+            self.static_step, len(self.model.layers), c.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
+            embed=lambda group, code: self.model.codec_embedding[group](code), kv_heads=c.num_key_value_heads, head_dim=c.head_dim,
+            input_width=self.model.codec_embedding[0].weight.shape[1], dtype=weight.dtype, device=weight.device, sizes=sizes,
+            capture=capture)
 
-    def generate(
-        self,
-        talker_hidden: torch.Tensor,
-        code0_embeds: torch.Tensor,
-        choose,
-        forced: torch.Tensor | None = None,
-        graphs: FrameCodeGraphs | None = None,
-    ):
+    def generate(self, talker_hidden: torch.Tensor, code0_embeds: torch.Tensor, choose, forced: torch.Tensor | None = None,
+                 graphs: FrameCodeGraphs | None = None):
         """Codes [B, G-1] and logits [B, G-1, V] for a batch of frames.
 
         `choose(step, logits [B, V]) -> codes [B]` picks each codebook's codes (sampling lives with the
@@ -123,15 +108,9 @@ class CodePredictor(nn.Module):
             if result is not None:
                 return result
         return generate_frame_codes(
-            first,
-            self.step,
-            len(self.model.layers),
-            self.config.num_code_groups - 1,
-            head=lambda group, hidden: self.lm_head[group](hidden),
-            embed=lambda group, code: self.model.codec_embedding[group](code),
-            choose=choose,
-            forced=forced,
-        )
+            first, self.step, len(self.model.layers),
+            self.config.num_code_groups - 1, head=lambda group, hidden: self.lm_head[group](hidden),
+            embed=lambda group, code: self.model.codec_embedding[group](code), choose=choose, forced=forced)
 
 
 class Talker(nn.Module):

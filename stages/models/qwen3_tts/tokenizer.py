@@ -17,9 +17,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-QWEN2_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 MISTRAL_PATTERN = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
@@ -55,38 +53,22 @@ class TextTokenizer:
                     left, right = line.split(" ")
                     merges.append((left, right))
             tokenizer = Tokenizer(
-                models.BPE(
-                    vocab=vocab,
-                    merges=merges,
-                    unk_token=None,
-                    continuing_subword_prefix="",
-                    end_of_word_suffix="",
-                    fuse_unk=False,
-                    byte_fallback=False,
-                )
+                models.BPE(vocab=vocab, merges=merges, unk_token=None, continuing_subword_prefix="",
+                           end_of_word_suffix="", fuse_unk=False, byte_fallback=False)
             )
             tokenizer.normalizer = normalizers.NFC()
             tokenizer.decoder = decoders.ByteLevel()
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Split(Regex(split_pattern(transformers_version)), behavior="isolated", invert=False),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-            ]
-        )
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split_pattern(transformers_version)), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
         config_path = path / "tokenizer_config.json"
-        added = (
-            json.loads(config_path.read_text(encoding="utf-8")).get("added_tokens_decoder", {}) if config_path.is_file() else {}
-        )
+        added = json.loads(config_path.read_text(encoding="utf-8")).get("added_tokens_decoder", {}) if config_path.is_file() else {}
         tokens = []
         for index, entry in sorted(added.items(), key=lambda item: int(item[0])):
-            token = AddedToken(
-                entry["content"],
-                single_word=entry.get("single_word", False),
-                lstrip=entry.get("lstrip", False),
-                rstrip=entry.get("rstrip", False),
-                normalized=entry.get("normalized", False),
-                special=entry.get("special", True),
-            )
+            token = AddedToken(entry["content"], single_word=entry.get("single_word", False), lstrip=entry.get("lstrip", False),
+                               rstrip=entry.get("rstrip", False), normalized=entry.get("normalized", False),
+                               special=entry.get("special", True))
             tokens.append((int(index), token))
         tokenizer.add_special_tokens([token for _, token in tokens])
         for index, token in tokens:

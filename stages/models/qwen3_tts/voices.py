@@ -49,9 +49,8 @@ class ClonedVoice:
     """[R, G] codes of the clip, for ICL cloning."""
 
 
-def voice_artifacts(
-    modules: Qwen3TTSModules, samples: np.ndarray, rate: int, xvector: bool = True, codes: bool = True
-) -> tuple[np.ndarray | None, np.ndarray | None]:
+def voice_artifacts(modules: Qwen3TTSModules, samples: np.ndarray, rate: int, xvector: bool = True,
+                    codes: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A clip's x-vector [H] (speaker encoder) and reference codes [T, G] (Mimi encoder)."""
     vector = None
     if xvector and modules.speaker_encoder is not None:
@@ -111,15 +110,12 @@ class VoiceCloner:
         xvector = clone.speaker_embedding
         if xvector is None:
             stored = artifacts.get(ARTIFACT_XVECTOR)
-            xvector = torch.as_tensor(
-                np.asarray(stored if stored is not None else self._encoded(reference, "xvector")), dtype=torch.float32
-            )
+            xvector = torch.as_tensor(np.asarray(stored if stored is not None else self._encoded(reference, "xvector")),
+                                      dtype=torch.float32)
         codes = None
         if clone.icl:
             stored = artifacts.get(ARTIFACT_CODES)
-            codes = torch.as_tensor(
-                np.asarray(stored if stored is not None else self._encoded(reference, "codes")), dtype=torch.long
-            )
+            codes = torch.as_tensor(np.asarray(stored if stored is not None else self._encoded(reference, "codes")), dtype=torch.long)
         return ClonedVoice(xvector.reshape(-1), codes)
 
     def _encoded(self, reference: ReferenceAudio | None, what: str) -> np.ndarray:
@@ -129,9 +125,7 @@ class VoiceCloner:
         key = content_key(samples, reference.sample_rate, what)
 
         def encode() -> np.ndarray:
-            vector, codes = voice_artifacts(
-                self.modules, samples, reference.sample_rate, xvector=what == "xvector", codes=what == "codes"
-            )
+            vector, codes = voice_artifacts(self.modules, samples, reference.sample_rate, xvector=what == "xvector", codes=what == "codes")
             value = vector if what == "xvector" else codes
             if value is None:
                 raise ValueError(f"this checkpoint has no encoder for the clip's {what}")

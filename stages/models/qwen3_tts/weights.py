@@ -39,13 +39,8 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     return fold_weight_norm(read_safetensors(path))
 
 
-def load_modules(
-    path: Path,
-    dtype: torch.dtype = torch.float32,
-    device: str = "cpu",
-    codec_dtype: torch.dtype | None = None,
-    codec_device: str | None = None,
-) -> Qwen3TTSModules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", codec_dtype: torch.dtype | None = None,
+                 codec_device: str | None = None) -> Qwen3TTSModules:
     """Load the checkpoint at `path` (config.json, model.safetensors, tokenizer files, speech_tokenizer/)."""
     config = Qwen3TTSConfig.from_dir(path)
     tokenizer = TextTokenizer.from_dir(path, config.transformers_version)
@@ -56,9 +51,7 @@ def load_modules(
     talker = load_strict(Talker(config.talker), take(weights, "talker."), f"{path}: talker")
     speaker = None
     if config.speaker_encoder is not None:
-        speaker = load_strict(
-            SpeakerEncoder(config.speaker_encoder), take(weights, "speaker_encoder."), f"{path}: speaker_encoder"
-        )
+        speaker = load_strict(SpeakerEncoder(config.speaker_encoder), take(weights, "speaker_encoder."), f"{path}: speaker_encoder")
     elif any(k.startswith("speaker_encoder.") for k in weights):
         raise ValueError(f"{path}: speaker_encoder weights in a {config.tts_model_type} checkpoint")
     codec_weights = read_weights(path / "speech_tokenizer")
@@ -66,16 +59,11 @@ def load_modules(
     decoder = load_strict(SpeechDecoder(st.decoder), take(codec_weights, "decoder."), f"{path}/speech_tokenizer: decoder")
     encoder = None
     if st.encoder is not None and any(k.startswith("encoder.") for k in codec_weights):
-        encoder = load_strict(
-            SpeechEncoder(st.encoder, st.encoder_valid_num_quantizers, st.encode_downsample_rate),
-            take(codec_weights, "encoder."),
-            f"{path}/speech_tokenizer: encoder",
-        )
+        encoder = load_strict(SpeechEncoder(st.encoder, st.encoder_valid_num_quantizers, st.encode_downsample_rate),
+                            take(codec_weights, "encoder."), f"{path}/speech_tokenizer: encoder")
     codec_dtype = codec_dtype or dtype
     return Qwen3TTSModules(
-        path=path,
-        config=config,
-        tokenizer=tokenizer,
+        path=path, config=config, tokenizer=tokenizer,
         talker=talker.to(device=device, dtype=dtype).eval(),
         decoder=decoder.to(device=codec_device or device, dtype=codec_dtype).eval(),
         # The encoder and speaker encoder run once per cloned voice: float32 keeps their codes and x-vectors exact.

@@ -60,68 +60,35 @@ class VoxCPM2Input:
             return "reference"
         return "continuation" if self.prompt is not None else "zero_shot"
 
-
 class VoxCPM2Adapter(StandardAdapter[VoxCPM2Input]):
     MODEL = "VoxCPM2"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        [
-            ExtraParam(
-                "cfg_value",
-                float,
-                "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice more closely.",
-                minimum=0,
-                maximum=10,
-            ),
-            ExtraParam(
-                "inference_timesteps",
-                int,
-                "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
-                minimum=1,
-                maximum=100,
-            ),
-            ExtraParam(
-                "min_len",
-                int,
-                "Patches before the stop head may end the utterance, 0 to 4096 (default 2).",
-                minimum=0,
-                maximum=MAX_NEW_TOKENS,
-            ),
-            ExtraParam(
-                "clone_mode",
-                str,
-                "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
-                "Default: continuation when the transcript is known, else reference.",
-                choices=CLONE_MODES,
-            ),
-        ],
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("cfg_value", float, "Classifier-free guidance of the LocDiT, 0 to 10 (default 2.0): higher follows the text and voice "
+                   "more closely.", minimum=0, maximum=10),
+        ExtraParam("inference_timesteps", int, "Flow-matching steps per patch, 1 to 100 (default 10): fewer is faster, coarser.",
+                   minimum=1, maximum=100),
+        ExtraParam("min_len", int, "Patches before the stop head may end the utterance, 0 to 4096 (default 2).", minimum=0, maximum=MAX_NEW_TOKENS),
+        ExtraParam("clone_mode", str, "With a voice to clone: reference, continuation (needs its transcript) or ref_continuation. "
+                   "Default: continuation when the transcript is known, else reference.", choices=CLONE_MODES),
+    ])
     REFERENCE = ReferencePolicy(MODEL, transcript=False, audio=False)
     """Only the shared ref_text rule: which of transcript, audio or latents a clone needs depends on its clone_mode."""
 
     def __init__(self, config: VoxCPM2Config) -> None:
         self.config = config
-        super().__init__(
-            sample_rate=config.audio_vae.out_sample_rate,
-            voices=Voices.single(),
-            fields={"seed", "max_new_tokens", "ref_text", "initial_codec_chunk_frames"},
-        )
+        super().__init__(sample_rate=config.audio_vae.out_sample_rate, voices=Voices.single(),
+                         fields={"seed", "max_new_tokens", "ref_text", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> VoxCPM2Input:
         request = self.prologue(params)
         settings: dict[str, Any] = dict(request.extra)
         mode = settings.pop("clone_mode", None)
-        common = {
-            "seed": request.seed,
-            "max_new_tokens": request.max_new_tokens,
-            "initial_codec_chunk_frames": request.initial_codec_chunk_frames,
-        }
+        common = {"seed": request.seed, "max_new_tokens": request.max_new_tokens,
+                  "initial_codec_chunk_frames": request.initial_codec_chunk_frames}
         settings |= {name: value for name, value in common.items() if value is not None}
         if request.reference is None:
             if mode is not None:
-                raise InvalidField(
-                    "extra_params.clone_mode", "REF_AUDIO_REQUIRED", "clone_mode needs ref_audio or a cloned voice"
-                )
+                raise InvalidField("extra_params.clone_mode", "REF_AUDIO_REQUIRED", "clone_mode needs ref_audio or a cloned voice")
             return VoxCPM2Input(**settings)
         return VoxCPM2Input(**settings, **self._voice(request.reference, mode))
 
@@ -130,9 +97,7 @@ class VoxCPM2Adapter(StandardAdapter[VoxCPM2Input]):
         mode = mode or ("continuation" if text else "reference")
         if mode != "reference" and not text:
             field = "voice" if reference.name else "ref_text"
-            raise InvalidField(
-                field, "REF_TEXT_REQUIRED", f"clone_mode {mode} needs the transcript of the voice's audio (ref_text)"
-            )
+            raise InvalidField(field, "REF_TEXT_REQUIRED", f"clone_mode {mode} needs the transcript of the voice's audio (ref_text)")
         artifacts = reference.artifacts or {}
         has_audio = reference.samples is not None and len(reference.samples) > 0
         field = "voice" if reference.name else "ref_audio"
@@ -142,9 +107,7 @@ class VoxCPM2Adapter(StandardAdapter[VoxCPM2Input]):
             if latents is not None:
                 return VoiceClip(latents=self._latents(latents, artifact, field))
             if not has_audio:
-                raise InvalidField(
-                    field, "VOICE_NOT_SUPPORTED", f"the voice has no audio (nor {artifact} latents) for VoxCPM2 to clone"
-                )
+                raise InvalidField(field, "VOICE_NOT_SUPPORTED", f"the voice has no audio (nor {artifact} latents) for VoxCPM2 to clone")
             return VoiceClip(samples=np.asarray(reference.samples, dtype=np.float32), sample_rate=int(reference.sample_rate))
 
         voice: dict[str, Any] = {}
@@ -159,9 +122,5 @@ class VoxCPM2Adapter(StandardAdapter[VoxCPM2Input]):
         latents = torch.as_tensor(np.asarray(value, dtype=np.float32))
         shape = (self.config.patch_size, self.config.feat_dim)
         if latents.dim() != 3 or tuple(latents.shape[1:]) != shape or len(latents) == 0:
-            raise InvalidField(
-                field,
-                "INVALID_VOICE_ARTIFACT",
-                f"{artifact} must be [N, {shape[0]}, {shape[1]}] latents, got {tuple(latents.shape)}",
-            )
+            raise InvalidField(field, "INVALID_VOICE_ARTIFACT", f"{artifact} must be [N, {shape[0]}, {shape[1]}] latents, got {tuple(latents.shape)}")
         return latents

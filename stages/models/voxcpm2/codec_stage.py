@@ -28,12 +28,7 @@ class PatchDecoder(ChunkDecoder):
     causal = True
 
     def __init__(
-        self,
-        vae: AudioVAE,
-        config: VoxCPM2Config,
-        voices: VoiceEncoder,
-        frame_dtype: torch.dtype | None = None,
-        frame_device=None,
+        self, vae: AudioVAE, config: VoxCPM2Config, voices: VoiceEncoder, frame_dtype: torch.dtype | None = None, frame_device=None
     ) -> None:
         """`frame_dtype`/`frame_device`: those of the generator's patches, which context frames are concatenated with."""
         self.vae = vae
@@ -50,9 +45,7 @@ class PatchDecoder(ChunkDecoder):
         return math.ceil(receptive_field_frames(self.config.audio_vae) / self.config.patch_size)
 
     def start(self, request: SynthesisRequest[VoxCPM2Input]) -> DecodeStream:
-        return DecodeStream(
-            first_chunk_frames=request.stage_input.initial_codec_chunk_frames, context_frames=self.context_frames(request)
-        )
+        return DecodeStream(first_chunk_frames=request.stage_input.initial_codec_chunk_frames, context_frames=self.context_frames(request))
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         """[B, T, P, D] patches -> [B, T * samples_per_frame] samples."""

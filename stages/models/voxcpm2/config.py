@@ -194,12 +194,8 @@ class VoxCPM2Config(ConfigFile):
 
     def _local(self, local: LocalStackConfig) -> TransformerConfig:
         return self.lm.stack(
-            hidden_size=local.hidden_dim,
-            intermediate_size=local.ffn_dim,
-            num_heads=local.num_heads,
-            num_layers=local.num_layers,
-            kv_channels=local.kv_channels,
-            vocab_size=0,
+            hidden_size=local.hidden_dim, intermediate_size=local.ffn_dim, num_heads=local.num_heads,
+            num_layers=local.num_layers, kv_channels=local.kv_channels, vocab_size=0,
         )
 
     @property
@@ -219,20 +215,10 @@ class VoxCPM2Config(ConfigFile):
         cfm = dit.pop("cfm_config", None) or {}
         mean_mode = bool(dit.pop("dit_mean_mode", False))  # the reference reads only this spelling, not `mean_mode`
         vae = data.get("audio_vae_config")
-        top = {
-            k: data[k]
-            for k in (
-                "patch_size",
-                "feat_dim",
-                "residual_lm_num_layers",
-                "residual_lm_no_rope",
-                "scalar_quantization_latent_dim",
-                "scalar_quantization_scale",
-                "max_length",
-                "dtype",
-            )
-            if k in data
-        }
+        top = {k: data[k] for k in (
+            "patch_size", "feat_dim", "residual_lm_num_layers", "residual_lm_no_rope", "scalar_quantization_latent_dim",
+            "scalar_quantization_scale", "max_length", "dtype",
+        ) if k in data}
         config = cls(
             lm=LMConfig.read(lm, "lm_config", aliases={"kv_channels": "head_dim"}, rope_scaling=rope_scaling),
             encoder=from_json(LocalStackConfig, data.get("encoder_config") or {}),
@@ -257,3 +243,4 @@ class VoxCPM2Config(ConfigFile):
             raise ValueError(f"unknown audio_vae_config.cond_type {self.audio_vae.cond_type!r}")
         if self.audio_vae.decoder_dim < 2 ** len(self.audio_vae.decoder_rates):
             raise ValueError("audio_vae_config.decoder_dim must be at least 2 ** len(decoder_rates)")
+

@@ -24,27 +24,13 @@ def long_rope(config: TransformerConfig) -> LongRoPE:
     scaling = config.rope_scaling
     if scaling is None:
         raise ValueError("a stack with RoPE needs rope_scaling")
-    return LongRoPE(
-        config.head_dim,
-        config.rope_theta,
-        scaling.short_factor,
-        scaling.long_factor,
-        config.max_position_embeddings,
-        scaling.original_max_position_embeddings,
-    )
+    return LongRoPE(config.head_dim, config.rope_theta, scaling.short_factor, scaling.long_factor,
+                    config.max_position_embeddings, scaling.original_max_position_embeddings)
 
 
 def decoder_layer(c: TransformerConfig) -> PreNormDecoderLayer:
-    return gated_decoder_layer(
-        c.hidden_size,
-        c.num_heads,
-        c.num_kv_heads,
-        c.head_dim,
-        c.intermediate_size,
-        c.rms_norm_eps,
-        rope_upcast=True,
-        residual_scale=c.residual_scale,
-    )
+    return gated_decoder_layer(c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.rms_norm_eps,
+                               rope_upcast=True, residual_scale=c.residual_scale)
 
 
 class MiniCPMStack(nn.Module):

@@ -88,11 +88,8 @@ class LatentGenerator(AutoregressiveModel):
 
     def start(self, request: SynthesisRequest[VoxCPM2Input], payload: object = None) -> SequenceStart:
         layout, target_len = self.layout(request)
-        return SequenceStart(
-            self.prompt_embeds(layout),
-            self.sampling(request.stage_input, target_len),
-            self.new_state(request.stage_input, layout),
-        )
+        return SequenceStart(self.prompt_embeds(layout), self.sampling(request.stage_input, target_len),
+                             self.new_state(request.stage_input, layout))
 
     def prompt_embeds(self, layout: PromptLayout) -> torch.Tensor:
         """The packed rows [P, 2H + 1] of a prompt layout."""

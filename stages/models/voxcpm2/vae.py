@@ -34,9 +34,7 @@ RESIDUAL_KERNEL = 7
 def residual_units(dim: int, groups: int) -> list[ResidualUnit]:
     """The three dilated units of a block, each a `block` Sequential (Snake, conv, Snake, 1x1 conv)."""
     return [
-        ResidualUnit(
-            Snake(dim), CausalConv1d(dim, dim, RESIDUAL_KERNEL, dilation=d, groups=groups), Snake(dim), CausalConv1d(dim, dim, 1)
-        )
+        ResidualUnit(Snake(dim), CausalConv1d(dim, dim, RESIDUAL_KERNEL, dilation=d, groups=groups), Snake(dim), CausalConv1d(dim, dim, 1))
         for d in RESIDUAL_DILATIONS
     ]
 

@@ -31,9 +31,7 @@ class VoxCPM2Modules:
     """Always float32, as the reference runs it."""
 
 
-def load_modules(
-    path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", vae_device: str | None = None
-) -> VoxCPM2Modules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", vae_device: str | None = None) -> VoxCPM2Modules:
     path = Path(path)
     config = VoxCPM2Config.from_dir(path)
     tokenizer = TextTokenizer(path)

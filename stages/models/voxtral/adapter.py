@@ -17,10 +17,8 @@ from vocalis.stages.runtime.request import RequestParams
 
 DEFAULT_CFG_ALPHA = 1.2
 VOICE_REQUIRED = "Either 'voice' (preset speaker) or 'ref_audio' (voice cloning) must be provided"
-NO_ENCODER = (
-    "Voice cloning with 'ref_audio' requires the full Voxtral checkpoint with encoder weights. "
-    "The open-source variant only supports preset voices via the 'voice' parameter."
-)
+NO_ENCODER = ("Voice cloning with 'ref_audio' requires the full Voxtral checkpoint with encoder weights. "
+              "The open-source variant only supports preset voices via the 'voice' parameter.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,30 +36,17 @@ class VoxtralInput:
 
 class VoxtralAdapter(StandardAdapter[VoxtralInput]):
     MODEL = "Voxtral TTS"
-    EXTRA_PARAMS = ExtraParams(
-        MODEL,
-        [
-            ExtraParam(
-                "cfg_alpha",
-                float,
-                "Classifier-free guidance of the acoustic flow, 0 to 10 (default 1.2, the peer's deploy).",
-                minimum=0,
-                maximum=10,
-            ),
-        ],
-    )
+    EXTRA_PARAMS = ExtraParams(MODEL, [
+        ExtraParam("cfg_alpha", float, "Classifier-free guidance of the acoustic flow, 0 to 10 (default 1.2, the peer's deploy).",
+                   minimum=0, maximum=10),
+    ])
 
     def __init__(self, voices: tuple[str, ...], sample_rate: int, encoder_weights: bool) -> None:
         self.encoder_weights = encoder_weights
         # No default voice: a preset must be named unless ref_audio clones (VOICE_REQUIRED); no ReferencePolicy, as
         # the clip is this adapter's to check (the preset wins beside it, and the open release cannot clone).
-        super().__init__(
-            sample_rate=sample_rate,
-            voices=Voices.preset(voices),
-            fields={"seed", "max_new_tokens", "ref_audio"},
-            voice_cloning=encoder_weights,
-            preset_over_reference=True,
-        )
+        super().__init__(sample_rate=sample_rate, voices=Voices.preset(voices),
+                         fields={"seed", "max_new_tokens", "ref_audio"}, voice_cloning=encoder_weights, preset_over_reference=True)
 
     def stage_input(self, params: RequestParams) -> VoxtralInput:
         reference = params.reference  # inline ref_audio, or a stored (uploaded) voice, which clones from its audio too
@@ -70,17 +55,10 @@ class VoxtralAdapter(StandardAdapter[VoxtralInput]):
         clip = None
         if reference is not None and not params.voice:  # with both, the preset wins (as the peer)
             if reference.samples is None or len(reference.samples) == 0:
-                raise InvalidField(
-                    "voice" if reference.name else "ref_audio", "VOICE_NOT_SUPPORTED", "the voice has no audio to clone"
-                )
+                raise InvalidField("voice" if reference.name else "ref_audio", "VOICE_NOT_SUPPORTED", "the voice has no audio to clone")
             clip = (np.asarray(reference.samples, dtype=np.float32), int(reference.sample_rate))
         elif not params.voice:
             raise InvalidField("voice", "VOICE_REQUIRED", VOICE_REQUIRED)
         request = self.prologue(params)
-        return VoxtralInput(
-            voice=params.voice,
-            reference=clip,
-            cfg_alpha=request.extra.get("cfg_alpha", DEFAULT_CFG_ALPHA),
-            seed=request.seed,
-            max_new_tokens=request.max_new_tokens,
-        )
+        return VoxtralInput(voice=params.voice, reference=clip, cfg_alpha=request.extra.get("cfg_alpha", DEFAULT_CFG_ALPHA),
+                            seed=request.seed, max_new_tokens=request.max_new_tokens)

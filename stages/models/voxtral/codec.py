@@ -166,9 +166,7 @@ class AudioTokenizerDecoder(nn.Module):
             blocks.append(CodecTransformer(args, layers, window))
             last = i + 1 == len(args.transformer_lengths)
             if not last and (args.kernels[i + 1] != 1 or args.strides[i + 1] != 1):
-                blocks.append(
-                    Nested(CausalConvTranspose1d(args.dim, args.dim, args.kernels[i + 1], args.strides[i + 1], bias=False))
-                )
+                blocks.append(Nested(CausalConvTranspose1d(args.dim, args.dim, args.kernels[i + 1], args.strides[i + 1], bias=False)))
                 if args.half_window_on_resample and args.strides[i + 1] > 1:
                     window *= 2
         self.decoder_blocks = nn.ModuleList(blocks)
@@ -225,15 +223,8 @@ class AudioTokenizerEncoder(nn.Module):
             blocks.append(CodecTransformer(args, layers, window))
             last = i + 1 == len(args.encoder_lengths)
             if args.encoder_kernels[i] != 1 or args.encoder_strides[i] != 1 or last:
-                blocks.append(
-                    causal_conv(
-                        args.dim,
-                        args.latent_dim if last else args.dim,
-                        args.encoder_kernels[i],
-                        args.encoder_strides[i],
-                        pad_mode="replicate",
-                    )
-                )
+                blocks.append(causal_conv(args.dim, args.latent_dim if last else args.dim, args.encoder_kernels[i],
+                                          args.encoder_strides[i], pad_mode="replicate"))
                 if args.half_window_on_resample and args.encoder_strides[i] > 1:
                     window //= 2
         self.encoder_blocks = nn.ModuleList(blocks)

@@ -148,55 +148,31 @@ class VoxtralConfig:
         if not model or not codec:
             raise ValueError(f"{where}: no multimodal.audio_model_args / audio_tokenizer_args: not a Voxtral TTS checkpoint")
         decoder = DecoderArgs(
-            dim=params["dim"],
-            n_layers=params["n_layers"],
-            head_dim=params["head_dim"],
-            hidden_dim=params["hidden_dim"],
-            n_heads=params["n_heads"],
-            n_kv_heads=params["n_kv_heads"],
-            vocab_size=params["vocab_size"],
-            rope_theta=float(params.get("rope_theta", 1e6)),
-            norm_eps=float(params.get("norm_eps", 1e-5)),
+            dim=params["dim"], n_layers=params["n_layers"], head_dim=params["head_dim"], hidden_dim=params["hidden_dim"],
+            n_heads=params["n_heads"], n_kv_heads=params["n_kv_heads"], vocab_size=params["vocab_size"],
+            rope_theta=float(params.get("rope_theta", 1e6)), norm_eps=float(params.get("norm_eps", 1e-5)),
             max_seq_len=int(params.get("max_seq_len", 65536)),
         )
         at = model["acoustic_transformer_args"]
         acoustic = AcousticArgs(
-            input_dim=at.get("input_dim", decoder.dim),
-            dim=at["dim"],
-            n_layers=at["n_layers"],
-            head_dim=at["head_dim"],
-            hidden_dim=at["hidden_dim"],
-            n_heads=at["n_heads"],
-            n_kv_heads=at["n_kv_heads"],
-            norm_eps=float(at.get("norm_eps", 1e-5)),
-            time_theta=10000.0,
+            input_dim=at.get("input_dim", decoder.dim), dim=at["dim"], n_layers=at["n_layers"], head_dim=at["head_dim"],
+            hidden_dim=at["hidden_dim"], n_heads=at["n_heads"], n_kv_heads=at["n_kv_heads"],
+            norm_eps=float(at.get("norm_eps", 1e-5)), time_theta=10000.0,
             decoding_steps=int(at.get("n_decoding_steps") or DEFAULT_DECODING_STEPS),
         )
         if at.get("use_biases"):
-            raise ValueError(
-                f"{where}: acoustic_transformer_args.use_biases is set; the published model has none and this loader supports none"
-            )
+            raise ValueError(f"{where}: acoustic_transformer_args.use_biases is set; the published model has none and this loader supports none")
         if acoustic.dim != acoustic.input_dim or acoustic.input_dim != decoder.dim:
             # semantic_codebook_output reads the decoder's hidden state directly, so the three widths must agree.
-            raise ValueError(
-                f"{where}: acoustic_transformer_args dim {acoustic.dim} / input_dim {acoustic.input_dim} must equal dim {decoder.dim}"
-            )
+            raise ValueError(f"{where}: acoustic_transformer_args dim {acoustic.dim} / input_dim {acoustic.input_dim} must equal dim {decoder.dim}")
         codec_args = CodecArgs(
-            sampling_rate=codec.get("sampling_rate", 24000),
-            patch_size=codec.get("pretransform_patch_size", 240),
-            patch_kernel=codec.get("patch_proj_kernel_size", 7),
-            semantic_codebook_size=codec.get("semantic_codebook_size", 8192),
-            semantic_dim=codec.get("semantic_dim", 256),
-            acoustic_levels=codec.get("acoustic_codebook_size", 21),
-            acoustic_dim=codec.get("acoustic_dim", 36),
-            window=codec.get("attn_sliding_window_size", 16),
-            half_window_on_resample=codec.get("half_attn_window_upon_downsampling", True),
-            dim=codec.get("dim", 1024),
-            hidden_dim=codec.get("hidden_dim", 4096),
-            head_dim=codec.get("head_dim", 128),
-            n_heads=codec.get("n_heads", 8),
-            n_kv_heads=codec.get("n_kv_heads", 8),
-            qk_norm_eps=float(codec.get("qk_norm_eps", 1e-6)),
+            sampling_rate=codec.get("sampling_rate", 24000), patch_size=codec.get("pretransform_patch_size", 240),
+            patch_kernel=codec.get("patch_proj_kernel_size", 7), semantic_codebook_size=codec.get("semantic_codebook_size", 8192),
+            semantic_dim=codec.get("semantic_dim", 256), acoustic_levels=codec.get("acoustic_codebook_size", 21),
+            acoustic_dim=codec.get("acoustic_dim", 36), window=codec.get("attn_sliding_window_size", 16),
+            half_window_on_resample=codec.get("half_attn_window_upon_downsampling", True), dim=codec.get("dim", 1024),
+            hidden_dim=codec.get("hidden_dim", 4096), head_dim=codec.get("head_dim", 128), n_heads=codec.get("n_heads", 8),
+            n_kv_heads=codec.get("n_kv_heads", 8), qk_norm_eps=float(codec.get("qk_norm_eps", 1e-6)),
             norm_eps=float(codec.get("norm_eps", 1e-2)),
             encoder_lengths=_ints(codec.get("encoder_transformer_lengths_str", "2,2,2,2")),
             encoder_kernels=_ints(codec.get("encoder_convs_kernels_str", "4,4,4,3")),
@@ -205,37 +181,20 @@ class VoxtralConfig:
             kernels=_ints(codec.get("decoder_convs_kernels_str", "3,4,4,4")),
             strides=_ints(codec.get("decoder_convs_strides_str", "1,2,2,2")),
         )
-        for flag, wanted in (
-            ("causal", True),
-            ("qk_norm", True),
-            ("layer_scale", True),
-            ("conv_weight_norm", True),
-            ("channels", 1),
-            ("use_biases", False),
-        ):
+        for flag, wanted in (("causal", True), ("qk_norm", True), ("layer_scale", True), ("conv_weight_norm", True), ("channels", 1),
+                             ("use_biases", False)):
             if codec.get(flag, wanted) != wanted:
-                raise ValueError(
-                    f"{where}: audio_tokenizer_args.{flag} = {codec[flag]!r}; this loader supports {wanted!r} (the published value)"
-                )
-        if (
-            model["n_acoustic_codebook"] != codec_args.acoustic_dim
-            or model["acoustic_codebook_size"] != codec_args.acoustic_levels
-        ):
+                raise ValueError(f"{where}: audio_tokenizer_args.{flag} = {codec[flag]!r}; this loader supports {wanted!r} (the published value)")
+        if model["n_acoustic_codebook"] != codec_args.acoustic_dim or model["acoustic_codebook_size"] != codec_args.acoustic_levels:
             raise ValueError(f"{where}: audio_model_args and audio_tokenizer_args disagree on the acoustic codebooks")
         voice_map = codec.get("voice") or {}
         ordered = sorted(voice_map.items(), key=lambda item: item[1])
         return cls(
-            decoder=decoder,
-            acoustic=acoustic,
-            codec=codec_args,
-            semantic_codebook_size=model["semantic_codebook_size"],
-            acoustic_levels=model["acoustic_codebook_size"],
-            n_acoustic=model["n_acoustic_codebook"],
-            bos_id=int(multimodal.get("bos_token_id", 1)),
-            audio_token_id=int(model.get("audio_token_id", 24)),
-            begin_audio_token_id=int(model.get("begin_audio_token_id", 25)),
-            voices={name.lower(): index for name, index in ordered},
-            voice_files={name.lower(): name for name, _ in ordered},
+            decoder=decoder, acoustic=acoustic, codec=codec_args,
+            semantic_codebook_size=model["semantic_codebook_size"], acoustic_levels=model["acoustic_codebook_size"],
+            n_acoustic=model["n_acoustic_codebook"], bos_id=int(multimodal.get("bos_token_id", 1)),
+            audio_token_id=int(model.get("audio_token_id", 24)), begin_audio_token_id=int(model.get("begin_audio_token_id", 25)),
+            voices={name.lower(): index for name, index in ordered}, voice_files={name.lower(): name for name, _ in ordered},
         )
 
 

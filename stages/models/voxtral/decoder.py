@@ -133,6 +133,5 @@ class VoxtralLM(nn.Module):
         self.config = config
         self.decoder = MistralDecoder(config.decoder)
         self.audio_embeddings = AudioCodeEmbeddings(config)
-        self.flow = AcousticFlow(
-            config.acoustic, config.n_acoustic, config.acoustic_levels, config.semantic_logits, config.semantic_codebook_size
-        )
+        self.flow = AcousticFlow(config.acoustic, config.n_acoustic, config.acoustic_levels, config.semantic_logits,
+                                 config.semantic_codebook_size)

@@ -47,15 +47,8 @@ class FrameState:
 class FrameGenerator(AutoregressiveModel):
     emits_eos_frame = False
 
-    def __init__(
-        self,
-        lm: VoxtralLM,
-        tekken: Tekken,
-        voices: dict[str, torch.Tensor],
-        max_len: int,
-        encoder: AudioTokenizerEncoder | None = None,
-        quantizer: Quantizer | None = None,
-    ) -> None:
+    def __init__(self, lm: VoxtralLM, tekken: Tekken, voices: dict[str, torch.Tensor], max_len: int,
+                 encoder: AudioTokenizerEncoder | None = None, quantizer: Quantizer | None = None) -> None:
         """`encoder` and the codec's `quantizer`: to clone reference clips (checkpoints with the encoder's weights)."""
         self.lm = lm
         self.tekken = tekken
@@ -99,18 +92,14 @@ class FrameGenerator(AutoregressiveModel):
         else:
             embeds = self.prompt_embeds(request.text, stage_input.voice)
         wanted = stage_input.max_new_tokens or DEFAULT_MAX_FRAMES  # the runtime caps it to the cache's room
-        return SequenceStart(
-            embeds,
-            SamplingParams(seed=stage_input.seed, max_new_tokens=wanted),
-            FrameState(stage_input.cfg_alpha, stage_input.noise),
-        )
+        return SequenceStart(embeds, SamplingParams(seed=stage_input.seed, max_new_tokens=wanted),
+                             FrameState(stage_input.cfg_alpha, stage_input.noise))
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
         return self.lm.decoder.cached(embeds, batch, cache)
 
-    def sample_frames(
-        self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor], states: list[FrameState]
-    ) -> torch.Tensor:
+    def sample_frames(self, hidden: torch.Tensor, samplers: list[SamplerState], histories: list[torch.Tensor],
+                      states: list[FrameState]) -> torch.Tensor:
         flow = self.lm.flow
         logits = flow.semantic(hidden)
         self.last_semantic_logits = logits

@@ -47,9 +47,7 @@ class Tekken:
         if missing:
             raise ValueError(f"{path}: special_tokens lack {missing}, which a speech prompt needs")
         audio = data.get("audio") or {}
-        self.voice_tokens: dict[str, int] = {
-            name.lower(): int(n) for name, n in (audio.get("voice_num_audio_tokens") or {}).items()
-        }
+        self.voice_tokens: dict[str, int] = {name.lower(): int(n) for name, n in (audio.get("voice_num_audio_tokens") or {}).items()}
         """Preset voice (lower-cased) -> embedding rows its prompt holds."""
         self.sampling_rate = int(audio.get("sampling_rate", 24000))
         self.frame_rate = float(audio.get("frame_rate", 12.5))

@@ -56,7 +56,7 @@ def module_key(key: str) -> str:
     if match and match[3] in LAYER_NAMES:
         return f"{'flow' if match[1] else 'decoder'}.layers.{match[2]}.{LAYER_NAMES[match[3]]}"
     if key.startswith("acoustic_transformer."):
-        return "flow." + key[len("acoustic_transformer.") :]
+        return "flow." + key[len("acoustic_transformer."):]
     return key
 
 
@@ -70,7 +70,7 @@ def checkpoint_key(name: str) -> str:
         layer = {v: k for k, v in LAYER_NAMES.items()}[match[3]]
         return f"{'acoustic_transformer.' if match[1] == 'flow' else ''}layers.{match[2]}.{layer}"
     if name.startswith("flow."):
-        return "acoustic_transformer." + name[len("flow.") :]
+        return "acoustic_transformer." + name[len("flow."):]
     return name
 
 
@@ -127,15 +127,10 @@ def check_key_set(weights: Weights, config: VoxtralConfig, where: object) -> Non
     the encoder's tensors expected in full once any of them is present)."""
     expected = checkpoint_shapes(config, encoder=any(k.startswith(ENCODER_PREFIXES) for k in weights))
     missing, unexpected = sorted(expected.keys() - weights.keys()), sorted(weights.keys() - expected.keys())
-    misshapen = sorted(
-        f"{k} {tuple(weights[k].shape)} (params.json says {expected[k]})"
-        for k in weights.keys() & expected.keys()
-        if tuple(weights[k].shape) != expected[k]
-    )
+    misshapen = sorted(f"{k} {tuple(weights[k].shape)} (params.json says {expected[k]})" for k in weights.keys() & expected.keys()
+                       if tuple(weights[k].shape) != expected[k])
     if missing or unexpected or misshapen:
-        raise ValueError(
-            f"{where}: does not match params.json: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}"
-        )
+        raise ValueError(f"{where}: does not match params.json: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}")
 
 
 @dataclass
@@ -156,9 +151,7 @@ class VoxtralModules:
         return self.encoder is not None
 
 
-def load_modules(
-    path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", codec_device: str | None = None
-) -> VoxtralModules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", codec_device: str | None = None) -> VoxtralModules:
     path = Path(path)
     config = VoxtralConfig.from_dir(path)
     tekken = Tekken(path / TEKKEN_FILE)
@@ -169,21 +162,15 @@ def load_modules(
     check_key_set(weights, config, path / WEIGHTS_FILE)
     lm = load_strict(VoxtralLM(config), lm_weights(weights, config), path / WEIGHTS_FILE)
     codec_weights = fold_weight_norm(take(weights, CODEC_PREFIX))
-    encoder_names = tuple(prefix[len(CODEC_PREFIX) :] for prefix in ENCODER_PREFIXES)
+    encoder_names = tuple(prefix[len(CODEC_PREFIX):] for prefix in ENCODER_PREFIXES)
     encoder = None
     if any(k.startswith(encoder_names) for k in codec_weights):
         log.info("%s: the audio tokenizer's encoder is present: ref_audio clones", path)
-        encoder = load_strict(
-            AudioTokenizerEncoder(config.codec),
-            {k: v for k, v in codec_weights.items() if k.startswith(encoder_names)},
-            path / WEIGHTS_FILE,
-        )
+        encoder = load_strict(AudioTokenizerEncoder(config.codec), {k: v for k, v in codec_weights.items() if k.startswith(encoder_names)},
+                              path / WEIGHTS_FILE)
         encoder = encoder.to(device=device, dtype=torch.float32).eval().requires_grad_(False)
-    codec = load_strict(
-        AudioTokenizerDecoder(config.codec),
-        {k: v for k, v in codec_weights.items() if not k.startswith(encoder_names)},
-        path / WEIGHTS_FILE,
-    )
+    codec = load_strict(AudioTokenizerDecoder(config.codec), {k: v for k, v in codec_weights.items() if not k.startswith(encoder_names)},
+                        path / WEIGHTS_FILE)
     lm = lm.to(device=device, dtype=dtype).eval().requires_grad_(False)
     codec = codec.to(device=codec_device or device, dtype=torch.float32).eval().requires_grad_(False)
     return VoxtralModules(path, config, tekken, lm, codec, load_voices(path, config, tekken), encoder=encoder)

@@ -48,3 +48,4 @@ def forced_align(log_probs: np.ndarray, tokens: list[int], blank: int) -> list[t
         at = np.flatnonzero(path == 2 * index + 1)
         spans.append((int(at[0]), int(at[-1]) + 1))
     return spans
+

@@ -49,3 +49,4 @@ def transcript(text: str, vocab: dict[str, int], word_delimiter: str | None = "|
         words.append((word, len(tokens), len(tokens) + len(ids)))
         tokens += ids
     return Transcript(tokens, words, untimed)
+

@@ -62,7 +62,9 @@ def test_same_seed_gives_identical_audio(seeded: SeededNoiseSession, phoneme_ids
     np.testing.assert_array_equal(first, second)
 
 
-def test_different_seeds_and_sentences_give_different_audio(seeded: SeededNoiseSession, phoneme_ids: np.ndarray) -> None:
+def test_different_seeds_and_sentences_give_different_audio(
+    seeded: SeededNoiseSession, phoneme_ids: np.ndarray
+) -> None:
     outputs = [
         seeded.run(phoneme_ids, DEFAULT_SCALES, seed=seed, sentence_index=index).ravel()
         for seed, index in [(1, 0), (2, 0), (-3, 0), (1, 1)]
@@ -75,7 +77,9 @@ def test_different_seeds_and_sentences_give_different_audio(seeded: SeededNoiseS
             assert len(a) != len(b) or _rms(a[:n] - b[:n]) > 0.2 * _rms(a), (i, j)
 
 
-def test_too_short_banks_are_retried_without_changing_the_audio(seeded: SeededNoiseSession, phoneme_ids: np.ndarray) -> None:
+def test_too_short_banks_are_retried_without_changing_the_audio(
+    seeded: SeededNoiseSession, phoneme_ids: np.ndarray
+) -> None:
     reference = seeded.run(phoneme_ids, DEFAULT_SCALES, seed=7, sentence_index=2)
     assert list(seeded.last_bank_lengths) == seeded.bank_lengths(phoneme_ids.shape[1], 1.0)  # no retry needed
     retried = seeded.run(phoneme_ids, DEFAULT_SCALES, seed=7, sentence_index=2, initial_bank_len=8)
@@ -116,7 +120,9 @@ def test_default_scales_still_sound_like_the_stock_voice(
         assert not np.array_equal(audio, silent)  # the noise scales do apply
 
 
-def test_speaker_id_is_rejected_for_a_single_speaker_voice(seeded: SeededNoiseSession, phoneme_ids: np.ndarray) -> None:
+def test_speaker_id_is_rejected_for_a_single_speaker_voice(
+    seeded: SeededNoiseSession, phoneme_ids: np.ndarray
+) -> None:
     with pytest.raises(ValueError, match="single speaker"):
         seeded.run(phoneme_ids, DEFAULT_SCALES, seed=1, sentence_index=0, speaker_id=3)
 

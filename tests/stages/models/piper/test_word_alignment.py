@@ -22,11 +22,7 @@ ID_MAP = {"^": [1], "_": [0], "$": [2], " ": [3], "a": [10], "b": [11], "c": [12
 def test_text_words_leave_out_edge_punctuation_and_keep_what_is_read():
     text = '"Hello," Dr. Smith\'s -- $3.50 (e-mail)...'
     assert [(w.text, text[w.start : w.end]) for w in text_words(text)] == [
-        ("Hello", "Hello"),
-        ("Dr", "Dr"),
-        ("Smith's", "Smith's"),
-        ("$3.50", "$3.50"),
-        ("e-mail", "e-mail"),
+        ("Hello", "Hello"), ("Dr", "Dr"), ("Smith's", "Smith's"), ("$3.50", "$3.50"), ("e-mail", "e-mail"),
     ]
 
 

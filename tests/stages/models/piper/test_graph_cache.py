@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import numpy as np
@@ -44,14 +43,16 @@ def test_a_second_start_reads_the_graphs_back(tmp_path):
     assert all(np.array_equal(seeded_a[name], seeded_b[name]) for name in seeded_a)
 
 
-def test_a_changed_voice_file_is_patched_again(tmp_path):
-    voice = tmp_path / "voice.onnx"
-    shutil.copyfile(default_voice_path(), voice)
+def test_the_entry_follows_the_voice_files_content(tmp_path):
     cache = tmp_path / "cache"
-    graph_cache.voice_graphs(voice, cache)
-    os.utime(voice, ns=(1, 1))
-    graph_cache.voice_graphs(voice, cache)
-    assert len(list(cache.iterdir())) == 2
+    graph_cache.voice_graphs(default_voice_path(), cache)
+    copy = tmp_path / "copy.onnx"
+    shutil.copyfile(default_voice_path(), copy)
+    assert isinstance(graph_cache.voice_graphs(copy, cache).model, str)  # the copy finds the original's entry
+    changed = tmp_path / "changed.onnx"
+    changed.write_bytes(default_voice_path().read_bytes() + b"\0")  # not a graph onnx reads: only its key matters here
+    assert graph_cache._key(changed) != graph_cache._key(copy)
+    assert len(list(cache.iterdir())) == 1
 
 
 def test_a_cache_that_cannot_be_written_only_costs_the_patching(tmp_path):

@@ -9,37 +9,30 @@ lookahead covers what the DiT, the pre-lookahead conv and the vocoder read ahead
 from __future__ import annotations
 
 import base64
-import io
 
 import httpx
 import numpy as np
 import pytest
-import soundfile as sf
 
+from tests.e2e.cosyvoice_line import (
+    CLIP,
+    RATE,
+    REF,
+    REF_TEXT,
+    TEXT,
+    TOKEN,
+    TOKENS,
+    check_audio_does_not_depend_on_what_else_runs,
+    check_bad_request_is_400_naming_the_field,
+    check_grpc_chunks_equal_the_whole,
+    check_http_wav_at_24k,
+    check_seed_decides_the_tokens,
+    clip_wav,
+    pcm,
+    speak,
+)
 from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
 from tests.ws_session import ws_session
-from vocalis.clients.sync import Client
-from vocalis.tts.v1 import audio_pb2
-from vocalis.tts.v1 import synthesizer_pb2 as pb
-
-RATE = 24000
-TOKEN = 960  # samples per 25 Hz speech token at 24 kHz
-TOKENS = 12
-TEXT = "Hello world, this is a tiny voice."
-REF_TEXT = "a short prompt."
-
-
-def clip_wav(seconds: float = 3.2, rate: int = 16000) -> bytes:
-    t = np.arange(int(seconds * rate)) / rate
-    samples = 0.3 * np.sin(2 * np.pi * 180 * t) * np.sin(2 * np.pi * 2 * t) + 0.02 * np.random.default_rng(0).standard_normal(len(t))
-    buffer = io.BytesIO()
-    sf.write(buffer, samples.astype(np.float32), rate, format="WAV")
-    return buffer.getvalue()
-
-
-CLIP = clip_wav()
-REF = base64.b64encode(CLIP).decode()
-PINNED = {"max_new_tokens": TOKENS, "seed": 5, "ref_audio": REF, "ref_text": REF_TEXT}
 
 
 @pytest.fixture(scope="module")
@@ -47,48 +40,16 @@ def cosy(family_servers):
     return family_servers.get("cosyvoice3")  # shared with test_family_conformance.py (family_servers.py)
 
 
-def speak(server, **body) -> httpx.Response:
-    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": TEXT, **{**PINNED, **body}}, timeout=120)
-
-
-def pcm(response: httpx.Response) -> bytes:
-    assert response.status_code == 200, response.text
-    return response.content
-
-
 def test_http_wav_at_24k(cosy):
-    response = speak(cosy)
-    assert response.status_code == 200, response.text
-    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
-    assert response.headers["x-sample-rate"] == "24000" and rate == RATE
-    assert len(samples) == TOKENS * TOKEN and 0.01 < samples.std() < 0.9
-
-
-def config(**fields) -> pb.SessionConfig:
-    ref_audio = fields.pop("ref_audio", None)
-    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, **{k: v for k, v in fields.items() if k != "extra_params"})
-    if ref_audio is not None:
-        message.ref_audio = ref_audio
-    return message
+    check_http_wav_at_24k(cosy)
 
 
 def test_grpc_streams_chunks_as_made_equal_to_the_whole(cosy):
-    longer = {**PINNED, "max_new_tokens": 2 * TOKENS}  # still under the text's minimum of 26
-    whole = pcm(speak(cosy, response_format="pcm", **longer))
-    with Client(cosy.grpc_target, timeout=120) as client:
-        responses = list(client.stream(config(**longer), TEXT))
-    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
-    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio"]
-    assert started.sample_rate == RATE
-    assert len(chunks) >= 4 and chunks[0].num_samples == TOKEN  # the first chunk is one token (40 ms)
-    assert sum(c.num_samples for c in chunks) == 2 * TOKENS * TOKEN
-    assert b"".join(c.audio for c in chunks) == whole
+    check_grpc_chunks_equal_the_whole(cosy)
 
 
 def test_seed_decides_the_tokens(cosy):
-    a, b = pcm(speak(cosy, response_format="pcm")), pcm(speak(cosy, response_format="pcm"))
-    c = pcm(speak(cosy, response_format="pcm", seed=6))
-    assert a == b and a != c and len(c) == len(a)
+    check_seed_decides_the_tokens(cosy)
 
 
 def test_standard_sampler_and_the_peers_data_uri(cosy):
@@ -133,12 +94,7 @@ def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(cosy):
     ],
 )
 def test_bad_requests_are_400_naming_the_field(cosy, body, param, message):
-    full = {"input": TEXT, **PINNED, **body}
-    response = httpx.post(f"{cosy.http_url}/v1/audio/speech", json={k: v for k, v in full.items() if v is not None}, timeout=60)
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert error["param"] == param and message in error["message"]
-    assert speak(cosy).status_code == 200  # and the server keeps serving
+    check_bad_request_is_400_naming_the_field(cosy, body, param, message)
 
 
 def test_the_edge_policy_on_a_cloning_family(cosy):
@@ -181,12 +137,4 @@ def test_reference_length_is_warned_outside_3_to_10_s_and_refused_past_30_s(cosy
 
 
 def test_a_requests_audio_does_not_depend_on_what_else_runs(cosy):
-    from concurrent.futures import ThreadPoolExecutor
-
-    alone = pcm(speak(cosy, response_format="pcm"))
-    others = [{"seed": 20 + i, "input": "Hello world, this is a tiny voice. " * (i + 1)} for i in range(3)]
-    with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(speak, cosy, response_format="pcm", **body) for body in others]
-        target = pool.submit(speak, cosy, response_format="pcm")
-        assert all(f.result().status_code == 200 for f in futures)
-        assert pcm(target.result()) == alone
+    check_audio_does_not_depend_on_what_else_runs(cosy, others=3)

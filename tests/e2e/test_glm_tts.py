@@ -20,28 +20,21 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from vocalis.clients.sync import Client
-from vocalis.tts.v1 import audio_pb2
-from vocalis.tts.v1 import synthesizer_pb2 as pb
-
-RATE = 24000
-TOKEN = 960  # samples per 25 Hz speech token at 24 kHz
-TOKENS = 12
-TEXT = "Hello world, this is a tiny voice."
-REF_TEXT = "a short prompt."
-
-
-def clip_wav(seconds: float = 3.2, rate: int = 16000) -> bytes:
-    t = np.arange(int(seconds * rate)) / rate
-    samples = 0.3 * np.sin(2 * np.pi * 180 * t) * np.sin(2 * np.pi * 2 * t) + 0.02 * np.random.default_rng(0).standard_normal(len(t))
-    buffer = io.BytesIO()
-    sf.write(buffer, samples.astype(np.float32), rate, format="WAV")
-    return buffer.getvalue()
-
-
-CLIP = clip_wav()
-REF = base64.b64encode(CLIP).decode()
-PINNED = {"max_new_tokens": TOKENS, "seed": 5, "ref_audio": REF, "ref_text": REF_TEXT}
+from tests.e2e.cosyvoice_line import (
+    CLIP,
+    RATE,
+    REF_TEXT,
+    TEXT,
+    TOKEN,
+    TOKENS,
+    check_audio_does_not_depend_on_what_else_runs,
+    check_bad_request_is_400_naming_the_field,
+    check_grpc_chunks_equal_the_whole,
+    check_http_wav_at_24k,
+    check_seed_decides_the_tokens,
+    pcm,
+    speak,
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,44 +50,18 @@ def glm_root(glm):
     return root
 
 
-def speak(server, **body) -> httpx.Response:
-    return httpx.post(f"{server.http_url}/v1/audio/speech", json={"input": TEXT, **{**PINNED, **body}}, timeout=120)
-
-
-def pcm(response: httpx.Response) -> bytes:
-    assert response.status_code == 200, response.text
-    return response.content
-
-
 def test_detected_by_its_file_set_and_http_wav_at_24k(glm):
     models = httpx.get(f"{glm.http_url}/v1/models", timeout=30).json()
     assert [m["id"] for m in models["data"]] == ["glm-tts-tiny", "glm-tts"]
-    response = speak(glm)
-    assert response.status_code == 200, response.text
-    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
-    assert response.headers["x-sample-rate"] == "24000" and rate == RATE
-    assert len(samples) == TOKENS * TOKEN and 0.01 < samples.std() < 0.9
+    check_http_wav_at_24k(glm)
 
 
 def test_grpc_streams_chunks_equal_to_the_whole(glm):
-    longer = {**PINNED, "max_new_tokens": 2 * TOKENS}  # the text's minimum is 2 x its 12 tokens
-    whole = pcm(speak(glm, response_format="pcm", **longer))
-    message = pb.SessionConfig(encoding=audio_pb2.AUDIO_ENCODING_PCM, max_new_tokens=2 * TOKENS, seed=5, ref_text=REF_TEXT)
-    message.ref_audio = REF
-    with Client(glm.grpc_target, timeout=120) as client:
-        responses = list(client.stream(message, TEXT))
-    started = next(r.session_started for r in responses if r.WhichOneof("response") == "session_started")
-    chunks = [r.audio for r in responses if r.WhichOneof("response") == "audio"]
-    assert started.sample_rate == RATE
-    assert len(chunks) >= 4 and chunks[0].num_samples == TOKEN  # the first chunk is one token (40 ms)
-    assert sum(c.num_samples for c in chunks) == 2 * TOKENS * TOKEN
-    assert b"".join(c.audio for c in chunks) == whole
+    check_grpc_chunks_equal_the_whole(glm)
 
 
 def test_seed_decides_the_tokens(glm):
-    a, b = pcm(speak(glm, response_format="pcm")), pcm(speak(glm, response_format="pcm"))
-    c = pcm(speak(glm, response_format="pcm", seed=6))
-    assert a == b and a != c and len(c) == len(a)
+    check_seed_decides_the_tokens(glm)
 
 
 def test_uploaded_voice_caches_its_prompt_and_clones(glm):
@@ -123,21 +90,11 @@ def test_uploaded_voice_caches_its_prompt_and_clones(glm):
     ],
 )
 def test_bad_requests_are_400_naming_the_field(glm, body, param, message):
-    full = {"input": TEXT, **PINNED, **body}
-    response = httpx.post(f"{glm.http_url}/v1/audio/speech", json={k: v for k, v in full.items() if v is not None}, timeout=60)
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert error["param"] == param and message in error["message"]
+    check_bad_request_is_400_naming_the_field(glm, body, param, message)
 
 
 def test_a_requests_audio_does_not_depend_on_what_else_runs(glm):
-    alone = pcm(speak(glm, response_format="pcm"))
-    others = [{"seed": 20 + i, "input": "Hello world, this is a tiny voice. " * (i + 1)} for i in range(2)]
-    with ThreadPoolExecutor(3) as pool:
-        futures = [pool.submit(speak, glm, response_format="pcm", **body) for body in others]
-        target = pool.submit(speak, glm, response_format="pcm")
-        assert all(f.result().status_code == 200 for f in futures)
-        assert pcm(target.result()) == alone
+    check_audio_does_not_depend_on_what_else_runs(glm, others=2)
     assert speak(glm, extra_params={"sampler": "topk"}).status_code == 200  # the published alternative sampler serves too
 
 

@@ -169,13 +169,17 @@ async def one(model, family: Family, frames: int, steps: int) -> tuple[float, fl
     return await _gpu_bench().timed(model, request)
 
 
+def stage_overrides(dtype: str, max_num_seqs: int) -> dict:
+    """The deploy overrides both benches load with: the first stage in `dtype`, room for every caller."""
+    return {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max_num_seqs}, "1": {"device": "cpu", "max_num_seqs": max_num_seqs}}
+
+
 def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32") -> dict:
     from vocalis.stages.models.registry import load_model
 
     family = FAMILIES[key]
     start = time.perf_counter()
-    stages = {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max(levels)}, "1": {"device": "cpu", "max_num_seqs": max(levels)}}
-    model = load_model(str(checkpoint), stage_overrides=json.dumps(stages))
+    model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype, max(levels))))
     load_s = time.perf_counter() - start
     out = []
     try:

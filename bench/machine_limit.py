@@ -11,7 +11,8 @@ step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one
    every weight is read once per use; the code predictor's ~300 MB does not stay in cache between its passes);
 3. loads the real-size random checkpoint (bench/real_size_cpu.py builds it into --work-dir, reused when there)
    through the family loader and times the first stage's steps while c greedy requests run through the pipeline;
-4. prints limit / measured per c, where the limit is the larger of the two bounds.
+4. prints limit / measured per c, where the limit is the larger of the two bounds, and replay / measured, where the
+   replay is the step's matmuls alone run in order on distinct (cold) weights of the real sizes.
 
     python bench/machine_limit.py                    # real size, c = 1 and 4
     python bench/machine_limit.py --tiny --frames 3  # CI-sized: the committed tiny checkpoint
@@ -55,6 +56,8 @@ class Matmul:
     inner: int
     outer: int
     count: int
+    distinct: int
+    """Distinct weights among the uses (a layer's weight, or a predictor layer reused by every pass)."""
 
     @property
     def flops(self) -> int:
@@ -66,26 +69,27 @@ class Matmul:
         return self.inner * self.outer * self.count
 
 
-def decoder_layers(prefix: str, sub: dict, rows: int, count: int) -> list[Matmul]:
+def decoder_layers(prefix: str, sub: dict, rows: int, count: int, distinct: int) -> list[Matmul]:
     """The seven projections of `count` Qwen3 decoder layers on `rows` positions."""
     hidden, inter, hd = sub["hidden_size"], sub["intermediate_size"], sub["head_dim"]
     q, kv = sub["num_attention_heads"] * hd, sub["num_key_value_heads"] * hd
     shapes = [("q", hidden, q), ("k", hidden, kv), ("v", hidden, kv), ("o", q, hidden),
               ("gate", hidden, inter), ("up", hidden, inter), ("down", inter, hidden)]
-    return [Matmul(f"{prefix} {n}", rows, i, o, count) for n, i, o in shapes]
+    return [Matmul(f"{prefix} {n}", rows, i, o, count, distinct) for n, i, o in shapes]
 
 
 def qwen3_step(config: dict, c: int) -> list[Matmul]:
     """One Qwen3-TTS frame for c sequences: the talker's decode step and code-predictor passes (talker.py)."""
     talker, cp = config["talker_config"], config["talker_config"]["code_predictor_config"]
     passes = cp["num_code_groups"] - 1
-    out = decoder_layers("talker", talker, c, talker["num_hidden_layers"])
-    out.append(Matmul("talker codec head", c, talker["hidden_size"], talker["vocab_size"], 1))
+    layers, cp_layers = talker["num_hidden_layers"], cp["num_hidden_layers"]
+    out = decoder_layers("talker", talker, c, layers, layers)
+    out.append(Matmul("talker codec head", c, talker["hidden_size"], talker["vocab_size"], 1, 1))
     if cp["hidden_size"] != talker["hidden_size"]:
-        out.append(Matmul("predictor projection", c, talker["hidden_size"], cp["hidden_size"], passes + 1))
-    out += decoder_layers("predictor first pass", cp, 2 * c, cp["num_hidden_layers"])
-    out += decoder_layers("predictor pass", cp, c, cp["num_hidden_layers"] * (passes - 1))
-    out.append(Matmul("predictor head", c, cp["hidden_size"], cp["vocab_size"], passes))
+        out.append(Matmul("predictor projection", c, talker["hidden_size"], cp["hidden_size"], passes + 1, 1))
+    out += decoder_layers("predictor first pass", cp, 2 * c, cp_layers, cp_layers)
+    out += decoder_layers("predictor pass", cp, c, cp_layers * (passes - 1), cp_layers)
+    out.append(Matmul("predictor head", c, cp["hidden_size"], cp["vocab_size"], passes, passes))
     return out
 
 
@@ -116,6 +120,21 @@ def matmul_seconds(rows: int, inner: int, outer: int, dtype: torch.dtype, repeat
         return _best(lambda: F.linear(x, w), repeats, min(calls, 200))
 
 
+def replay_seconds(step: list[Matmul], dtype: torch.dtype, repeats: int) -> float:
+    """Seconds of the step's matmuls alone, in order, each use on its own layer's weight (cold, as in a real step,
+    where the weights a step reads do not fit in cache): the rate torch's kernels reach on the step as a whole."""
+    weights = [[torch.randn(m.outer, m.inner).to(dtype) for _ in range(m.distinct)] for m in step]
+    inputs = [torch.randn(m.rows, m.inner).to(dtype) for m in step]
+
+    def run() -> None:
+        for m, ws, x in zip(step, weights, inputs, strict=True):
+            for use in range(m.count):
+                F.linear(x, ws[use % m.distinct])
+
+    with torch.inference_mode():
+        return _best(run, repeats, 1)
+
+
 def copy_bandwidth(repeats: int, nbytes: int = 512 * 2**20) -> float:
     """Bytes per second of a large tensor copy, counting the bytes read and the bytes written."""
     src = torch.ones(nbytes // 4)
@@ -136,6 +155,7 @@ def limits(step: list[Matmul], repeats: int, bandwidth: float) -> dict:
         weight_bytes = sum(m.weights for m in step) * dtype.itemsize
         flops = sum(m.flops for m in step)
         out[name] = {"flops": flops, "weight_bytes": weight_bytes, "compute_s": compute, "bandwidth_s": weight_bytes / bandwidth,
+                     "replay_s": replay_seconds(step, dtype, repeats),
                      "gflops_at_compute_bound": flops / compute / 1e9,
                      "shapes": [{"rows": r, "inner": i, "outer": o, "gflops": 2 * r * i * o / t / 1e9} for (r, i, o), t in times.items()]}
     return out
@@ -212,7 +232,8 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, repeats: int
             bound = max(lim["compute_s"], lim["bandwidth_s"])
             rows.append({"family": key, "concurrency": c, "limit_dtype": name, "vocalis_dtype": dtype, "step_s": step_s,
                          "steps": len(measured[c]), "compute_s": lim["compute_s"], "bandwidth_s": lim["bandwidth_s"],
-                         "limit_s": bound, "fraction": bound / step_s, "gflops": lim["flops"] / 1e9,
+                         "limit_s": bound, "fraction": bound / step_s, "replay_s": lim["replay_s"],
+                         "replay_fraction": lim["replay_s"] / step_s, "gflops": lim["flops"] / 1e9,
                          "weight_bytes": lim["weight_bytes"], "gflops_at_compute_bound": lim["gflops_at_compute_bound"],
                          "achieved_gflops": lim["flops"] / step_s / 1e9, "shapes": lim["shapes"]})
     return {"bandwidth_bytes_per_s": bandwidth, "loaded_weight_bytes": loaded_bytes, "rows": rows, "profile": profiled}
@@ -221,7 +242,8 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, repeats: int
 def _line(r: dict) -> str:
     return (f"| {r['family']} | {r['concurrency']} | {r['limit_dtype']} | {r['gflops']:.2f} | {r['weight_bytes'] / 2**30:.2f} | "
             f"{r['gflops_at_compute_bound']:.1f} | {1000 * r['compute_s']:.0f} | {1000 * r['bandwidth_s']:.0f} | "
-            f"{1000 * r['step_s']:.0f} ({r['vocalis_dtype']}) | {r['achieved_gflops']:.1f} | {r['fraction']:.2f} |")
+            f"{1000 * r['replay_s']:.0f} | {1000 * r['step_s']:.0f} ({r['vocalis_dtype']}) | {r['achieved_gflops']:.1f} | "
+            f"{r['fraction']:.2f} | {r['replay_fraction']:.2f} |")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -241,8 +263,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
           f"{os.cpu_count()} cores, torch {torch.get_num_threads()} threads, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print("| family | c | limit dtype | GFLOP/step | weight GiB/step | GFLOP/s on its shapes | compute-bound ms | "
-          "bandwidth-bound ms | Vocalis step ms | Vocalis GFLOP/s | limit/measured |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "bandwidth-bound ms | matmul replay ms | Vocalis step ms | Vocalis GFLOP/s | limit/measured | replay/measured |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = {}
     for key in args.families.split(","):
         checkpoint = real_size_cpu.FAMILIES[key].tiny

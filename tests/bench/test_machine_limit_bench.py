@@ -22,6 +22,7 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     for r in rows:
         assert r["steps"] >= 1 and r["step_s"] > 0 and r["compute_s"] > 0 and r["bandwidth_s"] > 0, r
         assert r["fraction"] == max(r["compute_s"], r["bandwidth_s"]) / r["step_s"], r
+        assert r["replay_s"] > 0 and r["replay_fraction"] == r["replay_s"] / r["step_s"], r
     assert result["bandwidth_bytes_per_s"] > 1e8
     profile = result["profile"]
     assert profile["steps"] >= 1 and 0 < profile["matmul_self_s"] <= profile["op_self_s"]

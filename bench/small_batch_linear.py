@@ -56,7 +56,7 @@ def measure_rows(weights: list[torch.Tensor], rows: int, calls: int) -> dict:
     row["per_row_us"] = per_call_us(
         cycling(weights, lambda i: torch.cat([F.linear(x[r : r + 1], weights[i]) for r in range(rows)])), calls
     )
-    if dtype == torch.float32:
+    if dtype == torch.float32 and torch.backends.mkl.is_available():  # prepacking is MKL's (x86 builds)
         packed = [torch.ops.mkl._mkl_reorder_linear_weight(w, rows) for w in weights]
         row["mkl_packed_us"] = per_call_us(
             cycling(weights, lambda i: torch.ops.mkl._mkl_linear(x, packed[i], weights[i], None, rows)), calls

@@ -117,9 +117,9 @@ class PiperSynthesizer:
             }
             if self.voice.config.num_speakers > 1:
                 inputs["sid"] = np.array([params.speaker_id or 0], dtype=np.int64)
-            # The one-thread lane session sums some short convolutions in another order than the all-core one
-            # (MLAS splits a GEMM's K by its per-thread N), so a noiseless request keeps to the all-core session, as
-            # a seeded one does: its samples must not depend on what else is running.
+            # The one-thread lane session sums some short convolutions in another order than the all-core one (a
+            # flow convolution's GEMM, split otherwise over threads), so a noiseless request keeps to the all-core
+            # session, as a seeded one does: its samples must not depend on what else is running.
             noiseless = params.noise_scale == 0 and params.noise_w_scale == 0
             lane_session = self.voice.lane_session
             session = self.voice.voice.session if lane_session is None or noiseless or solo() else lane_session

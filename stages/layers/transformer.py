@@ -63,35 +63,15 @@ class PreNormDecoderLayer(nn.Module):
         return self._mlp(x)
 
 
-def gated_decoder_layer(
-    hidden: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    intermediate: int,
-    eps: float,
-    *,
-    bias: bool = False,
-    qk_norm: bool = False,
-    rope_upcast: bool = False,
-    norm_upcast: bool = True,
-    residual_scale: float = 1.0,
-    layer_scale: bool = False,
-    o_bias: bool | None = None,
-) -> PreNormDecoderLayer:
+def gated_decoder_layer(hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, eps: float, *,
+                        bias: bool = False, qk_norm: bool = False, rope_upcast: bool = False, norm_upcast: bool = True,
+                        residual_scale: float = 1.0, layer_scale: bool = False, o_bias: bool | None = None) -> PreNormDecoderLayer:
     """The Llama-family layer (RMSNorms, QKVAttention, SiLU GatedMLP) with each family's variant as a keyword:
     Qwen3 sets `qk_norm`, Qwen2 `bias` (q/k/v only: `o_bias=False`), MiniCPM `rope_upcast` and `residual_scale`, Mimi-style decoders `layer_scale`."""
-    attention = QKVAttention(
-        hidden, heads, kv_heads, head_dim, bias=bias, qk_norm_eps=eps if qk_norm else None, rope_upcast=rope_upcast, o_bias=o_bias
-    )
-    return PreNormDecoderLayer(
-        hidden,
-        attention,
-        GatedMLP(hidden, intermediate),
-        lambda dim: RMSNorm(dim, eps, upcast=norm_upcast),
-        residual_scale=residual_scale,
-        layer_scale=layer_scale,
-    )
+    attention = QKVAttention(hidden, heads, kv_heads, head_dim, bias=bias, qk_norm_eps=eps if qk_norm else None,
+                             rope_upcast=rope_upcast, o_bias=o_bias)
+    return PreNormDecoderLayer(hidden, attention, GatedMLP(hidden, intermediate), lambda dim: RMSNorm(dim, eps, upcast=norm_upcast),
+                               residual_scale=residual_scale, layer_scale=layer_scale)
 
 
 class LlamaDecoderSizes(Protocol):

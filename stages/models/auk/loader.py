@@ -127,15 +127,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     adapter = AuKAdapter(config)
     latents = LatentDecoder(decoder_vae, decode_deploy.device)
     stages = [
-        IterativeStage(
-            "condition",
-            Conditioner(config, encoder, decoder_vae, prompts, condition_deploy.device),
-            condition_deploy.max_num_seqs,
-        ),
+        IterativeStage("condition", Conditioner(config, encoder, decoder_vae, prompts, condition_deploy.device),
+                       condition_deploy.max_num_seqs),
         IterativeStage("flow", Flow(dit, flow_deploy.device), flow_deploy.max_num_seqs),
-        ChunkStage(
-            "decode", latents, latents.policy(decode_deploy.chunk_policy()), decode_deploy.max_num_seqs, decode_deploy.device
-        ),
+        ChunkStage("decode", latents, latents.policy(decode_deploy.chunk_policy()), decode_deploy.max_num_seqs,
+                   decode_deploy.device),
     ]
     name = "AuK-Flash" if config.flash else "AuK"
     return LoadedModel.serving(name if path.name in ("", ".") else path.name, "auk", adapter, stages, quantized=quantized)

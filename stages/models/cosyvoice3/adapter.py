@@ -17,11 +17,8 @@ from vocalis.stages.models.cosyvoice_common.sampler_choice import SamplerChoice
 from vocalis.stages.models.cosyvoice_common.voice_prompt import clone_input
 from vocalis.stages.runtime.request import RequestParams
 
-STANDARD = SamplerChoice(
-    "standard",
-    "temperature, top-k, top-p and repetition penalty",
-    {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21},
-)
+STANDARD = SamplerChoice("standard", "temperature, top-k, top-p and repetition penalty",
+                         {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.21})
 
 
 class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
@@ -32,11 +29,8 @@ class CosyVoice3Adapter(StandardAdapter[CosyVoice3Input]):
 
     def __init__(self, config: CosyVoice3Config) -> None:
         self.config = config
-        super().__init__(
-            sample_rate=config.sample_rate,
-            voices=Voices.single(),
-            fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"},
-        )
+        super().__init__(sample_rate=config.sample_rate, voices=Voices.single(),
+                         fields={"seed", "max_new_tokens", "initial_codec_chunk_frames"})
 
     def stage_input(self, params: RequestParams) -> CosyVoice3Input:
         request = self.prologue(params)

@@ -39,10 +39,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     config = talker.config
     codec = load_nanocodec(codec_archive(path, config.codec_id), dtype=codec_deploy.torch_dtype, device=codec_deploy.device)
     if codec.config.sample_rate != config.sample_rate or codec.config.input_dim != config.num_heads:
-        raise ValueError(
-            f"{path}: the codec ({codec.config.sample_rate} Hz, {codec.config.input_dim} codes) does not match the "
-            f"sidecar ({config.sample_rate} Hz, {config.num_heads} heads)"
-        )
+        raise ValueError(f"{path}: the codec ({codec.config.sample_rate} Hz, {codec.config.input_dim} codes) does not match the "
+                         f"sidecar ({config.sample_rate} Hz, {config.num_heads} heads)")
     model = GepardModel(talker, load_tokenizer(path), talker_deploy.max_len)
     adapter = GepardAdapter(config.sample_rate)
     stages = [

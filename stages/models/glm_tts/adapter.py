@@ -28,9 +28,7 @@ class GLMTTSAdapter(StandardAdapter[GLMTTSInput]):
     """The speech tokenizer takes at most 30 s; 3 to 10 s clone best."""
 
     def __init__(self, sample_rate: int, max_new_tokens: int = PEER_MAX_NEW_TOKENS) -> None:
-        super().__init__(
-            sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"}, max_new_tokens=max_new_tokens
-        )
+        super().__init__(sample_rate=sample_rate, voices=Voices.single(), fields={"seed", "max_new_tokens"}, max_new_tokens=max_new_tokens)
 
     def stage_input(self, params: RequestParams) -> GLMTTSInput:
         request = self.prologue(params)

@@ -53,20 +53,10 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     adapter = HiggsAudioV2Adapter(codec.config.sample_rate)
     stages = [
         AutoregressiveStage(
-            "talker",
-            model,
-            max_num_seqs=talker_deploy.max_num_seqs,
-            max_num_batched_tokens=talker_deploy.max_num_batched_tokens,
-            dtype=talker_deploy.torch_dtype,
-            device=talker_deploy.device,
-            **talker_deploy.kv_cache_options(),
-            handover=policy,
+            "talker", model, max_num_seqs=talker_deploy.max_num_seqs, max_num_batched_tokens=talker_deploy.max_num_batched_tokens,
+            dtype=talker_deploy.torch_dtype, device=talker_deploy.device, **talker_deploy.kv_cache_options(), handover=policy,
         ),
-        ChunkStage(
-            "code2wav",
-            HiggsCodecDecoder(codec, talker.config.num_codes, codec_deploy.device, codec_deploy.torch_dtype),
-            policy,
-            max_num_seqs=codec_deploy.max_num_seqs,
-        ),
+        ChunkStage("code2wav", HiggsCodecDecoder(codec, talker.config.num_codes, codec_deploy.device, codec_deploy.torch_dtype),
+                   policy, max_num_seqs=codec_deploy.max_num_seqs),
     ]
     return LoadedModel.serving(path.name, "higgs_audio_v2", adapter, stages, quantized=quantized)

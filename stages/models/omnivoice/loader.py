@@ -27,9 +27,7 @@ from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.iterative import IterativeStage
 
 
-def load_modules(
-    path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"
-) -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> tuple[OmniVoiceLM, AudioTokenizer, TextTokenizer]:
     config = OmniVoiceConfig.from_dir(path)
     codec_config = AudioTokenizerConfig.from_dir(path / "audio_tokenizer")
     if codec_config.num_quantizers != config.num_audio_codebook:
@@ -55,10 +53,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     generator = OmniVoiceGenerator(lm, codec, tokenizer, generator_deploy.device, generator_deploy.torch_dtype)
     stages = [
         IterativeStage("generator", generator, max_num_seqs=generator_deploy.max_num_seqs),
-        IterativeStage(
-            "decoder",
-            UnitDecoder(codec, decoder_deploy.device, decoder_deploy.torch_dtype),
-            max_num_seqs=decoder_deploy.max_num_seqs,
-        ),
+        IterativeStage("decoder", UnitDecoder(codec, decoder_deploy.device, decoder_deploy.torch_dtype),
+                       max_num_seqs=decoder_deploy.max_num_seqs),
     ]
     return LoadedModel.serving(path.name, "omnivoice", adapter, stages, quantized=quantized)

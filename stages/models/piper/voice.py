@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +14,6 @@ from piper.config import PiperConfig
 from vocalis.stages.models.piper.graph_cache import voice_graphs
 from vocalis.stages.models.piper.phonemizer_pool import PhonemizerPool
 from vocalis.stages.models.piper.seeded_noise import SeededNoiseSession
-
-log = logging.getLogger(__name__)
 
 MAX_PHONEMIZERS = 4
 """Phonemizer processes per voice at most: a sentence phonemizes in about a millisecond and synthesizes in a
@@ -36,7 +33,8 @@ class LoadedPiperVoice:
     language: str
     """Language code from the voice config (e.g. "en_US")."""
     seeded: SeededNoiseSession | None
-    """A session whose noise comes from seeds (SeededNoiseSession), or None without the onnx package."""
+    """A session whose noise comes from seeds, or None where the onnx package is missing and the patched graphs are not
+    cached (graph_cache.py)."""
     phonemizer: PhonemizerPool
     """Piper's text front end (espeak-ng) in child processes, so that its crashes end no more than one request."""
     lane_session: onnxruntime.InferenceSession | None = None

@@ -20,13 +20,9 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.runtime.deployed_stages import autoregressive_stage, chunk_stage
 
     generator_deploy, codec_deploy = deploy.stage("frame_generator"), deploy.stage("audio_tokenizer")
-    modules = load_modules(
-        path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device
-    )
+    modules = load_modules(path, dtype=generator_deploy.torch_dtype, device=generator_deploy.device, codec_device=codec_deploy.device)
     quantized = quantize_stages(deploy, Quantizable("frame_generator", (modules.lm,)))
-    generator = FrameGenerator(
-        modules.lm, modules.tekken, modules.voices, generator_deploy.max_len, modules.encoder, modules.codec.quantizer
-    )
+    generator = FrameGenerator(modules.lm, modules.tekken, modules.voices, generator_deploy.max_len, modules.encoder, modules.codec.quantizer)
     adapter = VoxtralAdapter(tuple(modules.voices), modules.config.codec.sampling_rate, modules.encoder_weights)
     stages = [
         autoregressive_stage(generator, generator_deploy, codec_deploy),

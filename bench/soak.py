@@ -97,8 +97,11 @@ async def http_pcm(http: httpx.AsyncClient, text: str, action: str, rng: random.
         return bytes(audio)
 
 
-async def attack(kind: str, protocol: str, stub, http: httpx.AsyncClient, rng: random.Random) -> str:
-    """One attack input; the outcome's name, ending in ":unexpected" when a healthy server would not answer so."""
+async def attack(kind: str, protocol: str, stub, http: httpx.AsyncClient, rng: random.Random, capped: bool = False) -> str:
+    """One attack input; the outcome's name, ending in ":unexpected" when a healthy server would not answer so. With
+    `capped` (the server's --max-audio-seconds under a long unit's audio) a long or crash text may end at the cap:
+    gRPC RESOURCE_EXHAUSTED, HTTP 413 before the first bytes, or a streamed body cut short after them (the documented
+    outcome: no room for a status)."""
     if kind == "body":
         body, status = rng.choice(SMALL_BODIES)
         response = await http.post("/v1/audio/speech", content=body, headers={"content-type": "application/json"})
@@ -122,13 +125,17 @@ async def attack(kind: str, protocol: str, stub, http: httpx.AsyncClient, rng: r
         return f"attack:{kind}:ok"
     try:
         await http_pcm(http, text, "complete", rng)
+    except httpx.RemoteProtocolError:
+        return f"attack:{kind}:cut" + ("" if capped else ":unexpected")
     except httpx.HTTPStatusError as error:
-        return f"attack:{kind}:{error.response.status_code}" + ("" if error.response.status_code in (400, 429, 500) else ":unexpected")
+        clean = (400, 429, 500, 413) if capped else (400, 429, 500)
+        return f"attack:{kind}:{error.response.status_code}" + ("" if error.response.status_code in clean else ":unexpected")
     return f"attack:{kind}:ok"
 
 
 async def client(
-    index: int, server, expected: dict[str, int], until: float, tally: Counter, seed: int, attacks: dict[str, float]
+    index: int, server, expected: dict[str, int], until: float, tally: Counter, seed: int, attacks: dict[str, float],
+    capped: bool = False,
 ) -> None:
     rng = random.Random(seed * 1000 + index)
     async with grpc.aio.insecure_channel(server.grpc_target) as channel, httpx.AsyncClient(base_url=server.http_url, timeout=120) as http:
@@ -139,7 +146,7 @@ async def client(
             protocol = rng.choice(["grpc", "http"])
             if action.startswith("attack:"):
                 try:
-                    tally[await attack(action.split(":")[1], protocol, stub, http, rng)] += 1
+                    tally[await attack(action.split(":")[1], protocol, stub, http, rng, capped)] += 1
                 except (grpc.aio.AioRpcError, httpx.HTTPError) as error:
                     tally[f"{action}:{type(error).__name__}:unexpected"] += 1
                 continue
@@ -165,6 +172,15 @@ async def client(
                 tally["corrupted"] += 1
 
 
+async def _capped(call, capped: bool) -> None:
+    """Await a long unit's gRPC call; with the cap on, the RESOURCE_EXHAUSTED that ends it is its expected outcome."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as error:
+        if not (capped and error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED):
+            raise
+
+
 async def resting_rss(pid: int, samples: int = 5) -> int:
     """The server's RSS with no request in flight: the median of a few samples a quarter second apart, from a second
     after its heap trim (server/heap_trim.py: half a second idle)."""
@@ -184,27 +200,42 @@ def rss_bytes(pid: int) -> int:
 
 
 async def soak(
-    server, duration: float, concurrency: int, seed: int, attacks: dict[str, float] | None = None, warmup: float = 30.0
+    server, duration: float, concurrency: int, seed: int, attacks: dict[str, float] | None = None, warmup: float = 30.0,
+    capped: bool = False,
 ) -> dict:
     expected = {}
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[name] = round(now - mark, 2)
+        mark = now
+
     async with grpc.aio.insecure_channel(server.grpc_target) as channel:
         stub = synthesizer_pb2_grpc.SynthesizerStub(channel)
         for text in PROMPTS:
             expected[text] = len(await grpc_pcm(stub, text, "complete", random.Random(0)))
+        phase("expected_lengths")
         if "long" in (attacks or {}):
             # The long units grow the server's memory once, to a bound (issue 13): each once, side by side on the two
             # Piper lanes, before the load (under it they take minutes of playback-paced turns).
-            await asyncio.gather(*(grpc_pcm(stub, text, "complete", random.Random(0)) for text in corpus.LONG_UNITS))
+            await asyncio.gather(*(_capped(grpc_pcm(stub, text, "complete", random.Random(0)), capped)
+                                   for text in corpus.LONG_UNITS))
+        phase("long_units")
         tally: Counter = Counter()
 
         async def load(seconds: float, index_offset: int) -> None:
             """`concurrency` clients for `seconds`; returns once their last requests have ended."""
             until = time.monotonic() + seconds
-            await asyncio.gather(*(client(index_offset + i, server, expected, until, tally, seed, attacks or {})
+            await asyncio.gather(*(client(index_offset + i, server, expected, until, tally, seed, attacks or {}, capped)
                                    for i in range(concurrency)))
 
         await load(warmup, concurrency)
+        phase("warmup")
         before = await resting_rss(server.process.pid)
+        phase("rest_before")
         samples: list[tuple[float, int]] = []
         start = time.monotonic()
 
@@ -214,7 +245,9 @@ async def soak(
                 await asyncio.sleep(1.0)
 
         await asyncio.gather(load(duration, 0), sample_memory())
+        phase("load")
         after = await resting_rss(server.process.pid)
+        phase("rest_after")
     return {
         "duration_s": duration,
         "warmup_s": warmup,
@@ -230,6 +263,7 @@ async def soak(
         "server_alive": server.alive(),
         "restarts": 0 if server.alive() else 1,
         "attacks": sorted(attacks or {}),
+        "phases_s": phases,
     }
 
 
@@ -240,12 +274,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"attack inputs to mix in, of {','.join(ATTACKS)} ('' for none)")
+    parser.add_argument("--max-audio-seconds", type=float, default=None,
+                        help="the server's cap on one session's audio (default: the server's own); under a long unit's "
+                             "audio (~12 s a run) its session ends after its first, largest run: the same arena growth, in seconds "
+                             "instead of minutes of playback-paced turns")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     args = parser.parse_args()
     attacks = {kind: ATTACKS[kind] for kind in filter(None, args.attacks.split(","))}
-    server = start_server(Path(tempfile.mkdtemp()))
+    cap = () if args.max_audio_seconds is None else ("--max-audio-seconds", str(args.max_audio_seconds))
+    server = start_server(Path(tempfile.mkdtemp()), *cap)
     try:
-        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks, args.warmup))
+        result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks, args.warmup,
+                                  capped=args.max_audio_seconds is not None and args.max_audio_seconds > 0))
     finally:
         server.stop()
     print(f"soak: {args.concurrency} clients for {args.duration:.0f} s after {args.warmup:.0f} s of warm-up")

@@ -105,7 +105,8 @@ class AutoregressiveStage(Stage):
     rather than an EOS code) sets `emits_eos_frame = True`: that frame is its sequence's last output.
 
     KV memory is a budget (`kv_cache_bytes`, or `kv_cache_fraction` of the device's memory; by default
-    room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions.
+    room for `max_num_seqs` sequences of the model's max_len) cut into blocks of `block_size` positions. On CPU the
+    budget is reserved at start and becomes resident as blocks are first used (kv_cache.py).
     A request may set its first chunk (`AutoregressiveModel.first_chunk_frames`), as the next stage reads it.
 
     A model with linear-attention layers (`state_shape`) gets `max_num_seqs` recurrent-state slots beside the KV

@@ -29,6 +29,27 @@ def test_budget_from_bytes_fraction_or_worst_case():
     assert options == {"kv_cache_bytes": 4096, "kv_cache_fraction": 0.0, "block_size": 8}
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the RSS from /proc")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_cpu_budget_is_resident_only_as_blocks_are_used(dtype):
+    """A 512 MiB budget costs address space at start, not resident memory; blocks read zero and keep what is written."""
+    before = _rss_bytes()
+    cache = PagedKVCache.from_budget(SHAPE, 512 << 20, block_size=16, dtype=dtype)
+    assert cache.bytes > 500 << 20
+    assert _rss_bytes() - before < 64 << 20
+    block = cache.k[1, 7]
+    assert block.dtype == dtype and not block.any() and not cache.v[0, cache.num_blocks - 1].any()
+    cache.k[1, 7] = 1.5
+    cache.v[0, 3, 2] = -2.0
+    assert (cache.k[1, 7] == 1.5).all() and (cache.v[0, 3, 2] == -2.0).all() and not cache.v[0, 3, 1].any()
+    assert cache.k.is_contiguous() and cache.k.shape == (2, cache.num_blocks, 16, 2, 8)
+
+
 def test_paged_attention_equals_causal_attention_for_a_mixed_step():
     """Three sequences with scattered blocks: one prefill from 0, one prefill chunk after a cached prefix, one decode."""
     torch.manual_seed(0)

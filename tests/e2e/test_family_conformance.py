@@ -293,18 +293,23 @@ def test_batch_items_equal_single_requests(row, served):
 @cells("concurrent")
 def test_concurrent_requests_are_batched_and_all_succeed(row, served):
     """Four requests at once: all served, stage steps held more than one of them, and a seeded request's audio is
-    what it is alone (within float rounding of another batch shape: a few int16 steps)."""
+    what it is alone (within float rounding of another batch shape: a few int16 steps). A tiny model serves a
+    request in a fraction of a second, so on a loaded machine four sent at once may not overlap: up to three bursts,
+    every one checked, until a step has held more than one."""
     alone = np.frombuffer(minimal_pcm(row, served), "<i2")
     before = batched_steps(served)
     bodies = [row.request(response_format="pcm", seed=row.body.get("seed", 0) + i) for i in range(1, 4)]
-    with ThreadPoolExecutor(4) as pool:
-        others = [pool.submit(speech, served, body) for body in bodies]
-        target = pool.submit(speech, served, row.request(response_format="pcm"))
-        assert [f.result().status_code for f in others] == [200] * 3
-        together = target.result()
-    assert together.status_code == 200, together.text
-    assert close(np.frombuffer(together.content, "<i2"), alone)
-    assert batched_steps(served) > before
+    for _ in range(3):
+        with ThreadPoolExecutor(4) as pool:
+            others = [pool.submit(speech, served, body) for body in bodies]
+            target = pool.submit(speech, served, row.request(response_format="pcm"))
+            assert [f.result().status_code for f in others] == [200] * 3
+            together = target.result()
+        assert together.status_code == 200, together.text
+        assert close(np.frombuffer(together.content, "<i2"), alone)
+        if batched_steps(served) > before:
+            break
+    assert batched_steps(served) > before, "no stage step held more than one of the requests in three bursts"
 
 
 def cancel_mid_stream(row: Family, served: RunningServer) -> None:

@@ -40,6 +40,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     if offsets is not None and not torch.equal(offsets.long(), lm.codebook_layer_offsets):
         raise ValueError(f"{path}: codebook_layer_offsets differ from audio_vocab_size x codebook")
     load_strict(lm, fold_weight_norm(weights), path / "model.safetensors")
+    del weights  # the file's tensors are not held beside the codec's while it loads (the peak of a load)
     codec = load_audio_tokenizer(path / "audio_tokenizer", codec_config)
     return lm.to(device, dtype).eval(), codec.to(device).eval(), TextTokenizer(path)
 

@@ -7,8 +7,10 @@ at start-up, naming the keys, not as silently wrong audio.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -35,6 +37,53 @@ def read_safetensors(path: Path) -> Weights:
     for file in files:
         weights |= load_file(str(file))
     return weights
+
+
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
+    "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+}
+
+
+class SafetensorsReader(Mapping[str, torch.Tensor]):
+    """The tensors of one .safetensors file, or of every one in a directory, each read from disk when asked for into
+    memory of its own (not a mapping of the file). `load_strict` copies from it one tensor at a time, so a load holds
+    the module and one tensor, not the module and the whole file (read_safetensors: the peak of a float32 module
+    loaded from bfloat16 files is 1.5x its weights)."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+        if not files:
+            raise ValueError(f"no safetensors under {path}")
+        self._where: dict[str, tuple[Path, torch.dtype, tuple[int, ...], int, int]] = {}
+        for file in files:
+            with open(file, "rb") as f:
+                (length,) = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(length))
+            for name, entry in header.items():
+                if name != "__metadata__":
+                    start, end = entry["data_offsets"]
+                    self._where[name] = (file, SAFETENSORS_DTYPES[entry["dtype"]], tuple(entry["shape"]), 8 + length + start, end - start)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._where[name][2]
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        file, dtype, shape, offset, size = self._where[name]
+        raw = torch.empty(size, dtype=torch.uint8)
+        with open(file, "rb") as f:
+            f.seek(offset)
+            if f.readinto(memoryview(raw.numpy())) != size:
+                raise ValueError(f"{file}: {name} is cut short")
+        return raw.view(dtype).reshape(shape)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
 
 
 def read_state_dict(path: Path) -> Weights:
@@ -84,18 +133,24 @@ def _listed(keys: list[str]) -> str:
     return f"{keys[:SHOWN_KEYS]}{'...' if len(keys) > SHOWN_KEYS else ''}"
 
 
-def load_strict(module: nn.Module, weights: Weights, where: object, unused: Iterable[str] = ()) -> nn.Module:
+def load_strict(module: nn.Module, weights: Mapping[str, torch.Tensor], where: object, unused: Iterable[str] = ()) -> nn.Module:
     """Copy `weights` into `module` by name (cast to each tensor's dtype); `unused` are regexes (full match) of keys
     the file may hold that the module knowingly has no use for. Raises ValueError naming missing, unexpected and
-    misshapen keys."""
+    misshapen keys. From a SafetensorsReader, one tensor is read and copied at a time."""
     state = module.state_dict()
     patterns = [re.compile(p) for p in unused]
     unexpected = sorted(k for k in weights if k not in state and not any(p.fullmatch(k) for p in patterns))
     missing = sorted(k for k in state if k not in weights)
     if missing or unexpected:
         raise ValueError(f"{where}: weights do not match the module: missing {_listed(missing)}, unexpected {_listed(unexpected)}")
+    shape = weights.shape if isinstance(weights, SafetensorsReader) else (lambda name: tuple(weights[name].shape))
     for name, tensor in state.items():
-        if tuple(tensor.shape) != tuple(weights[name].shape):
-            raise ValueError(f"{where}: {name} has shape {tuple(weights[name].shape)}, the configuration says {tuple(tensor.shape)}")
+        if tuple(tensor.shape) != tuple(shape(name)):
+            raise ValueError(f"{where}: {name} has shape {tuple(shape(name))}, the configuration says {tuple(tensor.shape)}")
+    if isinstance(weights, SafetensorsReader):
+        with torch.no_grad():  # what load_state_dict does per tensor (the state dict's tensors are the module's)
+            for name, tensor in state.items():
+                tensor.copy_(weights[name])
+        return module
     module.load_state_dict({k: weights[k] for k in state}, strict=True)
     return module

@@ -10,7 +10,7 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.nn.utils import parametrizations, weight_norm
 
-from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_weights, take
+from vocalis.stages.layers.weights import SafetensorsReader, fold_weight_norm, load_strict, read_safetensors, read_weights, take
 
 
 def test_both_weight_norm_spellings_fold_to_the_effective_weight():
@@ -64,3 +64,25 @@ def test_read_weights_refuses_pickled_objects(tmp_path: Path):
         read_weights(tmp_path / "evil.pt")
     with pytest.raises(ValueError, match="no safetensors"):
         read_weights(tmp_path / "nothing")
+
+
+def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_time(tmp_path: Path):
+    torch.manual_seed(0)
+    source = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
+    tensors = {k: v.to(torch.bfloat16) for k, v in source.state_dict().items()} | {"step": torch.arange(3, dtype=torch.int64)}
+    save_file(tensors, str(tmp_path / "a.safetensors"))
+    save_file({"extra": torch.ones(2, 2, dtype=torch.float16)}, str(tmp_path / "b.safetensors"))  # a second shard
+    reader = SafetensorsReader(tmp_path)
+    whole = read_safetensors(tmp_path)
+    assert set(reader) == set(whole) and len(reader) == len(whole)
+    for name, tensor in whole.items():
+        assert reader.shape(name) == tuple(tensor.shape) and torch.equal(reader[name], tensor) and reader[name].dtype == tensor.dtype
+    from_reader, from_dict = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
+    load_strict(from_reader, reader, "reader", unused=["step", "extra"])
+    load_strict(from_dict, whole, "dict", unused=["step", "extra"])
+    for (name, a), b in zip(from_reader.state_dict().items(), from_dict.state_dict().values(), strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b), name  # cast to the module's dtype, as load_state_dict does
+    with pytest.raises(ValueError, match=r"0.weight has shape \(5, 6\), the configuration says \(4, 6\)"):
+        load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra"])
+    with pytest.raises(ValueError, match="unexpected"):
+        load_strict(nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader")

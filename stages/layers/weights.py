@@ -70,6 +70,12 @@ class SafetensorsReader(Mapping[str, torch.Tensor]):
     def shape(self, name: str) -> tuple[int, ...]:
         return self._where[name][2]
 
+    def take(self, prefix: str) -> SafetensorsReader:
+        """The tensors under `prefix`, with it removed from their names (nothing is read)."""
+        view = object.__new__(SafetensorsReader)
+        view._where = {k[len(prefix):]: v for k, v in self._where.items() if k.startswith(prefix)}
+        return view
+
     def __getitem__(self, name: str) -> torch.Tensor:
         file, dtype, shape, offset, size = self._where[name]
         raw = torch.empty(size, dtype=torch.uint8)

@@ -77,6 +77,8 @@ def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_ti
     assert set(reader) == set(whole) and len(reader) == len(whole)
     for name, tensor in whole.items():
         assert reader.shape(name) == tuple(tensor.shape) and torch.equal(reader[name], tensor) and reader[name].dtype == tensor.dtype
+    linear = reader.take("0.")
+    assert set(linear) == {"weight", "bias"} and linear.shape("weight") == (5, 6) and torch.equal(linear["bias"], whole["0.bias"])
     from_reader, from_dict = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
     load_strict(from_reader, reader, "reader", unused=["step", "extra"])
     load_strict(from_dict, whole, "dict", unused=["step", "extra"])

@@ -130,6 +130,12 @@ def fold_weight_norm(weights: Weights) -> Weights:
     return out
 
 
+def fold_weight_norm_lazily(weights: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+    """fold_weight_norm, but `weights` as they are (a SafetensorsReader left unread) when none is weight-normed."""
+    spellings = tuple("." + name for pair in WEIGHT_NORM_SPELLINGS for name in pair)
+    return fold_weight_norm(dict(weights)) if any(k.endswith(spellings) for k in weights) else weights
+
+
 def take(weights: Weights, prefix: str) -> Weights:
     """The tensors under `prefix`, with it removed from their names."""
     return {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}

@@ -10,7 +10,15 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.nn.utils import parametrizations, weight_norm
 
-from vocalis.stages.layers.weights import SafetensorsReader, fold_weight_norm, load_strict, read_safetensors, read_weights, take
+from vocalis.stages.layers.weights import (
+    SafetensorsReader,
+    fold_weight_norm,
+    fold_weight_norm_lazily,
+    load_strict,
+    read_safetensors,
+    read_weights,
+    take,
+)
 
 
 def test_both_weight_norm_spellings_fold_to_the_effective_weight():
@@ -88,3 +96,13 @@ def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_ti
         load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra"])
     with pytest.raises(ValueError, match="unexpected"):
         load_strict(nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader")
+
+
+def test_weight_norm_is_folded_lazily_only_where_there_is_some(tmp_path: Path):
+    save_file({"a.weight": torch.ones(2, 3)}, str(tmp_path / "plain.safetensors"))
+    plain = SafetensorsReader(tmp_path / "plain.safetensors")
+    assert fold_weight_norm_lazily(plain) is plain  # nothing read
+    conv = parametrizations.weight_norm(nn.Conv1d(3, 4, 5))
+    save_file({f"c.{k}": v.contiguous() for k, v in conv.state_dict().items()}, str(tmp_path / "normed.safetensors"))
+    folded = fold_weight_norm_lazily(SafetensorsReader(tmp_path / "normed.safetensors"))
+    assert set(folded) == {"c.weight", "c.bias"} and torch.equal(folded["c.weight"], conv.weight.detach())

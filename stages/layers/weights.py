@@ -8,6 +8,7 @@ at start-up, naming the keys, not as silently wrong audio.
 from __future__ import annotations
 
 import json
+import mmap
 import re
 import struct
 from collections.abc import Iterable, Iterator, Mapping
@@ -48,7 +49,7 @@ SAFETENSORS_DTYPES = {
 
 class SafetensorsReader(Mapping[str, torch.Tensor]):
     """The tensors of one .safetensors file, or of every one in a directory, each read from disk when asked for into
-    memory of its own (not a mapping of the file). `load_strict` copies from it one tensor at a time, so a load holds
+    memory of its own (not a mapping of the file, whose pages would stay resident while any of its tensors is held). `load_strict` copies from it one tensor at a time, so a load holds
     the module and one tensor, not the module and the whole file (read_safetensors: the peak of a float32 module
     loaded from bfloat16 files is 1.5x its weights)."""
 
@@ -78,12 +79,16 @@ class SafetensorsReader(Mapping[str, torch.Tensor]):
 
     def __getitem__(self, name: str) -> torch.Tensor:
         file, dtype, shape, offset, size = self._where[name]
-        raw = torch.empty(size, dtype=torch.uint8)
+        if not size:
+            return torch.empty(shape, dtype=dtype)
+        # a mapping of its own, unmapped when the tensor is dropped: read through malloc, the freed buffers of a load
+        # stay resident in the heap (glibc raises its mmap threshold to the size of each buffer freed)
+        raw = mmap.mmap(-1, size)
         with open(file, "rb") as f:
             f.seek(offset)
-            if f.readinto(memoryview(raw.numpy())) != size:
+            if f.readinto(raw) != size:
                 raise ValueError(f"{file}: {name} is cut short")
-        return raw.view(dtype).reshape(shape)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)

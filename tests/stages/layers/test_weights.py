@@ -77,7 +77,7 @@ def test_read_weights_refuses_pickled_objects(tmp_path: Path):
 def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_time(tmp_path: Path):
     torch.manual_seed(0)
     source = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
-    tensors = {k: v.to(torch.bfloat16) for k, v in source.state_dict().items()} | {"step": torch.arange(3, dtype=torch.int64)}
+    tensors = {k: v.to(torch.bfloat16) for k, v in source.state_dict().items()} | {"step": torch.arange(3, dtype=torch.int64), "empty": torch.zeros(0, 3)}
     save_file(tensors, str(tmp_path / "a.safetensors"))
     save_file({"extra": torch.ones(2, 2, dtype=torch.float16)}, str(tmp_path / "b.safetensors"))  # a second shard
     reader = SafetensorsReader(tmp_path)
@@ -88,12 +88,12 @@ def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_ti
     linear = reader.take("0.")
     assert set(linear) == {"weight", "bias"} and linear.shape("weight") == (5, 6) and torch.equal(linear["bias"], whole["0.bias"])
     from_reader, from_dict = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
-    load_strict(from_reader, reader, "reader", unused=["step", "extra"])
-    load_strict(from_dict, whole, "dict", unused=["step", "extra"])
+    load_strict(from_reader, reader, "reader", unused=["step", "extra", "empty"])
+    load_strict(from_dict, whole, "dict", unused=["step", "extra", "empty"])
     for (name, a), b in zip(from_reader.state_dict().items(), from_dict.state_dict().values(), strict=True):
         assert a.dtype == torch.float32 and torch.equal(a, b), name  # cast to the module's dtype, as load_state_dict does
     with pytest.raises(ValueError, match=r"0.weight has shape \(5, 6\), the configuration says \(4, 6\)"):
-        load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra"])
+        load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra", "empty"])
     with pytest.raises(ValueError, match="unexpected"):
         load_strict(nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader")
 

@@ -11,12 +11,15 @@ import json
 import mmap
 import re
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
+
+M = TypeVar("M", bound=nn.Module)
 
 Weights = dict[str, torch.Tensor]
 
@@ -148,6 +151,39 @@ def take(weights: Weights, prefix: str) -> Weights:
 
 def _listed(keys: list[str]) -> str:
     return f"{keys[:SHOWN_KEYS]}{'...' if len(keys) > SHOWN_KEYS else ''}"
+
+
+def _holds_tensor(value: object, depth: int = 3) -> bool:
+    """A tensor, or one inside lists, tuples, dicts or plain objects (not modules) down to `depth`."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth == 0 or isinstance(value, nn.Module | type | str | bytes):
+        return False
+    if isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, list | tuple | set):
+        children = list(value)
+    elif hasattr(value, "__dict__"):
+        children = list(vars(value).values())
+    else:
+        return False
+    return any(_holds_tensor(child, depth - 1) for child in children)
+
+
+def build_empty(factory: Callable[[], M], dtype: torch.dtype, device: str | torch.device = "cpu") -> M:
+    """The module `factory` makes, built on the meta device and then given uninitialised memory in `dtype`: no random
+    initialisation and no float32 module before a cast, so loading it (load_strict fills every tensor it has) holds
+    only the weights in their loaded dtype. Refused for a module whose constructor computes tensors no file fills
+    (non-persistent buffers, tensors kept in plain attributes): they would be left on the meta device."""
+    with torch.device("meta"):
+        module = factory()
+    persistent = set(module.state_dict())
+    computed = [name for name, _ in module.named_buffers() if name not in persistent]
+    computed += [f"{prefix}{'.' if prefix else ''}{name}" for prefix, part in module.named_modules()
+                 for name, value in vars(part).items() if not name.startswith("_") and _holds_tensor(value)]
+    if computed:
+        raise ValueError(f"{type(module).__name__} computes tensors no file fills: {_listed(computed)}")
+    return module.to(dtype=dtype).to_empty(device=device)
 
 
 def load_strict(module: nn.Module, weights: Mapping[str, torch.Tensor], where: object, unused: Iterable[str] = ()) -> nn.Module:

@@ -12,6 +12,7 @@ from torch.nn.utils import parametrizations, weight_norm
 
 from vocalis.stages.layers.weights import (
     SafetensorsReader,
+    build_empty,
     fold_weight_norm,
     fold_weight_norm_lazily,
     load_strict,
@@ -106,3 +107,34 @@ def test_weight_norm_is_folded_lazily_only_where_there_is_some(tmp_path: Path):
     save_file({f"c.{k}": v.contiguous() for k, v in conv.state_dict().items()}, str(tmp_path / "normed.safetensors"))
     folded = fold_weight_norm_lazily(SafetensorsReader(tmp_path / "normed.safetensors"))
     assert set(folded) == {"c.weight", "c.bias"} and torch.equal(folded["c.weight"], conv.weight.detach())
+
+
+class _Rope:
+    def __init__(self) -> None:
+        self.inv_freq = torch.arange(4.0)
+
+
+def test_build_empty_gives_a_module_memory_in_its_dtype_and_refuses_computed_tensors(tmp_path: Path):
+    torch.manual_seed(0)
+    source = nn.Sequential(nn.Linear(6, 5), nn.Embedding(7, 5))
+    save_file({k: v.to(torch.bfloat16) for k, v in source.state_dict().items()}, str(tmp_path / "m.safetensors"))
+    module = load_strict(build_empty(lambda: nn.Sequential(nn.Linear(6, 5), nn.Embedding(7, 5)), torch.bfloat16),
+                         SafetensorsReader(tmp_path / "m.safetensors"), "m")
+    for name, tensor in module.state_dict().items():
+        assert tensor.device.type == "cpu" and tensor.dtype == torch.bfloat16, name
+        assert torch.equal(tensor, source.state_dict()[name].to(torch.bfloat16)), name
+
+    class Buffered(nn.Linear):
+        def __init__(self) -> None:
+            super().__init__(2, 2)
+            self.register_buffer("table", torch.ones(3), persistent=False)
+
+    class Attribute(nn.Linear):
+        def __init__(self) -> None:
+            super().__init__(2, 2)
+            self.rope = _Rope()
+
+    with pytest.raises(ValueError, match=r"computes tensors no file fills: \['table'\]"):
+        build_empty(Buffered, torch.float32)
+    with pytest.raises(ValueError, match=r"computes tensors no file fills: \['rope'\]"):
+        build_empty(Attribute, torch.float32)

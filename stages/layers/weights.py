@@ -12,6 +12,7 @@ import mmap
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -153,37 +154,41 @@ def _listed(keys: list[str]) -> str:
     return f"{keys[:SHOWN_KEYS]}{'...' if len(keys) > SHOWN_KEYS else ''}"
 
 
-def _holds_tensor(value: object, depth: int = 3) -> bool:
-    """A tensor, or one inside lists, tuples, dicts or plain objects (not modules) down to `depth`."""
-    if isinstance(value, torch.Tensor):
-        return True
-    if depth == 0 or isinstance(value, nn.Module | type | str | bytes):
-        return False
-    if isinstance(value, dict):
-        children = list(value.values())
-    elif isinstance(value, list | tuple | set):
-        children = list(value)
-    elif hasattr(value, "__dict__"):
-        children = list(vars(value).values())
-    else:
-        return False
-    return any(_holds_tensor(child, depth - 1) for child in children)
+@contextmanager
+def _parameters_on_meta() -> Iterator[None]:
+    """Every parameter a module registers meanwhile is moved to the meta device as it is registered (its initialisation
+    then runs on meta: nothing is computed or touched); buffers and other tensors are made as usual."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register(module, name, param)
+        if param is not None and param.device.type != "meta":
+            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    nn.Module.register_parameter = on_meta  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register  # type: ignore[method-assign]
 
 
 def build_empty(factory: Callable[[], M], dtype: torch.dtype, device: str | torch.device = "cpu") -> M:
-    """The module `factory` makes, built on the meta device and then given uninitialised memory in `dtype`: no random
-    initialisation and no float32 module before a cast, so loading it (load_strict fills every tensor it has) holds
-    only the weights in their loaded dtype. Refused for a module whose constructor computes tensors no file fills
-    (non-persistent buffers, tensors kept in plain attributes): they would be left on the meta device."""
-    with torch.device("meta"):
+    """The module `factory` makes, its parameters given uninitialised memory in `dtype` (integer ones keep theirs) on
+    `device`: no random initialisation and no float32 parameters before a cast, so loading it (load_strict fills every
+    parameter) holds the weights in their loaded dtype only. Buffers and tensors the constructor computes (rotary
+    tables) are made as usual, in the constructor's dtype: cast them with the module as before. Tied parameters stay
+    tied."""
+    with _parameters_on_meta():
         module = factory()
-    persistent = set(module.state_dict())
-    computed = [name for name, _ in module.named_buffers() if name not in persistent]
-    computed += [f"{prefix}{'.' if prefix else ''}{name}" for prefix, part in module.named_modules()
-                 for name, value in vars(part).items() if not name.startswith("_") and _holds_tensor(value)]
-    if computed:
-        raise ValueError(f"{type(module).__name__} computes tensors no file fills: {_listed(computed)}")
-    return module.to(dtype=dtype).to_empty(device=device)
+    made: dict[int, nn.Parameter] = {}
+    for part in module.modules():
+        for name, param in part._parameters.items():
+            if param is not None and param.device.type == "meta":
+                if id(param) not in made:
+                    kind = dtype if param.is_floating_point() else param.dtype
+                    made[id(param)] = nn.Parameter(torch.empty(param.shape, dtype=kind, device=device), requires_grad=param.requires_grad)
+                part._parameters[name] = made[id(param)]
+    return module
 
 
 def load_strict(module: nn.Module, weights: Mapping[str, torch.Tensor], where: object, unused: Iterable[str] = ()) -> nn.Module:

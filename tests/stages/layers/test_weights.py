@@ -111,30 +111,33 @@ def test_weight_norm_is_folded_lazily_only_where_there_is_some(tmp_path: Path):
 
 class _Rope:
     def __init__(self) -> None:
-        self.inv_freq = torch.arange(4.0)
+        self.inv_freq = 1.0 / 10000 ** (torch.arange(0, 4, 2) / 4)
 
 
-def test_build_empty_gives_a_module_memory_in_its_dtype_and_refuses_computed_tensors(tmp_path: Path):
+class _Computed(nn.Module):
+    """Parameters (two of them tied), a computed non-persistent buffer and a tensor in a plain attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(7, 5)
+        self.head = nn.Linear(5, 7, bias=False)
+        self.head.weight = self.embed.weight
+        self.norm = nn.LayerNorm(5)
+        self.register_buffer("table", torch.arange(3.0) * 0.5, persistent=False)
+        self.rope = _Rope()
+
+
+def test_build_empty_gives_parameters_memory_in_their_dtype_and_keeps_what_the_constructor_computes(tmp_path: Path):
     torch.manual_seed(0)
-    source = nn.Sequential(nn.Linear(6, 5), nn.Embedding(7, 5))
+    source = _Computed()
     save_file({k: v.to(torch.bfloat16) for k, v in source.state_dict().items()}, str(tmp_path / "m.safetensors"))
-    module = load_strict(build_empty(lambda: nn.Sequential(nn.Linear(6, 5), nn.Embedding(7, 5)), torch.bfloat16),
-                         SafetensorsReader(tmp_path / "m.safetensors"), "m")
-    for name, tensor in module.state_dict().items():
-        assert tensor.device.type == "cpu" and tensor.dtype == torch.bfloat16, name
-        assert torch.equal(tensor, source.state_dict()[name].to(torch.bfloat16)), name
-
-    class Buffered(nn.Linear):
-        def __init__(self) -> None:
-            super().__init__(2, 2)
-            self.register_buffer("table", torch.ones(3), persistent=False)
-
-    class Attribute(nn.Linear):
-        def __init__(self) -> None:
-            super().__init__(2, 2)
-            self.rope = _Rope()
-
-    with pytest.raises(ValueError, match=r"computes tensors no file fills: \['table'\]"):
-        build_empty(Buffered, torch.float32)
-    with pytest.raises(ValueError, match=r"computes tensors no file fills: \['rope'\]"):
-        build_empty(Attribute, torch.float32)
+    module = load_strict(build_empty(_Computed, torch.bfloat16), SafetensorsReader(tmp_path / "m.safetensors"), "m")
+    assert module.head.weight is module.embed.weight  # still tied
+    for name, param in module.named_parameters():
+        assert param.device.type == "cpu" and param.dtype == torch.bfloat16, name
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(module.state_dict()[name], tensor.to(torch.bfloat16)), name
+    # what the constructor computed is made as usual, in its dtype, not left on the meta device
+    assert torch.equal(module.table, torch.arange(3.0) * 0.5) and module.table.dtype == torch.float32
+    assert torch.equal(module.rope.inv_freq, source.rope.inv_freq)
+    assert nn.Module.register_parameter.__name__ == "register_parameter"  # put back

@@ -1,4 +1,5 @@
-"""Checkpoint tensors into torch modules: read, fold weight norm, select by prefix, load strictly.
+"""Checkpoint tensors into torch modules: read (whole, or one tensor at a time), fold weight norm, select by prefix,
+build a module without initialising it, load strictly.
 
 Loading is strict: every tensor of a file must land in a module, or match a pattern the family declares unused
 (training-only parts), and every module tensor must come from the file. A renamed or forgotten key therefore fails
@@ -157,7 +158,8 @@ def _listed(keys: list[str]) -> str:
 @contextmanager
 def _parameters_on_meta() -> Iterator[None]:
     """Every parameter a module registers meanwhile is moved to the meta device as it is registered (its initialisation
-    then runs on meta: nothing is computed or touched); buffers and other tensors are made as usual."""
+    then runs on meta: nothing is computed or touched); buffers and other tensors are made as usual. It patches
+    nn.Module for the while: models are built at start-up, one at a time, not beside other threads building modules."""
     register = nn.Module.register_parameter
 
     def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:

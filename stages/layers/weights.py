@@ -1,4 +1,5 @@
-"""Checkpoint tensors into torch modules: read, fold weight norm, select by prefix, load strictly.
+"""Checkpoint tensors into torch modules: read (whole, or one tensor at a time), fold weight norm, select by prefix,
+build a module without initialising it, load strictly.
 
 Loading is strict: every tensor of a file must land in a module, or match a pattern the family declares unused
 (training-only parts), and every module tensor must come from the file. A renamed or forgotten key therefore fails
@@ -7,13 +8,20 @@ at start-up, naming the keys, not as silently wrong audio.
 
 from __future__ import annotations
 
+import json
+import mmap
 import re
-from collections.abc import Iterable
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
+
+M = TypeVar("M", bound=nn.Module)
 
 Weights = dict[str, torch.Tensor]
 
@@ -35,6 +43,63 @@ def read_safetensors(path: Path) -> Weights:
     for file in files:
         weights |= load_file(str(file))
     return weights
+
+
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
+    "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+}
+
+
+class SafetensorsReader(Mapping[str, torch.Tensor]):
+    """The tensors of one .safetensors file, or of every one in a directory, each read from disk when asked for into
+    memory of its own (not a mapping of the file, whose pages would stay resident while any of its tensors is held). `load_strict` copies from it one tensor at a time, so a load holds
+    the module and one tensor, not the module and the whole file (read_safetensors: the peak of a float32 module
+    loaded from bfloat16 files is 1.5x its weights)."""
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+        if not files:
+            raise ValueError(f"no safetensors under {path}")
+        self._where: dict[str, tuple[Path, torch.dtype, tuple[int, ...], int, int]] = {}
+        for file in files:
+            with open(file, "rb") as f:
+                (length,) = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(length))
+            for name, entry in header.items():
+                if name != "__metadata__":
+                    start, end = entry["data_offsets"]
+                    self._where[name] = (file, SAFETENSORS_DTYPES[entry["dtype"]], tuple(entry["shape"]), 8 + length + start, end - start)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._where[name][2]
+
+    def take(self, prefix: str) -> SafetensorsReader:
+        """The tensors under `prefix`, with it removed from their names (nothing is read)."""
+        view = object.__new__(SafetensorsReader)
+        view._where = {k[len(prefix):]: v for k, v in self._where.items() if k.startswith(prefix)}
+        return view
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        file, dtype, shape, offset, size = self._where[name]
+        if not size:
+            return torch.empty(shape, dtype=dtype)
+        # a mapping of its own, unmapped when the tensor is dropped: read through malloc, the freed buffers of a load
+        # stay resident in the heap (glibc raises its mmap threshold to the size of each buffer freed)
+        raw = mmap.mmap(-1, size)
+        with open(file, "rb") as f:
+            f.seek(offset)
+            if f.readinto(raw) != size:
+                raise ValueError(f"{file}: {name} is cut short")
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
 
 
 def read_state_dict(path: Path) -> Weights:
@@ -75,6 +140,12 @@ def fold_weight_norm(weights: Weights) -> Weights:
     return out
 
 
+def fold_weight_norm_lazily(weights: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+    """fold_weight_norm, but `weights` as they are (a SafetensorsReader left unread) when none is weight-normed."""
+    spellings = tuple("." + name for pair in WEIGHT_NORM_SPELLINGS for name in pair)
+    return fold_weight_norm(dict(weights)) if any(k.endswith(spellings) for k in weights) else weights
+
+
 def take(weights: Weights, prefix: str) -> Weights:
     """The tensors under `prefix`, with it removed from their names."""
     return {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
@@ -84,18 +155,62 @@ def _listed(keys: list[str]) -> str:
     return f"{keys[:SHOWN_KEYS]}{'...' if len(keys) > SHOWN_KEYS else ''}"
 
 
-def load_strict(module: nn.Module, weights: Weights, where: object, unused: Iterable[str] = ()) -> nn.Module:
+@contextmanager
+def _parameters_on_meta() -> Iterator[None]:
+    """Every parameter a module registers meanwhile is moved to the meta device as it is registered (its initialisation
+    then runs on meta: nothing is computed or touched); buffers and other tensors are made as usual. It patches
+    nn.Module for the while: models are built at start-up, one at a time, not beside other threads building modules."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register(module, name, param)
+        if param is not None and param.device.type != "meta":
+            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    nn.Module.register_parameter = on_meta  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register  # type: ignore[method-assign]
+
+
+def build_empty(factory: Callable[[], M], dtype: torch.dtype, device: str | torch.device = "cpu") -> M:
+    """The module `factory` makes, its parameters given uninitialised memory in `dtype` (integer ones keep theirs) on
+    `device`: no random initialisation and no float32 parameters before a cast, so loading it (load_strict fills every
+    parameter) holds the weights in their loaded dtype only. Buffers and tensors the constructor computes (rotary
+    tables) are made as usual, in the constructor's dtype: cast them with the module as before. Tied parameters stay
+    tied."""
+    with _parameters_on_meta():
+        module = factory()
+    made: dict[int, nn.Parameter] = {}
+    for part in module.modules():
+        for name, param in part._parameters.items():
+            if param is not None and param.device.type == "meta":
+                if id(param) not in made:
+                    kind = dtype if param.is_floating_point() else param.dtype
+                    made[id(param)] = nn.Parameter(torch.empty(param.shape, dtype=kind, device=device), requires_grad=param.requires_grad)
+                part._parameters[name] = made[id(param)]
+    return module
+
+
+def load_strict(module: nn.Module, weights: Mapping[str, torch.Tensor], where: object, unused: Iterable[str] = ()) -> nn.Module:
     """Copy `weights` into `module` by name (cast to each tensor's dtype); `unused` are regexes (full match) of keys
     the file may hold that the module knowingly has no use for. Raises ValueError naming missing, unexpected and
-    misshapen keys."""
+    misshapen keys. From a SafetensorsReader, one tensor is read and copied at a time."""
     state = module.state_dict()
     patterns = [re.compile(p) for p in unused]
     unexpected = sorted(k for k in weights if k not in state and not any(p.fullmatch(k) for p in patterns))
     missing = sorted(k for k in state if k not in weights)
     if missing or unexpected:
         raise ValueError(f"{where}: weights do not match the module: missing {_listed(missing)}, unexpected {_listed(unexpected)}")
+    shape = weights.shape if isinstance(weights, SafetensorsReader) else (lambda name: tuple(weights[name].shape))
     for name, tensor in state.items():
-        if tuple(tensor.shape) != tuple(weights[name].shape):
-            raise ValueError(f"{where}: {name} has shape {tuple(weights[name].shape)}, the configuration says {tuple(tensor.shape)}")
+        if tuple(tensor.shape) != tuple(shape(name)):
+            raise ValueError(f"{where}: {name} has shape {tuple(shape(name))}, the configuration says {tuple(tensor.shape)}")
+    if isinstance(weights, SafetensorsReader):
+        with torch.no_grad():  # what load_state_dict does per tensor (the state dict's tensors are the module's)
+            for name, tensor in state.items():
+                tensor.copy_(weights[name])
+        return module
     module.load_state_dict({k: weights[k] for k in state}, strict=True)
     return module

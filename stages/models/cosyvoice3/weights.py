@@ -60,6 +60,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     llm_weights = read_state_dict(path / "llm.pt")
     lm = CosyVoice3LM(config.qwen, config.lm, decoder_bias="llm_decoder.bias" in llm_weights)
     load_strict(lm, llm_weights, path / "llm.pt", unused=UNUSED_KEYS)
+    del llm_weights  # one file's tensors in memory beside the modules at a time (the peak of a load), not the LM's too
     flow = load_strict(build_flow(config), read_state_dict(path / "flow.pt"), path / "flow.pt")
     hift = load_strict(build_hift(config), hift_weights(path / "hift.pt"), path / "hift.pt")
     return CosyVoice3Modules.placed(

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from vocalis.stages.components.hift import ConvRNNF0Predictor, HiFTGenerator
-from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.layers.weights import SafetensorsReader, Weights, build_empty, fold_weight_norm, load_strict
 from vocalis.stages.models.cosyvoice_common.glm_dit import GLMDiT, GLMFlow
 from vocalis.stages.models.cosyvoice_common.loaded_modules import LoadedModules
 from vocalis.stages.models.glm_tts.config import HIFT_FILE, LLM_DIR, TOKENIZER_DIR, VOCOS_FILE, GLMTTSConfig
@@ -53,7 +53,7 @@ def hift_weights(path: Path) -> Weights:
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> GLMTTSModules:
     path = Path(path)
     config = GLMTTSConfig.from_dir(path)
-    lm = load_strict(GLMSpeechLM(config.llama), read_safetensors(path / LLM_DIR), path / LLM_DIR,
+    lm = load_strict(build_empty(lambda: GLMSpeechLM(config.llama), dtype), SafetensorsReader(path / LLM_DIR), path / LLM_DIR,
                      unused=TIED_HEAD_KEYS if config.llama.tie_word_embeddings else ())
     flow = build_flow(config)
     flow_state = read_pt(path / "flow" / "flow.pt")

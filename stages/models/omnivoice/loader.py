@@ -16,7 +16,7 @@ import torch
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
-from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.layers.weights import SafetensorsReader, build_empty, fold_weight_norm_lazily, load_strict
 from vocalis.stages.models.omnivoice.adapter import OmniVoiceAdapter
 from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
 from vocalis.stages.models.omnivoice.config import AudioTokenizerConfig, OmniVoiceConfig
@@ -34,12 +34,13 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
         raise ValueError(
             f"{path}: the audio tokenizer has {codec_config.num_quantizers} codebooks, the model {config.num_audio_codebook}"
         )
-    lm = OmniVoiceLM(config)
-    weights = read_safetensors(path / "model.safetensors")
+    lm = build_empty(lambda: OmniVoiceLM(config), dtype)  # parameters in their dtype from the start
+    # read one tensor at a time as it loads: a float32 LM loaded from a bfloat16 file never holds the file beside it
+    weights = SafetensorsReader(path / "model.safetensors")
     offsets = weights.get("codebook_layer_offsets")
     if offsets is not None and not torch.equal(offsets.long(), lm.codebook_layer_offsets):
         raise ValueError(f"{path}: codebook_layer_offsets differ from audio_vocab_size x codebook")
-    load_strict(lm, fold_weight_norm(weights), path / "model.safetensors")
+    load_strict(lm, fold_weight_norm_lazily(weights), path / "model.safetensors")
     codec = load_audio_tokenizer(path / "audio_tokenizer", codec_config)
     return lm.to(device, dtype).eval(), codec.to(device).eval(), TextTokenizer(path)
 

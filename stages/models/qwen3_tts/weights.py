@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors, take
+from vocalis.stages.layers.weights import SafetensorsReader, build_empty, fold_weight_norm, load_strict, read_safetensors, take
 from vocalis.stages.models.qwen3_tts.codec import SpeechDecoder, SpeechEncoder
 from vocalis.stages.models.qwen3_tts.config import Qwen3TTSConfig
 from vocalis.stages.models.qwen3_tts.speaker import SpeakerEncoder
@@ -44,14 +44,17 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     """Load the checkpoint at `path` (config.json, model.safetensors, tokenizer files, speech_tokenizer/)."""
     config = Qwen3TTSConfig.from_dir(path)
     tokenizer = TextTokenizer.from_dir(path, config.transformers_version)
-    weights = read_weights(path / "model.safetensors" if (path / "model.safetensors").is_file() else path)
+    # the talker built in its dtype and read one tensor at a time (its layers have no weight norm to fold): its load
+    # holds its weights as served and one tensor, never a float32 copy or the file's tensors beside them
+    weights = SafetensorsReader(path / "model.safetensors" if (path / "model.safetensors").is_file() else path)
     unknown = sorted({k.split(".")[0] for k in weights} - {"talker", "speaker_encoder"})
     if unknown:
         raise ValueError(f"{path}: unexpected weights {unknown}")
-    talker = load_strict(Talker(config.talker), take(weights, "talker."), f"{path}: talker")
+    talker = load_strict(build_empty(lambda: Talker(config.talker), dtype), weights.take("talker."), f"{path}: talker")
     speaker = None
     if config.speaker_encoder is not None:
-        speaker = load_strict(SpeakerEncoder(config.speaker_encoder), take(weights, "speaker_encoder."), f"{path}: speaker_encoder")
+        speaker = load_strict(SpeakerEncoder(config.speaker_encoder), fold_weight_norm(dict(weights.take("speaker_encoder."))),
+                              f"{path}: speaker_encoder")
     elif any(k.startswith("speaker_encoder.") for k in weights):
         raise ValueError(f"{path}: speaker_encoder weights in a {config.tts_model_type} checkpoint")
     codec_weights = read_weights(path / "speech_tokenizer")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.layers.weights import SafetensorsReader, build_empty, fold_weight_norm, load_strict, read_safetensors
 from vocalis.stages.models.voxcpm2.config import VoxCPM2Config
 from vocalis.stages.models.voxcpm2.modules import VoxCPM2
 from vocalis.stages.models.voxcpm2.tokenizer import TextTokenizer
@@ -37,8 +37,8 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     tokenizer = TextTokenizer(path)
     if len(tokenizer) > config.lm.vocab_size:
         raise ValueError(f"{path}: the tokenizer has {len(tokenizer)} tokens, the LM embeds {config.lm.vocab_size}")
-    model = VoxCPM2(config)
-    load_strict(model, read_safetensors(path / "model.safetensors"), path / "model.safetensors")
+    model = build_empty(lambda: VoxCPM2(config), dtype)  # parameters in their dtype from the start: no float32 model to cast
+    load_strict(model, SafetensorsReader(path / "model.safetensors"), path / "model.safetensors")
     vae = AudioVAE(config.audio_vae)
     load_strict(vae, fold_weight_norm(read_safetensors(path / "audiovae.safetensors")), path / "audiovae.safetensors")
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -10,7 +10,16 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.nn.utils import parametrizations, weight_norm
 
-from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_weights, take
+from vocalis.stages.layers.weights import (
+    SafetensorsReader,
+    build_empty,
+    fold_weight_norm,
+    fold_weight_norm_lazily,
+    load_strict,
+    read_safetensors,
+    read_weights,
+    take,
+)
 
 
 def test_both_weight_norm_spellings_fold_to_the_effective_weight():
@@ -64,3 +73,71 @@ def test_read_weights_refuses_pickled_objects(tmp_path: Path):
         read_weights(tmp_path / "evil.pt")
     with pytest.raises(ValueError, match="no safetensors"):
         read_weights(tmp_path / "nothing")
+
+
+def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_time(tmp_path: Path):
+    torch.manual_seed(0)
+    source = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
+    tensors = {k: v.to(torch.bfloat16) for k, v in source.state_dict().items()} | {"step": torch.arange(3, dtype=torch.int64), "empty": torch.zeros(0, 3)}
+    save_file(tensors, str(tmp_path / "a.safetensors"))
+    save_file({"extra": torch.ones(2, 2, dtype=torch.float16)}, str(tmp_path / "b.safetensors"))  # a second shard
+    reader = SafetensorsReader(tmp_path)
+    whole = read_safetensors(tmp_path)
+    assert set(reader) == set(whole) and len(reader) == len(whole)
+    for name, tensor in whole.items():
+        assert reader.shape(name) == tuple(tensor.shape) and torch.equal(reader[name], tensor) and reader[name].dtype == tensor.dtype
+    linear = reader.take("0.")
+    assert set(linear) == {"weight", "bias"} and linear.shape("weight") == (5, 6) and torch.equal(linear["bias"], whole["0.bias"])
+    from_reader, from_dict = nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5))
+    load_strict(from_reader, reader, "reader", unused=["step", "extra", "empty"])
+    load_strict(from_dict, whole, "dict", unused=["step", "extra", "empty"])
+    for (name, a), b in zip(from_reader.state_dict().items(), from_dict.state_dict().values(), strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b), name  # cast to the module's dtype, as load_state_dict does
+    with pytest.raises(ValueError, match=r"0.weight has shape \(5, 6\), the configuration says \(4, 6\)"):
+        load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra", "empty"])
+    with pytest.raises(ValueError, match="unexpected"):
+        load_strict(nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader")
+
+
+def test_weight_norm_is_folded_lazily_only_where_there_is_some(tmp_path: Path):
+    save_file({"a.weight": torch.ones(2, 3)}, str(tmp_path / "plain.safetensors"))
+    plain = SafetensorsReader(tmp_path / "plain.safetensors")
+    assert fold_weight_norm_lazily(plain) is plain  # nothing read
+    conv = parametrizations.weight_norm(nn.Conv1d(3, 4, 5))
+    save_file({f"c.{k}": v.contiguous() for k, v in conv.state_dict().items()}, str(tmp_path / "normed.safetensors"))
+    folded = fold_weight_norm_lazily(SafetensorsReader(tmp_path / "normed.safetensors"))
+    assert set(folded) == {"c.weight", "c.bias"} and torch.equal(folded["c.weight"], conv.weight.detach())
+
+
+class _Rope:
+    def __init__(self) -> None:
+        self.inv_freq = 1.0 / 10000 ** (torch.arange(0, 4, 2) / 4)
+
+
+class _Computed(nn.Module):
+    """Parameters (two of them tied), a computed non-persistent buffer and a tensor in a plain attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(7, 5)
+        self.head = nn.Linear(5, 7, bias=False)
+        self.head.weight = self.embed.weight
+        self.norm = nn.LayerNorm(5)
+        self.register_buffer("table", torch.arange(3.0) * 0.5, persistent=False)
+        self.rope = _Rope()
+
+
+def test_build_empty_gives_parameters_memory_in_their_dtype_and_keeps_what_the_constructor_computes(tmp_path: Path):
+    torch.manual_seed(0)
+    source = _Computed()
+    save_file({k: v.to(torch.bfloat16) for k, v in source.state_dict().items()}, str(tmp_path / "m.safetensors"))
+    module = load_strict(build_empty(_Computed, torch.bfloat16), SafetensorsReader(tmp_path / "m.safetensors"), "m")
+    assert module.head.weight is module.embed.weight  # still tied
+    for name, param in module.named_parameters():
+        assert param.device.type == "cpu" and param.dtype == torch.bfloat16, name
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(module.state_dict()[name], tensor.to(torch.bfloat16)), name
+    # what the constructor computed is made as usual, in its dtype, not left on the meta device
+    assert torch.equal(module.table, torch.arange(3.0) * 0.5) and module.table.dtype == torch.float32
+    assert torch.equal(module.rope.inv_freq, source.rope.inv_freq)
+    assert nn.Module.register_parameter.__name__ == "register_parameter"  # put back

@@ -22,10 +22,11 @@ def test_memory_parts_add_up_on_tiny_checkpoints(tmp_path, capsys):
         assert r["weights_bytes"] > 2**20, r  # tiny, but not nothing
         assert 0 < r["before_load_rss_bytes"] < r["after_load_rss_bytes"] <= r["load_peak_rss_bytes"] <= r["peak_rss_bytes"], r
         assert r["after_request_rss_bytes"] <= r["peak_rss_bytes"], r
-    # the autoregressive talker preallocates (nearly all of) the budget it was given; OmniVoice's generator none
+    # the autoregressive talker reserves (nearly all of) the budget it was given, OmniVoice's generator none; on CPU
+    # the blocks become resident only as they are used (kv_cache.py), so the load alone does not hold the budget
     assert BUDGET - 2**20 < rows["qwen3-0.6b-customvoice"]["budget_bytes"] <= BUDGET
     assert rows["omnivoice"]["budget_bytes"] == 0
-    assert rows["qwen3-0.6b-customvoice"]["after_load_rss_bytes"] - rows["qwen3-0.6b-customvoice"]["before_load_rss_bytes"] > BUDGET
+    assert rows["qwen3-0.6b-customvoice"]["after_load_rss_bytes"] - rows["qwen3-0.6b-customvoice"]["before_load_rss_bytes"] < BUDGET
     printed = capsys.readouterr().out
     assert "| qwen3-0.6b-customvoice | float32 |" in printed and "| rest |" in printed
 

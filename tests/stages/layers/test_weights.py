@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,21 @@ def test_build_empty_gives_parameters_memory_in_their_dtype_and_keeps_what_the_c
     assert torch.equal(module.table, torch.arange(3.0) * 0.5) and module.table.dtype == torch.float32
     assert torch.equal(module.rope.inv_freq, source.rope.inv_freq)
     assert nn.Module.register_parameter.__name__ == "register_parameter"  # put back
+
+
+def test_build_empty_runs_no_initialiser_on_meta():
+    """torch's meta kernels for the initialisers import torch._dynamo on first use (1.4 s a process); build_empty skips
+    them, and leaves torch.nn.init as it was."""
+    code = (
+        "import sys, torch\n"
+        "from torch import nn\n"
+        "from vocalis.stages.layers.weights import build_empty\n"
+        "normal = nn.init.normal_\n"
+        "module = build_empty(lambda: nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 3), nn.LayerNorm(3)), torch.bfloat16)\n"
+        "assert all(p.dtype == torch.bfloat16 and p.device.type == 'cpu' for p in module.parameters())\n"
+        "assert nn.init.normal_ is normal\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"

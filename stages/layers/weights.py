@@ -164,8 +164,8 @@ def _parameters_on_meta() -> Iterator[None]:
     torch.nn.init for the while: models are built at start-up, one at a time, not beside other threads building
     modules."""
     register = nn.Module.register_parameter
-    initialisers = {name: getattr(nn.init, name) for name in dir(nn.init)
-                    if name.endswith("_") and not name.startswith("_") and callable(getattr(nn.init, name))}
+    initialisers = {name: initialise for name, initialise in vars(nn.init).items()
+                    if name.endswith("_") and not name.startswith("_") and callable(initialise)}
 
     def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
         register(module, name, param)

@@ -36,6 +36,7 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.proc_status import status_kib  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 
 
@@ -50,13 +51,6 @@ def silent_flac(hours: float, known_length: bool) -> bytes:
         word = int.from_bytes(data[18:26], "big") & ~((1 << 36) - 1)
         data[18:26] = word.to_bytes(8, "big")
     return bytes(data)
-
-
-def _status_kib(pid: int | str, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 def _decode_whole(data: bytes) -> float:
@@ -81,7 +75,7 @@ def _decode_child(mode: str, data: bytes, results) -> None:  # noqa: ANN001
     from vocalis.server.errors import StatusError
     from vocalis.server.voice_rules import check_clip
 
-    before = _status_kib("self", "VmRSS")
+    before = status_kib("self", "VmRSS")
     started = time.perf_counter()
     try:
         if mode == "before":
@@ -94,7 +88,7 @@ def _decode_child(mode: str, data: bytes, results) -> None:  # noqa: ANN001
         outcome = f"{error.reason}: {error.message}"
     except Exception as error:  # noqa: BLE001 - a crash is a result worth reporting here
         outcome = f"crash {type(error).__name__}: {error}"[:120]
-    results.put({"wall_s": time.perf_counter() - started, "peak_growth_mib": (_status_kib("self", "VmHWM") - before) / 1024, "outcome": outcome})
+    results.put({"wall_s": time.perf_counter() - started, "peak_growth_mib": (status_kib("self", "VmHWM") - before) / 1024, "outcome": outcome})
 
 
 def measure_decode(mode: str, data: bytes) -> dict:
@@ -109,7 +103,7 @@ def measure_decode(mode: str, data: bytes) -> dict:
 
 def _sample_rss(pid: int, done: threading.Event, peaks: list[int]) -> None:
     while not done.is_set():
-        peaks.append(_status_kib(pid, "VmRSS"))
+        peaks.append(status_kib(pid, "VmRSS"))
         time.sleep(0.005)
 
 
@@ -121,7 +115,7 @@ def measure_server(http_url: str, pid: int, data: bytes) -> list[dict]:
         "ref_audio": lambda http: http.post("/v1/audio/speech", json={"input": "Hi.", "ref_audio": base64.b64encode(data).decode()}),
     }
     for route, send in requests.items():
-        rss_before = _status_kib(pid, "VmRSS")
+        rss_before = status_kib(pid, "VmRSS")
         peaks = [rss_before]
         done = threading.Event()
         sampler = threading.Thread(target=_sample_rss, args=(pid, done, peaks))
@@ -136,7 +130,7 @@ def measure_server(http_url: str, pid: int, data: bytes) -> list[dict]:
         message = response.json().get("error", {}).get("message", "") if response.headers.get("content-type", "").startswith("application/json") else ""
         rows.append({
             "route": route, "status": response.status_code, "wall_s": wall, "message": message[:100],
-            "peak_growth_mib": (peak - rss_before) / 1024, "lasting_growth_mib": (_status_kib(pid, "VmRSS") - rss_before) / 1024,
+            "peak_growth_mib": (peak - rss_before) / 1024, "lasting_growth_mib": (status_kib(pid, "VmRSS") - rss_before) / 1024,
         })
     return rows
 

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import gpu, real_size_cpu  # noqa: E402
+from bench.proc_status import status_fields  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
 EXTRA = {"qwen3-0.6b-customvoice": gpu.Case("Qwen3-TTS-12Hz-0.6B-CustomVoice", gpu._committed(gpu.GOLDENS / "qwen3_tts" / "cv-0b6"))}
@@ -50,8 +51,8 @@ OMNIVOICE_STEPS = 4
 def rss_bytes() -> tuple[int, int]:
     """(resident set now, its peak so far): VmRSS and VmHWM, read together (the peak is ru_maxrss; read apart, the
     two can disagree by the kernel's lagging per-thread counters)."""
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+    fields = status_fields()
+    return fields["VmRSS"] * 1024, fields["VmHWM"] * 1024
 
 
 def state_budget_bytes(model) -> int:

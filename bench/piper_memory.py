@@ -31,6 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.proc_status import status_kib  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 from vocalis.clients.sync import Client  # noqa: E402
 from vocalis.tts.v1 import audio_pb2  # noqa: E402
@@ -49,13 +50,6 @@ RUN_ON = (
 RUN_ON = RUN_ON[:1000]
 
 
-def status_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -69,9 +63,9 @@ def snapshot(pid: int, step: str, seconds: float) -> dict:
     kids = children(pid)
     return {
         "step": step,
-        "rss_mib": status_kib(pid, "VmRSS") / 1024,
-        "peak_mib": status_kib(pid, "VmHWM") / 1024,
-        "children_rss_mib": sum(status_kib(p, "VmRSS") for p in kids) / 1024,
+        "rss_mib": status_kib(pid, "VmRSS", default=0) / 1024,
+        "peak_mib": status_kib(pid, "VmHWM", default=0) / 1024,
+        "children_rss_mib": sum(status_kib(p, "VmRSS", default=0) for p in kids) / 1024,
         "children": len(kids),
         "seconds": seconds,
     }

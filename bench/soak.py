@@ -37,6 +37,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.proc_status import status_kib  # noqa: E402
 from bench.report import write_json  # noqa: E402
 from tests.fuzz import corpus  # noqa: E402
 from tests.serving import start_server  # noqa: E402
@@ -193,10 +194,7 @@ async def resting_rss(pid: int, samples: int = 5) -> int:
 
 
 def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return status_kib(pid, "VmRSS", default=0) * 1024
 
 
 async def soak(

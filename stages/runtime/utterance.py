@@ -14,6 +14,13 @@ each lane) then uses every core without its runs fighting over one thread pool.
 A lone request still runs alone ("solo"), so that the model can give it all the
 cores for the lowest latency; models read which case they are in with solo().
 
+When the stage holds one session alone (one request_id), that session's later units (those that arrived while
+another of its units was held) are served longest first among themselves, after the unit before them, all due when
+the first of them arrived: the session's response ends with its last unit, so on lanes the longest should not start
+last and end alone on one core. New input reaches the stage while a solo piece runs, so a session's later units are
+there to order when its head unit ends. With several sessions, every unit keeps its own due time: the other
+sessions' units keep the lanes busy, and a session's long text must not go ahead of theirs.
+
 A model that knows which piece is its last says so (yields it as a LastPiece): the request then
 ends with that piece's audio. Otherwise it ends a step later, when its generator is found empty, and
 that step waits its turn behind every fresh request's first piece: a whole piece's time or more, in
@@ -32,7 +39,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -109,11 +116,15 @@ class UtteranceStage(Stage):
         """Pieces of requests dropped while a piece of theirs was running: closed once it is back."""
         self._executor = ThreadPoolExecutor(lanes, thread_name_prefix=f"stage-{name}-lane") if lanes > 1 else None
         self._look_up = threading.Event()
-        """Set when a piece is back or new input came: a step waiting with a lane free returns to let it in."""
+        """Set when a piece is back or new input came: a waiting step returns to let it in."""
+        self._followers: set[int] = set()
+        """Requests that arrived while another of their session (request_id) was in the stage: a session's later units."""
 
     def add(self, item: StageItem) -> None:
         key = id(item.request)
         if key not in self._waiting and key not in self._active:
+            if any(request.request_id == item.request.request_id for _, request in self._held()):
+                self._followers.add(key)
             self._waiting[key] = (item.request, item.payload)
             self._due[key] = time.monotonic()
         elif item.payload is not None:
@@ -126,13 +137,17 @@ class UtteranceStage(Stage):
         return list(self._batch)
 
     def active_requests(self) -> list[SynthesisRequest]:
-        return [*(request for request, _ in self._waiting.values()), *(request for request, _ in self._active.values())]
+        return [request for _, request in self._held()]
+
+    def _held(self) -> list[tuple[int, SynthesisRequest]]:
+        return [*((key, entry[0]) for key, entry in self._waiting.items()), *((key, entry[0]) for key, entry in self._active.items())]
 
     def drop(self, request: SynthesisRequest) -> None:
         key = id(request)
         self._waiting.pop(key, None)
         self._due.pop(key, None)
         self._heard_from.pop(key, None)
+        self._followers.discard(key)
         entry = self._active.pop(key, None)
         if entry is None:
             return
@@ -185,12 +200,11 @@ class UtteranceStage(Stage):
         lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
         # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
         self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
-        if lanes_full:
-            done, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
-        else:  # a lane is free: until a piece is back or new input comes, which may take that lane
-            self._look_up.wait(_POLL_S)
-            self._look_up.clear()
-            done = {future for future in self._running if future.done()}
+        # Until a piece is back or new input comes: the input is added even with every lane busy (a session's later
+        # units are then there to order when a lane frees), and with a lane free it may start on it.
+        self._look_up.wait(None if lanes_full else _POLL_S)
+        self._look_up.clear()
+        done = {future for future in self._running if future.done()}
         outputs: list[StageItem] = []
         for future in done:
             key, _ = self._running.pop(future)
@@ -254,9 +268,15 @@ class UtteranceStage(Stage):
             request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
 
     def _next_keys(self, count: int, among: list[int] | None = None) -> list[int]:
-        """Up to `count` requests to advance, earliest due first (in turn among equals)."""
+        """Up to `count` requests to advance, earliest due first (in turn among equals). When the stage holds one
+        session alone, its later units not started yet are due with the first of them, longest text first."""
         keys = list(self._active) if among is None else among
-        return sorted(keys, key=lambda k: self._due.get(k, 0.0))[: max(0, count)]
+        order = {key: (self._due.get(key, 0.0), 0) for key in keys}
+        later = [key for key in keys if key in self._followers and key not in self._heard_from]
+        if later and len({request.request_id for _, request in self._held()}) == 1:
+            due = min(self._due[key] for key in later)
+            order.update({key: (due, -len(self._active[key][0].text)) for key in later})
+        return sorted(keys, key=order.__getitem__)[: max(0, count)]
 
 
 def _advance(pieces: Iterator[np.ndarray | LastPiece], alone: bool) -> object:

@@ -221,3 +221,75 @@ def test_a_started_request_behind_its_audio_goes_ahead_of_requests_that_arrive_l
     # 10 samples at 1 kHz, each piece 150 ms: r0's pieces fall due 10 and 20 ms after its first came back, before r1
     # arrived, so fresh requests do not starve it, however many come
     assert order_of_service(sample_rate=1000, pause_s=0.05) == ["r0", "r0", "r1"]
+
+
+class ByLength:
+    """One LastPiece per request, taking 20 ms per character of its text; records when each started and whether solo."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, tuple[float, bool]] = {}
+
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
+        self.started[request.text] = (time.monotonic(), solo())
+        time.sleep(0.02 * len(request.text))
+        yield LastPiece(np.zeros(10, dtype=np.float32))
+
+
+def test_a_sessions_later_units_run_longest_first_after_its_head():
+    """A session's head unit runs solo; its three later units, put while it runs, then go to the lanes longest first,
+    so the longest does not start last and end alone on one lane (arrival order would end 0.1 s later here)."""
+    async def go() -> dict[str, tuple[float, bool]]:
+        model = ByLength()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+        requests = [SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id="session")
+                    for t in ("h" * 5, "a" * 10, "b" * 5, "c" * 20)]
+        other = SynthesisRequest(text="o" * 5, stage_input=None, output=AudioOutput(), request_id="other")
+        try:
+            worker.put([StageItem(requests[0])])
+            time.sleep(0.03)  # the head unit runs solo; the later units come while it does
+            for request in requests[1:]:
+                worker.put([StageItem(request)])
+            deadline = time.monotonic() + 5
+            while not all(r.finished_at for r in requests) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            worker.put([StageItem(other)])  # a new session alone: its one unit is a head, solo again
+            while not other.finished_at and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return model.started
+        finally:
+            worker.stop()
+
+    started = asyncio.run(go())
+    head, later_10, later_5, later_20 = (started[t] for t in ("h" * 5, "a" * 10, "b" * 5, "c" * 20))
+    assert head[1] and not any(alone for _, alone in (later_10, later_5, later_20))
+    assert later_20[0] < later_5[0] and later_10[0] < later_5[0]  # the two longest side by side first
+    assert started["o" * 5][1]
+
+
+def test_beside_another_session_later_units_keep_their_arrival_order():
+    """With two sessions in the stage, a session's later units are served as they arrived: its long text does not go
+    ahead of the other session's units, which keep the lanes busy anyway."""
+    async def go() -> dict[str, tuple[float, bool]]:
+        model = ByLength()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+
+        def unit(text: str, session: str) -> SynthesisRequest:
+            return SynthesisRequest(text=text, stage_input=None, output=AudioOutput(), request_id=session)
+
+        requests = [unit("h" * 5, "a"), unit("x" * 15, "b"), unit("s" * 5, "a"), unit("l" * 20, "a")]
+        try:
+            worker.put([StageItem(requests[0]), StageItem(requests[1])])
+            time.sleep(0.03)
+            for request in requests[2:]:
+                worker.put([StageItem(request)])
+            deadline = time.monotonic() + 5
+            while not all(r.finished_at for r in requests) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return model.started
+        finally:
+            worker.stop()
+
+    started = asyncio.run(go())
+    assert started["l" * 20][0] > started["s" * 5][0] + 0.05  # the short one took the lane the head freed

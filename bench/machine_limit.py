@@ -1,6 +1,12 @@
 """How close a family's generator step comes to what this CPU can do at all: the step's matmuls at the CPU's own
 matmul rate (float32 and bfloat16) and its weight bytes over the measured memory bandwidth, beside Vocalis's step.
 
+The step's matmuls come from one of two places. For Qwen3-TTS 0.6B CustomVoice they are derived from the config
+(STEPS: the work a frame needs, no more). For every other family in bench/real_size_cpu.py they are recorded: one
+step that ran all c sequences is profiled with its input shapes, and its matrix products (aten::mm and aten::addmm,
+the ops a linear layer ends in) are the step, as run (padding included; attention and other ops left out). For the
+derived family the recorded GFLOP are reported beside the derived ones, so any work beyond the frame's shows.
+
 For Qwen3-TTS 0.6B CustomVoice the step is one talker forward plus its code predictor's 15 passes per frame (the
 first on two positions: the talker's hidden state and code 0's embedding). From the real-size config it derives the
 step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one process:
@@ -17,12 +23,14 @@ step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one
     python bench/machine_limit.py                    # real size, c = 1 and 4
     python bench/machine_limit.py --tiny --frames 3  # CI-sized: the committed tiny checkpoint
     python bench/machine_limit.py --profile          # also a torch.profiler table of one c = 1 request's steps
+    python bench/machine_limit.py --families omnivoice,voxcpm2 --omnivoice-steps 4   # recorded steps
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -94,6 +102,23 @@ def qwen3_step(config: dict, c: int) -> list[Matmul]:
 
 
 STEPS: dict[str, Callable[[dict, int], list[Matmul]]] = {"qwen3-0.6b-customvoice": qwen3_step}
+"""Families whose step is derived from the config; the others' steps are recorded (recorded_matmuls)."""
+
+MATMUL_SHAPES = ("aten::mm", "aten::addmm")
+"""The ops a recorded step's matrix products are read from: a linear layer's product ends in one of them on CPU."""
+
+
+def recorded_matmuls(events) -> list[Matmul]:
+    """The matrix products of one profiled step (torch.profiler key averages grouped by input shape): mm's operands
+    are [rows, inner] and [inner, outer]; addmm's are the bias, then those two."""
+    out = []
+    for event in events:
+        if event.key not in MATMUL_SHAPES:
+            continue
+        shapes = event.input_shapes if event.key == "aten::mm" else event.input_shapes[1:]
+        (rows, inner), (_, outer) = shapes[0], shapes[1]
+        out.append(Matmul(f"{event.key} {rows}x{inner}x{outer}", rows, inner, outer, event.count, event.count))
+    return sorted(out, key=lambda m: -m.flops)
 
 
 # -- the machine ----------------------------------------------------------------------------------
@@ -120,16 +145,24 @@ def matmul_seconds(rows: int, inner: int, outer: int, dtype: torch.dtype, repeat
         return _best(lambda: F.linear(x, w), repeats, min(calls, 200))
 
 
+COLD_BYTES = 96 * 2**20
+"""Weights of one shape cycled over at least this many bytes are read cold (3x this machine's 32 MiB L3)."""
+
+
 def replay_seconds(step: list[Matmul], dtype: torch.dtype, repeats: int) -> float:
     """Seconds of the step's matmuls alone, in order, each use on its own layer's weight (cold, as in a real step,
-    where the weights a step reads do not fit in cache): the rate torch's kernels reach on the step as a whole."""
-    weights = [[torch.randn(m.outer, m.inner).to(dtype) for _ in range(m.distinct)] for m in step]
+    where the weights a step reads do not fit in cache): the rate torch's kernels reach on the step as a whole.
+    A shape's uses cycle over at most enough distinct weights to fill COLD_BYTES, which keeps them cold."""
+    def copies(m: Matmul) -> int:
+        return min(m.distinct, max(1, -(-COLD_BYTES // (m.inner * m.outer * dtype.itemsize))))
+
+    weights = [[torch.randn(m.outer, m.inner).to(dtype) for _ in range(copies(m))] for m in step]
     inputs = [torch.randn(m.rows, m.inner).to(dtype) for m in step]
 
     def run() -> None:
         for m, ws, x in zip(step, weights, inputs, strict=True):
             for use in range(m.count):
-                F.linear(x, ws[use % m.distinct])
+                F.linear(x, ws[use % len(ws)])
 
     with torch.inference_mode():
         return _best(run, repeats, 1)
@@ -171,60 +204,81 @@ def generator_stage(model):
     return next(s for s in model.pipeline.stages if not isinstance(s, PrepareStage))
 
 
-def time_steps(model, key: str, c: int, frames: int, profile: bool = False) -> tuple[list[float], dict[str, float]]:
-    """Seconds of each generator step that ran all c sequences, while c requests of `frames` frames run; with
-    `profile`, also the self CPU seconds per torch op over those steps but the first (profiled on the stage's own thread)."""
+@dataclass
+class StepRun:
+    durations: list[float]
+    """Seconds of each generator step that ran all c sequences (a recorded step left out)."""
+    ops: dict[str, float]
+    """With `profile`: self CPU seconds per torch op over those steps but the first."""
+    recorded: list[Matmul]
+    """With `record`: the matrix products of one step that ran all c sequences, the second such step where there is one."""
+
+
+def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool = False, record: bool = False) -> StepRun:
+    """Times the generator stage's steps while c requests of `frames` frames (OmniVoice: `steps` passes) run; see
+    StepRun. Profiling is on the stage's own thread."""
     stage = generator_stage(model)
     inner = stage.step
-    durations: list[float] = []
-    ops: dict[str, float] = {}
+    run = StepRun([], {}, [])
 
     def timed():
+        recording = record and not run.recorded and len(run.durations) >= 1  # a decode step, not the prompt's
         start = time.perf_counter()
-        if profile:
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        if profile or recording:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=recording) as prof:
                 out = inner()
         else:
             out = inner()
+        elapsed = time.perf_counter() - start
         if len(stage.batch_requests()) == c:
-            durations.append(time.perf_counter() - start)
-            if profile and len(durations) > 1:  # the first is the prompt step (many positions): decode steps only
+            if recording:
+                run.recorded = recorded_matmuls(prof.key_averages(group_by_input_shape=True))
+                return out
+            run.durations.append(elapsed)
+            if profile and len(run.durations) > 1:  # the first is the prompt step (many positions): decode steps only
                 for event in prof.key_averages():
-                    ops[event.key] = ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
+                    run.ops[event.key] = run.ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
         return out
 
     family = real_size_cpu.FAMILIES[key]
 
-    async def run():
-        await asyncio.gather(*(real_size_cpu.one(model, family, frames, 0) for _ in range(c)))
+    async def requests():
+        await asyncio.gather(*(real_size_cpu.one(model, family, frames, steps) for _ in range(c)))
 
     stage.step = timed
     try:
-        asyncio.run(run())
+        asyncio.run(requests())
     finally:
         stage.step = inner
-    return durations, ops
+    if record and not run.recorded:
+        raise RuntimeError(f"{key}: no second step ran all {c} sequences to record; give the requests more frames or steps")
+    return run
 
 
-def run(key: str, checkpoint: Path, levels: list[int], frames: int, repeats: int, dtype: str, profile: bool) -> dict:
+def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, repeats: int, dtype: str,
+        profile: bool) -> dict:
     from vocalis.stages.models.registry import load_model
 
     config = json.loads((checkpoint / "config.json").read_text())
-    bandwidth = copy_bandwidth(repeats)
-    machine = {c: limits(STEPS[key](config, c), repeats, bandwidth) for c in levels}
     model = load_model(str(checkpoint), stage_overrides=json.dumps(real_size_cpu.stage_overrides(dtype, max(levels))))
     try:
         loaded_bytes = model_weight_bytes(model)
-        time_steps(model, key, 1, 2)  # warm-up
-        measured = {c: time_steps(model, key, c, frames)[0] for c in levels}
+        time_steps(model, key, 1, 2, steps)  # warm-up
+        runs = {c: time_steps(model, key, c, frames, steps, record=True) for c in levels}
         profiled = None
         if profile:
-            durations, ops = time_steps(model, key, 1, frames, profile=True)
-            top = dict(sorted(ops.items(), key=lambda kv: -kv[1])[:20])
-            profiled = {"steps": len(durations) - 1, "steps_s": sum(durations[1:]), "op_self_s": sum(ops.values()),
-                        "matmul_self_s": sum(v for k, v in ops.items() if k.startswith(MATMUL_OPS)), "top_ops_self_s": top}
+            p = time_steps(model, key, 1, frames, steps, profile=True)
+            top = dict(sorted(p.ops.items(), key=lambda kv: -kv[1])[:20])
+            profiled = {"steps": len(p.durations) - 1, "steps_s": sum(p.durations[1:]), "op_self_s": sum(p.ops.values()),
+                        "matmul_self_s": sum(v for k, v in p.ops.items() if k.startswith(MATMUL_OPS)), "top_ops_self_s": top}
     finally:
         model.close()
+        del model
+        gc.collect()  # the replay's weights below are not held beside the model's
+    bandwidth = copy_bandwidth(repeats)
+    derived = key in STEPS
+    machine = {c: limits(STEPS[key](config, c) if derived else runs[c].recorded, repeats, bandwidth) for c in levels}
+    measured = {c: runs[c].durations for c in levels}
     rows = []
     for c in levels:
         step_s = statistics.median(measured[c])
@@ -235,7 +289,9 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, repeats: int
                          "limit_s": bound, "fraction": bound / step_s, "replay_s": lim["replay_s"],
                          "replay_fraction": lim["replay_s"] / step_s, "gflops": lim["flops"] / 1e9,
                          "weight_bytes": lim["weight_bytes"], "gflops_at_compute_bound": lim["gflops_at_compute_bound"],
-                         "achieved_gflops": lim["flops"] / step_s / 1e9, "shapes": lim["shapes"]})
+                         "achieved_gflops": lim["flops"] / step_s / 1e9, "shapes": lim["shapes"],
+                         "step_from": "derived" if derived else "recorded",
+                         "recorded_gflops": sum(m.flops for m in runs[c].recorded) / 1e9})
     return {"bandwidth_bytes_per_s": bandwidth, "loaded_weight_bytes": loaded_bytes, "rows": rows, "profile": profiled}
 
 
@@ -243,14 +299,15 @@ def _line(r: dict) -> str:
     return (f"| {r['family']} | {r['concurrency']} | {r['limit_dtype']} | {r['gflops']:.2f} | {r['weight_bytes'] / 2**30:.2f} | "
             f"{r['gflops_at_compute_bound']:.1f} | {1000 * r['compute_s']:.0f} | {1000 * r['bandwidth_s']:.0f} | "
             f"{1000 * r['replay_s']:.0f} | {1000 * r['step_s']:.0f} ({r['vocalis_dtype']}) | {r['achieved_gflops']:.1f} | "
-            f"{r['fraction']:.2f} | {r['replay_fraction']:.2f} |")
+            f"{r['fraction']:.2f} | {r['replay_fraction']:.2f} | {r['step_from']} | {r['recorded_gflops']:.2f} |")
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--families", default=",".join(STEPS))
+    parser.add_argument("--families", default=",".join(STEPS), help=f"of {', '.join(real_size_cpu.FAMILIES)}")
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=8, help="frames per request while steps are timed")
+    parser.add_argument("--omnivoice-steps", type=int, default=4, help="OmniVoice's unmasking passes per request (its steps)")
     parser.add_argument("--repeats", type=int, default=3, help="timings per matmul shape and for the bandwidth (best kept)")
     parser.add_argument("--vocalis-dtype", default="float32", help="compute dtype of Vocalis's first stage")
     parser.add_argument("--profile", action="store_true", help="also profile one c = 1 request with torch.profiler")
@@ -263,15 +320,16 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request, greedy, "
           f"{os.cpu_count()} cores, torch {torch.get_num_threads()} threads, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print("| family | c | limit dtype | GFLOP/step | weight GiB/step | GFLOP/s on its shapes | compute-bound ms | "
-          "bandwidth-bound ms | matmul replay ms | Vocalis step ms | Vocalis GFLOP/s | limit/measured | replay/measured |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "bandwidth-bound ms | matmul replay ms | Vocalis step ms | Vocalis GFLOP/s | limit/measured | replay/measured | "
+          "step shapes | recorded GFLOP/step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = {}
     for key in args.families.split(","):
         checkpoint = real_size_cpu.FAMILIES[key].tiny
         if not args.tiny:
             checkpoint = args.work_dir / key
             real_size_cpu.build(key, checkpoint)
-        result = run(key, checkpoint, levels, args.frames, args.repeats, args.vocalis_dtype, args.profile)
+        result = run(key, checkpoint, levels, args.frames, args.omnivoice_steps, args.repeats, args.vocalis_dtype, args.profile)
         results[key] = result
         print(f"bandwidth (copy, read + write) {result['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; "
               f"loaded weights {result['loaded_weight_bytes'] / 2**30:.2f} GiB")

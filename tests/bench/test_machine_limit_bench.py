@@ -15,8 +15,10 @@ QWEN3_06B = {"talker_config": LAYER | {"num_hidden_layers": 28, "vocab_size": 30
 def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench("machine_limit")
     out = tmp_path / "limit.json"
-    bench.main(["--tiny", "--frames", "3", "--levels", "1,2", "--repeats", "1", "--profile", "--out", str(out)])
-    result = json.loads(out.read_text())["families"]["qwen3-0.6b-customvoice"]
+    bench.main(["--tiny", "--frames", "3", "--levels", "1,2", "--repeats", "1", "--profile", "--out", str(out),
+                "--families", "qwen3-0.6b-customvoice,omnivoice", "--omnivoice-steps", "3"])
+    families = json.loads(out.read_text())["families"]
+    result = families["qwen3-0.6b-customvoice"]
     rows = result["rows"]
     assert {(r["concurrency"], r["limit_dtype"]) for r in rows} == {(c, d) for c in (1, 2) for d in ("float32", "bfloat16")}
     for r in rows:
@@ -26,7 +28,14 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     assert result["bandwidth_bytes_per_s"] > 1e8
     profile = result["profile"]
     assert profile["steps"] >= 1 and 0 < profile["matmul_self_s"] <= profile["op_self_s"]
-    assert "| qwen3-0.6b-customvoice | 2 | bfloat16 |" in capsys.readouterr().out
+    # the derived step is exactly the matrix products a decode step runs (recorded with their shapes)
+    assert all(r["step_from"] == "derived" and r["recorded_gflops"] == r["gflops"] > 0 for r in rows), rows
+    omnivoice = {(r["concurrency"], r["limit_dtype"]): r for r in families["omnivoice"]["rows"]}
+    assert all(r["step_from"] == "recorded" and r["gflops"] == r["recorded_gflops"] > 0 for r in omnivoice.values())
+    # two identical requests in one step: twice the products of one (no padding between equal rows)
+    assert omnivoice[(2, "float32")]["gflops"] == 2 * omnivoice[(1, "float32")]["gflops"]
+    printed = capsys.readouterr().out
+    assert "| qwen3-0.6b-customvoice | 2 | bfloat16 |" in printed and "| omnivoice | 2 | float32 |" in printed
 
 
 def test_qwen3_06b_step_is_about_3_5_gflop_and_1_65_billion_weights_per_frame():

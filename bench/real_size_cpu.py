@@ -14,6 +14,11 @@ Each side runs in its own child process, one model in memory at a time, and repo
 
     python bench/real_size_cpu.py                                   # every family below, c = 1 and 4
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
+    python bench/real_size_cpu.py --families omnivoice --omnivoice-steps 4 --reps 3   # 3 interleaved pairs
+
+With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
+pair to pair; the ratios are taken within each pair and given as median [min-max] over the pairs, so that a load that
+moves from minute to minute moves both sides of a pair alike.
 
 Figures per side and level: frames/s and audio-s/s (total over wall time), time to first audio p50
 and RTF p50 (end-to-end latency over audio duration, queueing included), peak RSS; then the ratios.
@@ -206,13 +211,13 @@ def _child(argv: list[str]) -> dict:
 # -- the table ------------------------------------------------------------------------------------
 
 
-def summarise(side: str, family: Family, raw: dict) -> list[dict]:
+def summarise(side: str, family: Family, raw: dict, rep: int = 0) -> list[dict]:
     rows = []
     for level in raw["levels"]:
         requests = level["requests"]
         audio = sum(r[2] for r in requests)
         rows.append({
-            "family": family.key, "side": side, "concurrency": level["concurrency"],
+            "family": family.key, "side": side, "concurrency": level["concurrency"], "rep": rep,
             "frames_per_s": audio * family.frame_rate / level["wall_s"], "audio_s_per_s": audio / level["wall_s"],
             "ttfa_p50_s": statistics.median(r[0] for r in requests),
             "rtf_p50": statistics.median(r[1] / r[2] for r in requests),
@@ -227,16 +232,40 @@ def _line(r: dict) -> str:
             f"{1000 * r['ttfa_p50_s']:.0f} | {r['rtf_p50']:.2f} | {r['peak_rss_bytes'] / 2**30:.2f} |")
 
 
+RATIOS = ("throughput_x", "ttfa_x", "rtf_x", "rss_x")
+
+
 def ratios(rows: list[dict]) -> list[dict]:
-    """Vocalis over reference per family and level: throughput (higher is better) and TTFA, RTF, RSS (lower is better)."""
+    """Vocalis over reference per family, level and pair (rep): throughput (higher is better) and TTFA, RTF, RSS
+    (lower is better)."""
     out = []
     for v in (r for r in rows if r["side"] == "vocalis"):
-        ref = next((r for r in rows if r["side"] == "reference" and r["family"] == v["family"] and r["concurrency"] == v["concurrency"]), None)
+        same = ("family", "concurrency", "rep")
+        ref = next((r for r in rows if r["side"] == "reference" and all(r.get(k) == v.get(k) for k in same)), None)
         if ref is not None:
-            out.append({"family": v["family"], "concurrency": v["concurrency"],
+            out.append({"family": v["family"], "concurrency": v["concurrency"], "rep": v.get("rep", 0),
                         "throughput_x": v["frames_per_s"] / ref["frames_per_s"], "ttfa_x": v["ttfa_p50_s"] / ref["ttfa_p50_s"],
                         "rtf_x": v["rtf_p50"] / ref["rtf_p50"], "rss_x": v["peak_rss_bytes"] / ref["peak_rss_bytes"]})
     return out
+
+
+def over_pairs(compared: list[dict]) -> list[dict]:
+    """Per family and level: each ratio's (min, median, max) over the pairs."""
+    out = []
+    for key in dict.fromkeys((r["family"], r["concurrency"]) for r in compared):
+        pairs = [r for r in compared if (r["family"], r["concurrency"]) == key]
+        out.append({"family": key[0], "concurrency": key[1], "pairs": len(pairs)}
+                   | {name: _spread([r[name] for r in pairs]) for name in RATIOS})
+    return out
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    return min(values), statistics.median(values), max(values)
+
+
+def _shown(spread: tuple[float, float, float]) -> str:
+    low, mid, high = spread
+    return f"{mid:.2f}x [{low:.2f}-{high:.2f}]"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -252,6 +281,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-real-size")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "real_size_cpu.json")
     parser.add_argument("--child", choices=("build", "vocalis"), help=argparse.SUPPRESS)
+    parser.add_argument("--reps", type=int, default=1, help="interleaved pairs (Vocalis, reference) per family")
     parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
@@ -271,8 +301,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request "
           f"(OmniVoice: from the text, {args.omnivoice_steps} steps), greedy, "
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
-    print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB | pair |")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     me = [sys.executable, str(Path(__file__).resolve())]
     common = ["--levels", args.levels, "--frames", str(args.frames), "--omnivoice-steps", str(args.omnivoice_steps)]
@@ -294,19 +324,20 @@ def main(argv: list[str] | None = None) -> dict:
                 clone = ["--ref-audio", str(clip), "--ref-rate", str(REF_RATE), "--ref-text", REF_TEXT]
             sides.append(("reference", [reference, str(ROOT / "bench" / "real_size_reference.py"), "--family", family.reference,
                                         "--checkpoint", str(checkpoint), "--text", TEXT] + common + clone))
-        for side, argv_side in sides:  # one model in memory at a time
-            for row in summarise(side, family, _child(argv_side)):
-                rows.append(row)
-                print(_line(row), flush=True)
+        for rep in range(args.reps):
+            for side, argv_side in sides if rep % 2 == 0 else sides[::-1]:  # one model in memory at a time
+                for row in summarise(side, family, _child(argv_side), rep):
+                    rows.append(row | {"load_average": os.getloadavg()[0]})
+                    print(_line(row) + f" {rep} |", flush=True)
     compared = ratios(rows)
+    spread = over_pairs(compared)
     if compared:
-        print("\n| family | concurrency | throughput Vocalis/ref | TTFA Vocalis/ref | RTF Vocalis/ref | peak RSS Vocalis/ref |")
-        print("|---|---|---|---|---|---|")
-        for r in compared:
-            print(f"| {r['family']} | {r['concurrency']} | {r['throughput_x']:.2f}x | {r['ttfa_x']:.2f}x | {r['rtf_x']:.2f}x | {r['rss_x']:.2f}x |")
+        print("\n| family | concurrency | pairs | throughput Vocalis/ref | TTFA Vocalis/ref | RTF Vocalis/ref | peak RSS Vocalis/ref |")
+        print("|---|---|---|---|---|---|---|")
+        for r in spread:
+            print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | " + " | ".join(_shown(r[name]) for name in RATIOS) + " |")
     result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
-              "text": TEXT, "rows": rows,
-              "ratios": compared}
+              "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": spread}
     write_json(args.out, result)
     return result
 

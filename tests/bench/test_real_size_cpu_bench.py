@@ -37,7 +37,19 @@ def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
     row = {"family": "f", "concurrency": 1, "frames_per_s": 10.0, "ttfa_p50_s": 0.5, "rtf_p50": 0.8, "peak_rss_bytes": 4}
     rows = [row | {"side": "vocalis"}, row | {"side": "reference", "frames_per_s": 5.0, "ttfa_p50_s": 2.0, "rtf_p50": 1.6, "peak_rss_bytes": 8},
             row | {"side": "vocalis", "concurrency": 4}]
-    assert bench.ratios(rows) == [{"family": "f", "concurrency": 1, "throughput_x": 2.0, "ttfa_x": 0.25, "rtf_x": 0.5, "rss_x": 0.5}]
+    assert bench.ratios(rows) == [{"family": "f", "concurrency": 1, "rep": 0, "throughput_x": 2.0, "ttfa_x": 0.25, "rtf_x": 0.5, "rss_x": 0.5}]
+
+
+def test_ratios_are_taken_within_each_pair_and_spread_over_the_pairs():
+    bench = load_bench("real_size_cpu")
+    row = {"family": "f", "concurrency": 1, "ttfa_p50_s": 1.0, "rtf_p50": 1.0, "peak_rss_bytes": 4}
+    speeds = [(10.0, 5.0), (6.0, 2.0), (8.0, 8.0)]  # (Vocalis, reference) frames/s in three pairs
+    rows = [row | {"side": side, "rep": rep, "frames_per_s": speed}
+            for rep, pair in enumerate(speeds) for side, speed in zip(("vocalis", "reference"), pair, strict=True)]
+    compared = bench.ratios(rows)
+    assert [r["throughput_x"] for r in compared] == [2.0, 3.0, 1.0]  # not 8 / 5 of the medians
+    (spread,) = bench.over_pairs(compared)
+    assert spread["pairs"] == 3 and spread["throughput_x"] == (1.0, 2.0, 3.0) and spread["rss_x"] == (1.0, 1.0, 1.0)
 
 
 def test_tiny_layer_types_are_stretched_to_the_published_depth():

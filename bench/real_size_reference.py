@@ -31,6 +31,7 @@ tests/goldens/voxcpm2/make_goldens.py does: VoxCPM2 never uses it, so a placehol
 
     python3 -m venv /tmp/realsize2-ref
     /tmp/realsize2-ref/bin/pip install torch==2.13.0 voxcpm==2.0.3
+    mv /tmp/realsize2-ref/lib/python3.11/site-packages/torchaudio/lib/*.so /tmp/realsize2-ref/   # where pip took a CUDA torchaudio
 """
 
 from __future__ import annotations

@@ -30,13 +30,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -103,6 +103,46 @@ def _overlay(base: dict, top: dict) -> dict:
     for key, value in top.items():
         out[key] = _overlay(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
     return out
+
+
+SAFETENSORS_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.int64: "I64", torch.int32: "I32",
+                     torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def save_file(tensors: dict[str, torch.Tensor], path: str | Path) -> None:
+    """A .safetensors file written one tensor at a time from the tensors' own memory: safetensors' save_file makes a
+    bytes copy of every tensor before it writes, twice the checkpoint in memory (20 GiB for higgs-audio v2's talker in
+    bfloat16). Tensors that share memory (tied weights) are written once under each name, as the builders' state dicts
+    name them."""
+    header: dict[str, dict] = {}
+    offset = 0
+    for name in sorted(tensors):
+        tensor = tensors[name]
+        size = tensor.numel() * tensor.element_size()
+        header[name] = {"dtype": SAFETENSORS_NAMES[tensor.dtype], "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the data starts 8-byte aligned, as safetensors writes it
+    with open(path, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little"))
+        f.write(encoded)
+        for name in sorted(tensors):
+            tensor = tensors[name].detach().to("cpu").contiguous()
+            if tensor.numel():
+                f.write(tensor.reshape(-1).view(torch.uint8).numpy())
+
+
+@contextmanager
+def _built_in(dtype: torch.dtype) -> Iterator[None]:
+    """Modules made meanwhile get their parameters in `dtype` from the start: the checkpoints are written in bfloat16,
+    and a generator of 4-5 B parameters built in float32 first (16-20 GiB) does not fit beside anything on a 24 GiB
+    machine."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def _save(module: torch.nn.Module, path: Path, prefix: str = "", into: dict | None = None) -> dict:
@@ -211,7 +251,8 @@ def _build_voxtral(out: Path) -> None:
     (out / "params.json").write_text(json.dumps(params, indent=2))
     shutil.copy(GOLDENS / "voxtral" / "tekken_tiny.json", out / "tekken.json")  # a 4000-token vocabulary: speed does not care
     config = VoxtralConfig.from_dict(params)
-    lm = VoxtralLM(config)
+    with _built_in(torch.bfloat16):
+        lm = VoxtralLM(config)
     lm.flow.semantic_codebook_output.weight[1] = 0  # [END_AUDIO] never wins: every request runs to --frames
     tensors = {checkpoint_key(k): v.to("cpu", torch.bfloat16).contiguous() for k, v in lm.state_dict().items()}
     del lm
@@ -241,7 +282,10 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     config = config or json.loads((ROOT / "bench" / "configs" / "fish_speech_s2_pro.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "codec_config.json").unlink(missing_ok=True)
-    _save(FishDualAR(FishSpeechConfig.from_dict(config)), out / "model.safetensors")
+    with _built_in(torch.bfloat16):
+        dual_ar = FishDualAR(FishSpeechConfig.from_dict(config))
+    _save(dual_ar, out / "model.safetensors")
+    del dual_ar
     torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")
 
 
@@ -255,12 +299,16 @@ def _build_auk(out: Path) -> None:
     config = _overlay(json.loads((out / "config.json").read_text()), sizes)
     (out / "config.json").write_text(json.dumps(config, indent=2))
     parsed = AuKConfig.from_dict(config)
-    encoder = ConditionEncoder(parsed.text, parsed.audio)
+    with _built_in(torch.bfloat16):
+        encoder = ConditionEncoder(parsed.text, parsed.audio)
     qwen = {k: v for k, v in _save(encoder, out, "", {}).items() if k.startswith("thinker.")}
     save_file(qwen, str(out / "model.safetensors"))
-    dit = _save(AuKDiT(parsed.dit, parsed.vae.latent_dim), out, "transformer.", {})
-    dit |= {"layer_weights": encoder.layer_weights.detach().cpu(), "layer_scale": encoder.layer_scale.detach().cpu()}
-    save_file(dit, str(out / "auk_base.safetensors"))
+    fusion = {"layer_weights": encoder.layer_weights.detach().cpu(), "layer_scale": encoder.layer_scale.detach().cpu()}
+    del qwen, encoder  # one of the two big modules in memory at a time
+    with _built_in(torch.bfloat16):
+        dit = _save(AuKDiT(parsed.dit, parsed.vae.latent_dim), out, "transformer.", {})
+    save_file(dit | fusion, str(out / "auk_base.safetensors"))
+    del dit
     (out / "auk.safetensors").symlink_to("auk_base.safetensors")
     vae = {k: v for k, v in _save(AuKVAE(parsed.vae), out, "", {}).items()}
     save_file(vae, str(out / "vae.safetensors"))
@@ -277,10 +325,12 @@ def _build_higgs(out: Path) -> None:
     for name, top in (("config.json", sizes["config"]), ("audio_tokenizer/config.json", codec_sizes)):
         (out / name).write_text(json.dumps(_overlay(json.loads((out / name).read_text()), top), indent=2))
     config = HiggsAudioV2Config.from_dir(out)
-    talker = HiggsAudioV2Talker(config)
+    with _built_in(torch.bfloat16):
+        talker = HiggsAudioV2Talker(config)
     for k in range(config.num_codebooks):  # never stop early
         talker.audio_lm_head.weight[k * config.codebook_size + config.audio_stream_eos_id] = 0
     _save(talker, out / "model.safetensors")
+    del talker
     _save(AudioTokenizer(AudioTokenizerConfig.from_dir(out / "audio_tokenizer")), out / "audio_tokenizer" / "model.safetensors")
 
 

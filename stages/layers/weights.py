@@ -12,7 +12,8 @@ import json
 import mmap
 import re
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -52,15 +53,32 @@ SAFETENSORS_DTYPES = {
 }
 
 
-class SafetensorsReader(Mapping[str, torch.Tensor]):
-    """The tensors of one .safetensors file, or of every one in a directory, each read from disk when asked for into
-    memory of its own (not a mapping of the file, whose pages would stay resident while any of its tensors is held). `load_strict` copies from it one tensor at a time, so a load holds
-    the module and one tensor, not the module and the whole file (read_safetensors: the peak of a float32 module
-    loaded from bfloat16 files is 1.5x its weights)."""
+class LazyWeights(Mapping[str, torch.Tensor]):
+    """Tensors by name whose shapes are known without reading them, each read when asked for: `load_strict` checks the
+    whole set by shape first and then reads and copies one tensor at a time."""
 
-    def __init__(self, path: Path) -> None:
-        path = Path(path)
-        files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+    @abstractmethod
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of tensor `name`, known without reading it."""
+
+    @abstractmethod
+    def __contains__(self, name: object) -> bool:
+        """Whether there is a tensor `name`, without reading it (Mapping's own reads it: `in`, keys() & ...)."""
+
+
+class SafetensorsReader(LazyWeights):
+    """The tensors of one .safetensors file, of every one in a directory, or of the files listed, each read from disk
+    when asked for into memory of its own (not a mapping of the file, whose pages would stay resident while any of its
+    tensors is held). `load_strict` copies from it one tensor at a time, so a load holds the module and one tensor, not
+    the module and the whole file (read_safetensors: the peak of a float32 module loaded from bfloat16 files is 1.5x
+    its weights). Where two files hold a name, the later file's tensor is the one read."""
+
+    def __init__(self, path: Path | Sequence[Path]) -> None:
+        if isinstance(path, (str, Path)):
+            path = Path(path)
+            files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+        else:
+            files = [Path(p) for p in path]
         if not files:
             raise ValueError(f"no safetensors under {path}")
         self._where: dict[str, tuple[Path, torch.dtype, tuple[int, ...], int, int]] = {}
@@ -76,10 +94,19 @@ class SafetensorsReader(Mapping[str, torch.Tensor]):
     def shape(self, name: str) -> tuple[int, ...]:
         return self._where[name][2]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._where
+
     def take(self, prefix: str) -> SafetensorsReader:
         """The tensors under `prefix`, with it removed from their names (nothing is read)."""
         view = object.__new__(SafetensorsReader)
         view._where = {k[len(prefix):]: v for k, v in self._where.items() if k.startswith(prefix)}
+        return view
+
+    def where(self, keep: Callable[[str], bool]) -> SafetensorsReader:
+        """The tensors whose names `keep` accepts, under their own names (nothing is read)."""
+        view = object.__new__(SafetensorsReader)
+        view._where = {k: v for k, v in self._where.items() if keep(k)}
         return view
 
     def __getitem__(self, name: str) -> torch.Tensor:
@@ -100,6 +127,52 @@ class SafetensorsReader(Mapping[str, torch.Tensor]):
 
     def __len__(self) -> int:
         return len(self._where)
+
+
+def shape_of(weights: Mapping[str, torch.Tensor], name: str) -> tuple[int, ...]:
+    """The shape of tensor `name`, without reading it where `weights` is lazy."""
+    return weights.shape(name) if isinstance(weights, LazyWeights) else tuple(weights[name].shape)
+
+
+Recipe = tuple[tuple[int, ...], Callable[[], torch.Tensor]]
+"""A tensor's shape, and how to make it (read it, and rename, permute or join what a layout needs)."""
+
+
+class DerivedWeights(LazyWeights):
+    """Tensors made from a checkpoint's when asked for, one at a time: for layouts whose names or tensors differ from
+    the module's (renamed, permuted rows, joined tables), so that such a load too holds the module and one tensor."""
+
+    def __init__(self, recipes: Mapping[str, Recipe]) -> None:
+        self._recipes = dict(recipes)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._recipes[name][0]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._recipes
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._recipes[name][1]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._recipes)
+
+    def __len__(self) -> int:
+        return len(self._recipes)
+
+
+def renamed(source: Mapping[str, torch.Tensor], name: Callable[[str], str | None],
+            transform: Callable[[str, torch.Tensor], torch.Tensor] | None = None) -> DerivedWeights:
+    """`source`'s tensors under `name(key)` (None: left out), each read, and passed through `transform(new name,
+    tensor)` (which keeps its shape), when asked for."""
+    recipes: dict[str, Recipe] = {}
+    for key in source:
+        new = name(key)
+        if new is not None:
+            def make(key: str = key, new: str = new) -> torch.Tensor:
+                return transform(new, source[key]) if transform is not None else source[key]
+            recipes[new] = (shape_of(source, key), make)
+    return DerivedWeights(recipes)
 
 
 def read_state_dict(path: Path) -> Weights:
@@ -210,18 +283,17 @@ def build_empty(factory: Callable[[], M], dtype: torch.dtype, device: str | torc
 def load_strict(module: nn.Module, weights: Mapping[str, torch.Tensor], where: object, unused: Iterable[str] = ()) -> nn.Module:
     """Copy `weights` into `module` by name (cast to each tensor's dtype); `unused` are regexes (full match) of keys
     the file may hold that the module knowingly has no use for. Raises ValueError naming missing, unexpected and
-    misshapen keys. From a SafetensorsReader, one tensor is read and copied at a time."""
+    misshapen keys. From LazyWeights (a SafetensorsReader, DerivedWeights), one tensor is read and copied at a time."""
     state = module.state_dict()
     patterns = [re.compile(p) for p in unused]
     unexpected = sorted(k for k in weights if k not in state and not any(p.fullmatch(k) for p in patterns))
     missing = sorted(k for k in state if k not in weights)
     if missing or unexpected:
         raise ValueError(f"{where}: weights do not match the module: missing {_listed(missing)}, unexpected {_listed(unexpected)}")
-    shape = weights.shape if isinstance(weights, SafetensorsReader) else (lambda name: tuple(weights[name].shape))
     for name, tensor in state.items():
-        if tuple(tensor.shape) != tuple(shape(name)):
-            raise ValueError(f"{where}: {name} has shape {tuple(shape(name))}, the configuration says {tuple(tensor.shape)}")
-    if isinstance(weights, SafetensorsReader):
+        if tuple(tensor.shape) != shape_of(weights, name):
+            raise ValueError(f"{where}: {name} has shape {shape_of(weights, name)}, the configuration says {tuple(tensor.shape)}")
+    if isinstance(weights, LazyWeights):
         with torch.no_grad():  # what load_state_dict does per tensor (the state dict's tensors are the module's)
             for name, tensor in state.items():
                 tensor.copy_(weights[name])

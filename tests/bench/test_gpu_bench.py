@@ -30,3 +30,19 @@ def test_a_family_without_real_sizes_is_left_out_of_a_real_size_run_and_refused_
     assert "drama-3" in bench.CASES and "drama-3" in bench.NO_REAL_SIZES
     with pytest.raises(SystemExit, match=r"drama-3: no real-size checkpoint.*--tiny"):
         bench.build_real("drama-3", ROOT / "nonexistent", "cpu")
+
+
+def test_the_builders_writer_reads_back_as_safetensors_writes(tmp_path):
+    """bench/gpu.py's save_file streams tensors from their own memory; safetensors reads back each one (tied and
+    strided tensors, bfloat16, integers, empty and scalar ones) as it was."""
+    import torch
+    from safetensors.torch import load_file
+
+    tensors = {"w": torch.randn(3, 5).to(torch.bfloat16), "ids": torch.arange(4), "none": torch.zeros(0, 2),
+               "scalar": torch.tensor(3.0), "strided": torch.randn(4, 6)[:, ::2], "flag": torch.tensor([True, False])}
+    tensors["tied"] = tensors["w"]
+    bench.save_file(tensors, tmp_path / "m.safetensors")
+    read = load_file(str(tmp_path / "m.safetensors"))
+    assert set(read) == set(tensors)
+    for name, tensor in tensors.items():
+        assert read[name].dtype == tensor.dtype and torch.equal(read[name], tensor), name

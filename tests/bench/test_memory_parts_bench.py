@@ -36,4 +36,5 @@ def test_the_generator_stage_gets_the_dtype_and_the_budget():
     assert bench.overrides("voxcpm2", "bfloat16", 4, 123)["0"] == {"device": "cpu", "dtype": "bfloat16", "max_num_seqs": 4,
                                                                      "kv_cache_bytes": 123}
     auk = bench.overrides("auk", "bfloat16", 4)
-    assert auk["1"]["dtype"] == "bfloat16" and "dtype" not in auk["0"] and "kv_cache_bytes" not in auk["1"]
+    # AuK's condition stage holds most of its weights (the thinker): it takes the dtype too
+    assert auk["1"]["dtype"] == "bfloat16" and auk["0"]["dtype"] == "bfloat16" and "kv_cache_bytes" not in auk["1"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from vocalis.stages.api.model import LoadedModel
-from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors
+from vocalis.stages.layers.weights import SafetensorsReader, build_empty, fold_weight_norm, load_strict
 from vocalis.stages.models.auk.adapter import AuKAdapter
 from vocalis.stages.models.auk.config import AuKConfig, upstream_dict
 from vocalis.stages.models.auk.dit import AuKDiT
@@ -56,14 +56,11 @@ def variant_of(path: Path, config_variant: str) -> str:
     return config_variant
 
 
-def _qwen_weights(path: Path) -> Weights:
+def _qwen_files(path: Path) -> list[Path]:
     files = sorted(p for p in path.glob("model*.safetensors"))
     if not files:
         raise ValueError(f"{path} has no model*.safetensors (the Qwen2.5-Omni-3B snapshot)")
-    weights: Weights = {}
-    for file in files:
-        weights |= read_safetensors(file)
-    return weights
+    return files
 
 
 def upstream_variant(path: Path) -> str:
@@ -75,9 +72,12 @@ def upstream_variant(path: Path) -> str:
     return "flash" if "flash" in path.resolve().name.lower() else "base"
 
 
-def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path | None = None,
+                 encoder_dtype: torch.dtype = torch.float32) -> tuple[AuKConfig, ConditionEncoder, AuKDiT, AuKVAE, PromptBuilder]:
     """The modules of an assembled bundle at `path`, or of the upstream AuK directory at `path` with the
-    Qwen2.5-Omni-3B snapshot at `qwen_dir` (nothing is assembled on disk)."""
+    Qwen2.5-Omni-3B snapshot at `qwen_dir` (nothing is assembled on disk): the DiT in `dtype`, the condition encoder
+    in `encoder_dtype`, the VAE in float32. The DiT and the encoder are built in their dtypes and read one tensor at a
+    time, so a load never holds a float32 copy of them or a file's tensors beside them."""
     import dataclasses
     import json
 
@@ -87,20 +87,19 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, qwen_dir: Path 
         config = dataclasses.replace(config, variant=variant_of(path, config.variant))
     else:
         config = AuKConfig.from_dict(upstream_dict(path, json.loads((qwen_dir / "config.json").read_text()), upstream_variant(path)))
-    dit_weights = read_safetensors(dit_file(path))
-    encoder = ConditionEncoder(config.text, config.audio)
-    qwen = _qwen_weights(qwen_dir)
-    fusion = {name: dit_weights[name] for name in ("layer_weights", "layer_scale") if name in dit_weights}
-    load_strict(encoder, {**qwen, **fusion}, path, unused=QWEN_UNUSED)
-    dit = AuKDiT(config.dit, config.vae.latent_dim)
+    # the snapshot's files, and the DiT's file last: the fusion's layer_weights/layer_scale live beside the DiT
+    weights = SafetensorsReader([*_qwen_files(qwen_dir), dit_file(path)])
+    encoder = build_empty(lambda: ConditionEncoder(config.text, config.audio), encoder_dtype)
+    load_strict(encoder, weights.where(lambda k: not k.startswith("transformer.")), path, unused=QWEN_UNUSED)
+    dit = build_empty(lambda: AuKDiT(config.dit, config.vae.latent_dim), dtype)
     holder = torch.nn.Module()  # so that errors name the published keys (transformer.*)
     holder.transformer = dit
-    load_strict(holder, {k: v for k, v in dit_weights.items() if k not in fusion}, dit_file(path))
+    load_strict(holder, weights.where(lambda k: k.startswith("transformer.")), dit_file(path))
     vae = AuKVAE(config.vae)
-    load_strict(vae, fold_weight_norm(read_safetensors(path / "vae.safetensors")), path / "vae.safetensors", unused=VAE_UNUSED)
+    load_strict(vae, fold_weight_norm(dict(SafetensorsReader(path / "vae.safetensors"))), path / "vae.safetensors", unused=VAE_UNUSED)
     for module in (encoder, dit, vae):
         module.eval().requires_grad_(False)
-    return config, encoder, dit.to(dtype), vae, PromptBuilder.from_dir(qwen_dir, config)
+    return config, encoder.to(encoder_dtype), dit.to(dtype), vae, PromptBuilder.from_dir(qwen_dir, config)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
@@ -114,7 +113,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
                 "directory prepare_auk_checkpoint.py assembles)"
             )
         qwen_dir = Path(condition_deploy.weights_dir)
-    config, encoder, dit, vae, prompts = load_modules(path, flow_deploy.torch_dtype, qwen_dir)
+    config, encoder, dit, vae, prompts = load_modules(path, flow_deploy.torch_dtype, qwen_dir, condition_deploy.torch_dtype)
     encoder = encoder.to(condition_deploy.device, condition_deploy.torch_dtype)
     dit = dit.to(flow_deploy.device)
     decoder_vae = vae.to(decode_deploy.device)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.layers.weights import load_strict, read_safetensors
+from vocalis.stages.layers.weights import SafetensorsReader, build_empty, load_strict
 from vocalis.stages.models.fish_common.fish_dac import FishDAC, load_fish_dac
 from vocalis.stages.models.fish_speech.config import FishSpeechConfig
 from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
@@ -23,8 +23,9 @@ class FishSpeechModules:
 
 def load_dual_ar(directory: Path, config: FishSpeechConfig, device: torch.device | str = "cpu",
                  dtype: torch.dtype = torch.float32) -> FishDualAR:
-    model = FishDualAR(config)
-    load_strict(model, read_safetensors(Path(directory)), Path(directory))
+    # built in its dtype and read one tensor at a time: the load never holds a float32 model or the files beside it
+    model = build_empty(lambda: FishDualAR(config), dtype)
+    load_strict(model, SafetensorsReader(Path(directory)), Path(directory))
     return model.to(device=device, dtype=dtype).eval()
 
 

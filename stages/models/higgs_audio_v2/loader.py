@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.components.higgs_audio_v2_tokenizer.loading import load_audio_tokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
+from vocalis.stages.layers.weights import build_empty
 from vocalis.stages.models.higgs_audio_v2.adapter import HiggsAudioV2Adapter
 from vocalis.stages.models.higgs_audio_v2.codec_location import codec_dir
 from vocalis.stages.models.higgs_audio_v2.config import HiggsAudioV2Config
@@ -25,21 +28,22 @@ from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.deploy import DeployConfig
 
 
-def load_modules(path: Path) -> tuple[HiggsAudioV2Talker, AudioTokenizer, TextTokenizer]:
-    """Talker, codec and tokenizer of checkpoint `path` (float32, CPU)."""
+def load_modules(path: Path, dtype: torch.dtype = torch.float32) -> tuple[HiggsAudioV2Talker, AudioTokenizer, TextTokenizer]:
+    """Talker (in `dtype`), codec (float32) and tokenizer of checkpoint `path`, on the CPU."""
     config = HiggsAudioV2Config.from_dir(path)
     codec = load_audio_tokenizer(codec_dir(path))
     if codec.config.num_quantizers != config.num_codebooks:
         raise ValueError(f"{path}: the codec has {codec.config.num_quantizers} codebooks, the talker {config.num_codebooks}")
     if codec.config.codebook_size != config.num_codes:
         raise ValueError(f"{path}: the codec has {codec.config.codebook_size} codes per codebook, the talker {config.num_codes}")
-    talker = load_talker(HiggsAudioV2Talker(config), path).eval()
+    # built in its dtype and read one tensor at a time: the load never holds a float32 talker or the files beside it
+    talker = load_talker(build_empty(lambda: HiggsAudioV2Talker(config), dtype), path).eval()
     return talker, codec, TextTokenizer(path, config)
 
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
-    talker, codec, tokenizer = load_modules(path)
+    talker, codec, tokenizer = load_modules(path, talker_deploy.torch_dtype)
     talker = talker.to(talker_deploy.device, talker_deploy.torch_dtype)
     quantized = quantize_stages(deploy, Quantizable("talker", (talker,)))
     codec = codec.to(codec_deploy.device, codec_deploy.torch_dtype)

@@ -11,11 +11,12 @@ Boson's partially frozen tables (`*.embedding_frozen` + `*.embedding_trainable`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from vocalis.stages.layers.weights import Weights, load_strict, read_safetensors
+from vocalis.stages.layers.weights import DerivedWeights, Recipe, SafetensorsReader, load_strict, renamed, shape_of
 from vocalis.stages.models.higgs_audio_v2.family import BOSON_MODEL_TYPE
 from vocalis.stages.models.higgs_audio_v2.talker import HiggsAudioV2Talker
 
@@ -52,19 +53,22 @@ def boson_to_native(name: str) -> str:
     return name
 
 
-def join_partially_frozen(weights: Weights) -> Weights:
-    out = dict(weights)
+def join_partially_frozen(weights: Mapping[str, torch.Tensor]) -> DerivedWeights:
+    """`weights` with each frozen + trainable pair joined into the whole table (read and joined when asked for)."""
+    recipes: dict[str, Recipe] = {name: (shape_of(weights, name), lambda name=name: weights[name]) for name in weights}
     for frozen, trainable, whole in PARTIALLY_FROZEN:
-        if frozen in out and trainable in out:
-            out[whole] = torch.cat([out.pop(frozen), out.pop(trainable)], dim=0)
-    return out
+        if frozen in recipes and trainable in recipes:
+            (rows, *rest), (more, *_) = recipes.pop(frozen)[0], recipes.pop(trainable)[0]
+            recipes[whole] = ((rows + more, *rest), lambda frozen=frozen, trainable=trainable: torch.cat([weights[frozen], weights[trainable]], dim=0))
+    return DerivedWeights(recipes)
 
 
 def load_talker(talker: HiggsAudioV2Talker, path: Path) -> HiggsAudioV2Talker:
-    """`path`'s safetensors (one file or shards) into `talker`; raises naming any missing or unexpected tensor."""
-    weights: Weights = read_safetensors(path)
+    """`path`'s safetensors (one file or shards) into `talker`, one tensor at a time; raises naming any missing or
+    unexpected tensor."""
+    weights: Mapping[str, torch.Tensor] = SafetensorsReader(path)
     if talker.config.layout == BOSON_MODEL_TYPE:
-        weights = {boson_to_native(k): v for k, v in join_partially_frozen(weights).items()}
+        weights = renamed(join_partially_frozen(weights), boson_to_native)
         unused = BOSON_UNUSED
     else:
         unused = NATIVE_UNUSED

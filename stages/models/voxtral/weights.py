@@ -19,7 +19,15 @@ from pathlib import Path
 
 import torch
 
-from vocalis.stages.layers.weights import Weights, fold_weight_norm, load_strict, read_safetensors, read_state_dict, take
+from vocalis.stages.layers.weights import (
+    DerivedWeights,
+    SafetensorsReader,
+    build_empty,
+    fold_weight_norm,
+    load_strict,
+    read_state_dict,
+    renamed,
+)
 from vocalis.stages.models.voxtral.codec import AudioTokenizerDecoder, AudioTokenizerEncoder
 from vocalis.stages.models.voxtral.config import TEKKEN_FILE, VOICE_DIR, WEIGHTS_FILE, VoxtralConfig
 from vocalis.stages.models.voxtral.decoder import VoxtralLM
@@ -80,20 +88,18 @@ def rope_to_rotate_half(weight: torch.Tensor, heads: int) -> torch.Tensor:
     return weight.view(heads, out // heads // 2, 2, dim).transpose(1, 2).reshape(out, dim)
 
 
-def lm_weights(weights: Weights, config: VoxtralConfig) -> Weights:
-    """Stage-0 tensors of a checkpoint under VoxtralLM's names, q/k rows in rotate-half order."""
+def lm_weights(weights: SafetensorsReader, config: VoxtralConfig) -> DerivedWeights:
+    """Stage-0 tensors of a checkpoint under VoxtralLM's names, q/k rows in rotate-half order, each read when loaded."""
     d = config.decoder
-    out = {}
-    for key, tensor in weights.items():
-        if key.startswith(CODEC_PREFIX):
-            continue
-        name = module_key(key)
+
+    def rotate_half(name: str, tensor: torch.Tensor) -> torch.Tensor:
         if name.startswith("decoder.layers.") and name.endswith("self_attn.q_proj.weight"):
-            tensor = rope_to_rotate_half(tensor, d.n_heads)
-        elif name.startswith("decoder.layers.") and name.endswith("self_attn.k_proj.weight"):
-            tensor = rope_to_rotate_half(tensor, d.n_kv_heads)
-        out[name] = tensor
-    return out
+            return rope_to_rotate_half(tensor, d.n_heads)
+        if name.startswith("decoder.layers.") and name.endswith("self_attn.k_proj.weight"):
+            return rope_to_rotate_half(tensor, d.n_kv_heads)
+        return tensor
+
+    return renamed(weights, lambda key: None if key.startswith(CODEC_PREFIX) else module_key(key), rotate_half)
 
 
 def checkpoint_shapes(config: VoxtralConfig, encoder: bool = False) -> dict[str, tuple[int, ...]]:
@@ -122,13 +128,13 @@ def check_special_ids(tekken: Tekken, config: VoxtralConfig, path: Path) -> None
         raise ValueError(f"{path}: tekken.json and params.json disagree on special ids (tekken, params): {wrong}")
 
 
-def check_key_set(weights: Weights, config: VoxtralConfig, where: object) -> None:
+def check_key_set(weights: SafetensorsReader, config: VoxtralConfig, where: object) -> None:
     """Fail naming, in the checkpoint's own spelling, every tensor missing, unexpected or misshapen for `config` (with
     the encoder's tensors expected in full once any of them is present)."""
     expected = checkpoint_shapes(config, encoder=any(k.startswith(ENCODER_PREFIXES) for k in weights))
     missing, unexpected = sorted(expected.keys() - weights.keys()), sorted(weights.keys() - expected.keys())
-    misshapen = sorted(f"{k} {tuple(weights[k].shape)} (params.json says {expected[k]})" for k in weights.keys() & expected.keys()
-                       if tuple(weights[k].shape) != expected[k])
+    misshapen = sorted(f"{k} {weights.shape(k)} (params.json says {expected[k]})" for k in weights.keys() & expected.keys()
+                       if weights.shape(k) != expected[k])
     if missing or unexpected or misshapen:
         raise ValueError(f"{where}: does not match params.json: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}")
 
@@ -158,10 +164,12 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     if tekken.vocab_size > config.decoder.vocab_size:
         raise ValueError(f"{path / TEKKEN_FILE}: {tekken.vocab_size} tokens; the decoder embeds {config.decoder.vocab_size}")
     check_special_ids(tekken, config, path)
-    weights = read_safetensors(path / WEIGHTS_FILE)
+    # the LM built in its dtype and read one tensor at a time: its load never holds a float32 LM or the file beside it
+    weights = SafetensorsReader(path / WEIGHTS_FILE)
     check_key_set(weights, config, path / WEIGHTS_FILE)
-    lm = load_strict(VoxtralLM(config), lm_weights(weights, config), path / WEIGHTS_FILE)
-    codec_weights = fold_weight_norm(take(weights, CODEC_PREFIX))
+    lm = load_strict(build_empty(lambda: VoxtralLM(config), dtype), lm_weights(weights, config), path / WEIGHTS_FILE)
+    # the codec is small and float32; its weight-normed convs are folded from its tensors read whole
+    codec_weights = fold_weight_norm(dict(weights.take(CODEC_PREFIX)))
     encoder_names = tuple(prefix[len(CODEC_PREFIX):] for prefix in ENCODER_PREFIXES)
     encoder = None
     if any(k.startswith(encoder_names) for k in codec_weights):
@@ -171,6 +179,7 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
         encoder = encoder.to(device=device, dtype=torch.float32).eval().requires_grad_(False)
     codec = load_strict(AudioTokenizerDecoder(config.codec), {k: v for k, v in codec_weights.items() if not k.startswith(encoder_names)},
                         path / WEIGHTS_FILE)
+    del codec_weights
     lm = lm.to(device=device, dtype=dtype).eval().requires_grad_(False)
     codec = codec.to(device=codec_device or device, dtype=torch.float32).eval().requires_grad_(False)
     return VoxtralModules(path, config, tekken, lm, codec, load_voices(path, config, tekken), encoder=encoder)

@@ -13,6 +13,7 @@ from torch import nn
 from torch.nn.utils import parametrizations, weight_norm
 
 from vocalis.stages.layers.weights import (
+    DerivedWeights,
     SafetensorsReader,
     build_empty,
     fold_weight_norm,
@@ -20,6 +21,7 @@ from vocalis.stages.layers.weights import (
     load_strict,
     read_safetensors,
     read_weights,
+    renamed,
     take,
 )
 
@@ -99,6 +101,39 @@ def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_ti
         load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra", "empty"])
     with pytest.raises(ValueError, match="unexpected"):
         load_strict(nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader")
+
+
+def test_listed_files_are_read_as_one_and_renamed_tensors_load_one_at_a_time(tmp_path: Path):
+    """A layout whose names and rows differ from the module's (Voxtral's permuted q rows, higgs-audio's joined
+    tables) loads through DerivedWeights as from the dict it describes, reading each tensor only when it is copied."""
+    torch.manual_seed(0)
+    save_file({"w.q": torch.randn(4, 3), "w.b": torch.randn(4)}, str(tmp_path / "first.safetensors"))
+    save_file({"w.b": torch.ones(4), "skip": torch.zeros(1), "top": torch.randn(2, 3), "bottom": torch.randn(1, 3)},
+              str(tmp_path / "second.safetensors"))
+    reader = SafetensorsReader([tmp_path / "first.safetensors", tmp_path / "second.safetensors"])
+    assert torch.equal(reader["w.b"], torch.ones(4))  # the later file's
+    assert set(reader.where(lambda k: k.startswith("w."))) == {"w.q", "w.b"}
+    read: list[str] = []
+    counting = DerivedWeights({k: (reader.shape(k), lambda k=k: read.append(k) or reader[k]) for k in reader})
+    weights = renamed(counting, lambda k: None if k == "skip" else {"w.q": "linear.weight", "w.b": "linear.bias"}.get(k, k),
+                      lambda name, t: t.flip(0) if name == "linear.weight" else t)
+    assert read == [] and weights.shape("linear.weight") == (4, 3)
+    joined = DerivedWeights({**{k: (weights.shape(k), lambda k=k: weights[k]) for k in ("linear.weight", "linear.bias")},
+                             "table.weight": ((3, 3), lambda: torch.cat([weights["top"], weights["bottom"]]))})
+    module = nn.Module()
+    module.linear, module.table = nn.Linear(3, 4, bias=True), nn.Embedding(3, 3)
+    copied = []
+    original = torch.Tensor.copy_
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.Tensor, "copy_", lambda self, src, *a, **k: copied.append(len(read)) or original(self, src, *a, **k))
+        load_strict(module, joined, "derived")
+    assert copied == [1, 2, 4]  # each copy right after its own reads: never the whole set first
+    assert torch.equal(module.linear.weight, reader["w.q"].flip(0)) and torch.equal(module.linear.bias, torch.ones(4))
+    assert torch.equal(module.table.weight, torch.cat([reader["top"], reader["bottom"]]))
+    with pytest.raises(ValueError, match=r"table.weight has shape \(3, 3\), the configuration says \(2, 3\)"):
+        bad = nn.Module()
+        bad.linear, bad.table = nn.Linear(3, 4), nn.Embedding(2, 3)
+        load_strict(bad, joined, "derived")
 
 
 def test_weight_norm_is_folded_lazily_only_where_there_is_some(tmp_path: Path):

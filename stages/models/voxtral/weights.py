@@ -92,14 +92,14 @@ def lm_weights(weights: SafetensorsReader, config: VoxtralConfig) -> DerivedWeig
     """Stage-0 tensors of a checkpoint under VoxtralLM's names, q/k rows in rotate-half order, each read when loaded."""
     d = config.decoder
 
-    def rotate_half(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    def in_rotate_half_order(name: str, tensor: torch.Tensor) -> torch.Tensor:
         if name.startswith("decoder.layers.") and name.endswith("self_attn.q_proj.weight"):
             return rope_to_rotate_half(tensor, d.n_heads)
         if name.startswith("decoder.layers.") and name.endswith("self_attn.k_proj.weight"):
             return rope_to_rotate_half(tensor, d.n_kv_heads)
         return tensor
 
-    return renamed(weights, lambda key: None if key.startswith(CODEC_PREFIX) else module_key(key), rotate_half)
+    return renamed(weights, lambda key: None if key.startswith(CODEC_PREFIX) else module_key(key), in_rotate_half_order)
 
 
 def checkpoint_shapes(config: VoxtralConfig, encoder: bool = False) -> dict[str, tuple[int, ...]]:

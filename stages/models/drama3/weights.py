@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from vocalis.stages.layers.moe import fuse_expert_weights
-from vocalis.stages.layers.weights import Weights, load_strict, read_safetensors
+from vocalis.stages.layers.weights import Weights, build_empty, load_strict, read_safetensors
 from vocalis.stages.models.drama3.block_fp8 import dequantised_growth
 from vocalis.stages.models.drama3.config import FP8_BLOCK, CodebookDecoderConfig, Drama3Config
 from vocalis.stages.models.drama3.fp8_experts import fuse_fp8_experts
@@ -122,6 +122,6 @@ def module_weights(weights: Weights, config: Drama3Config, dtype: torch.dtype = 
 
 def load_drama3(directory: Path, config: Drama3Config, device: torch.device | str = "cpu",
                 dtype: torch.dtype = torch.float32) -> Drama3:
-    model = Drama3(config)
+    model = build_empty(lambda: Drama3(config), dtype)  # parameters in their dtype from the start; FP8 buffers stay FP8
     load_strict(model, module_weights(read_safetensors(Path(directory)), config, dtype), Path(directory))
     return model.to(device=device, dtype=dtype).eval()

@@ -12,7 +12,7 @@ from vocalis.stages.api.hyperpyyaml import CLASS_KEY
 from vocalis.stages.components.flow_dit import DiT
 from vocalis.stages.components.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer
 from vocalis.stages.components.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator
-from vocalis.stages.layers.weights import fold_weight_norm, load_strict, read_state_dict
+from vocalis.stages.layers.weights import build_empty, fold_weight_norm, load_strict, read_state_dict
 from vocalis.stages.models.cosyvoice3.config import QWEN_DIR, CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.lm import UNUSED_KEYS, CosyVoice3LM
 from vocalis.stages.models.cosyvoice3.tokenizer import QwenTokenizer
@@ -58,7 +58,8 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     path = Path(path)
     config = CosyVoice3Config.from_dir(path)
     llm_weights = read_state_dict(path / "llm.pt")
-    lm = CosyVoice3LM(config.qwen, config.lm, decoder_bias="llm_decoder.bias" in llm_weights)
+    bias = "llm_decoder.bias" in llm_weights
+    lm = build_empty(lambda: CosyVoice3LM(config.qwen, config.lm, decoder_bias=bias), dtype)  # in its dtype from the start
     load_strict(lm, llm_weights, path / "llm.pt", unused=UNUSED_KEYS)
     del llm_weights  # one file's tensors in memory beside the modules at a time (the peak of a load), not the LM's too
     flow = load_strict(build_flow(config), read_state_dict(path / "flow.pt"), path / "flow.pt")

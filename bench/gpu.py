@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.report import write_json  # noqa: E402
 from tests import tiny_checkpoints as tiny  # noqa: E402
+from vocalis.stages.layers.weights import SAFETENSORS_DTYPES  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
@@ -105,8 +106,8 @@ def _overlay(base: dict, top: dict) -> dict:
     return out
 
 
-SAFETENSORS_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.int64: "I64", torch.int32: "I32",
-                     torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+SAFETENSORS_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
+"""The header's dtype name of each torch dtype: the reader's table (stages/layers/weights.py), turned round."""
 
 
 def save_file(tensors: dict[str, torch.Tensor], path: str | Path) -> None:

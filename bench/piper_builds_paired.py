@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from piper_side_by_side import PiperTarget, spread, start_piper  # noqa: E402
+from piper_side_by_side import PiperTarget, start_piper  # noqa: E402
 
+from bench.report import spread  # noqa: E402
 from tests.serving import start_server  # noqa: E402
 from vocalis.clients import prompts  # noqa: E402
 from vocalis.clients.load_test import HttpTarget, closed_loop  # noqa: E402

@@ -48,6 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.report import spread  # noqa: E402
 from tests.serving import free_port, start_server  # noqa: E402
 from vocalis.clients import prompts  # noqa: E402
 from vocalis.clients.errors import VocalisError  # noqa: E402
@@ -370,11 +371,6 @@ def paired(runs: list[dict], concurrency: int, value) -> list[float]:
         if "piper" in pair and "vocalis" in pair:
             ratios.append(value(pair["vocalis"]) / value(pair["piper"]))
     return ratios
-
-
-def spread(values: list[float]) -> str:
-    """median [min–max]"""
-    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]" if values else "-"
 
 
 def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: int) -> str:

@@ -45,7 +45,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.report import write_json  # noqa: E402
+from bench.report import spread, write_json  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
@@ -270,12 +270,6 @@ def over_pairs(compared: list[dict]) -> list[dict]:
 def _spread(values: list[float]) -> tuple[float, float, float]:
     return min(values), statistics.median(values), max(values)
 
-
-def _shown(spread: tuple[float, float, float]) -> str:
-    low, mid, high = spread
-    return f"{mid:.2f}x [{low:.2f}-{high:.2f}]"
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", default=",".join(FAMILIES))
@@ -338,14 +332,14 @@ def main(argv: list[str] | None = None) -> dict:
                     rows.append(row | {"load_average": os.getloadavg()[0]})
                     print(_line(row) + f" {rep} |", flush=True)
     compared = ratios(rows)
-    spread = over_pairs(compared)
+    summary = over_pairs(compared)
     if compared:
         print("\n| family | concurrency | pairs | throughput Vocalis/ref | TTFA Vocalis/ref | RTF Vocalis/ref | peak RSS Vocalis/ref |")
         print("|---|---|---|---|---|---|---|")
-        for r in spread:
-            print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | " + " | ".join(_shown(r[name]) for name in RATIOS) + " |")
+        for r in summary:
+            print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | " + " | ".join(spread(list(r[name])) for name in RATIOS) + " |")
     result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
-              "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": spread}
+              "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": summary}
     write_json(args.out, result)
     return result
 

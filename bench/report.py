@@ -1,8 +1,10 @@
-"""What every bench does last: its result as indented JSON at the path it was given, and a line that says where."""
+"""What every bench does last: its result as indented JSON at the path it was given, and a line that says where; and
+how a bench shows a figure repeated over runs or pairs."""
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -11,3 +13,8 @@ def write_json(path: Path, result: Any, indent: int = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=indent))
     print(f"wrote {path}")
+
+
+def spread(values: list[float]) -> str:
+    """median [min–max]"""
+    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]" if values else "-"

@@ -6,9 +6,10 @@ request by one pass in a single batched call, new requests join between steps, a
 request leaves when its job says it is done. Unlike UtteranceStage (one request per step,
 round-robin), a step's cost is shared by its whole batch.
 
-How many ready jobs a step takes is measured, not configured: the stage times its steps per batch size and, where
-one more job costs about what it costs alone (a compute-bound step), steps them one at a time, first come first
-served, so a job's first output is not delayed by a batch that cannot raise throughput (step_cost.py).
+How many ready jobs a step takes is measured, not configured: the stage times its steps per batch size and steps
+the number that finishes its queue soonest on average, first come first served. Where one more job costs much of what
+it costs alone (a compute-bound step) that is one at a time, so a job's output is not held back by a batch that
+cannot raise throughput enough to pay for it; where it costs little, every ready job (step_cost.py).
 
 It takes a request at any place in a pipeline: its job starts from the request's first item,
 whose payload is the output of the stage before (None for stage 0). A job that consumes a stream

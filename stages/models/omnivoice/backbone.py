@@ -1,9 +1,12 @@
 """The OmniVoice language model: a Qwen3 stack run bidirectionally over text and audio tokens.
 
 Inputs are [B, C, L] ids: text positions carry their token in row 0, audio positions one code
-per codebook (summed embeddings). Every position sees every other one of its row (no causal
-mask); shorter rows of a batch are right-padded and their padding is masked out of the keys.
-Module and parameter names follow the published safetensors, so they load one to one.
+per codebook (summed embeddings). Every position sees every other one of its segment (no causal
+mask). A row may hold several segments, each with positions from 0: the server packs a request's
+conditional and unconditional prompts into one row, so that the shorter is not padded to the
+longer's length (16 % of a step's rows at the reference's text length). Right padding is a segment
+of its own, seen by no real position. Module and parameter names follow the published safetensors,
+so they load one to one.
 """
 
 from __future__ import annotations
@@ -27,16 +30,38 @@ class Backbone(nn.Module):
         self.layers = gated_decoder_layers(config, qk_norm=True)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, embeds: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Hidden states [B, L, H] of embeddings [B, L, H]; row b's positions from lengths[b] on are padding."""
-        length = embeds.shape[1]
-        cos, sin = rope(torch.arange(length, device=embeds.device), self.config.head_dim, self.config.rope_theta)
-        keys = torch.arange(length, device=embeds.device)[None, :] < lengths.to(embeds.device)[:, None]
-        mask = keys[:, None, None, :]  # [B, 1, 1, L]: every query of a row sees that row's real keys
+    def forward(self, embeds: torch.Tensor, positions: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
+        """Hidden states [B, L, H] of embeddings [B, L, H] at `positions` [B, L]; a position attends to those of its
+        row with the same segment id ([B, L])."""
+        cos, sin = rope(positions.to(embeds.device), self.config.head_dim, self.config.rope_theta)
+        segments = segments.to(embeds.device)
+        mask = (segments[:, :, None] == segments[:, None, :])[:, None]  # [B, 1, L, L]
         x = embeds
         for layer in self.layers:
             x = layer.dense(x, (cos, sin), mask)
         return self.norm(x)
+
+
+def padded_rows(lengths: list[int], length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions and segment ids [B, length] of rows that hold one segment each, right-padded from lengths[b] on."""
+    columns = torch.arange(length)
+    segments = (columns[None, :] >= torch.tensor(lengths)[:, None]).long()  # 0: the row's tokens, 1: its padding
+    return columns.expand(len(lengths), length), segments
+
+
+def packed_rows(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions and segment ids [B, L] of rows that each hold segments of the given lengths one after another
+    (positions from 0 in each), right-padded to the longest row with a segment of its own."""
+    longest = max(sum(lengths) for lengths in rows)
+    positions = torch.zeros(len(rows), longest, dtype=torch.long)
+    segments = torch.full((len(rows), longest), -1, dtype=torch.long)
+    for b, lengths in enumerate(rows):
+        start = 0
+        for i, n in enumerate(lengths):
+            positions[b, start : start + n] = torch.arange(n)
+            segments[b, start : start + n] = i
+            start += n
+    return positions, segments
 
 
 class OmniVoiceLM(nn.Module):
@@ -61,7 +86,9 @@ class OmniVoiceLM(nn.Module):
         return torch.where(audio_mask[..., None], audio, text)
 
     def forward(self, ids: torch.Tensor, audio_mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        hidden = self.llm(self.embed(ids, audio_mask), lengths)
+        """Logits of right-padded rows (one segment each; row b's positions from lengths[b] on are padding)."""
+        positions, segments = padded_rows(lengths.tolist(), ids.shape[-1])
+        hidden = self.llm(self.embed(ids, audio_mask), positions, segments)
         batch, length, _ = hidden.shape
         logits = self.audio_heads(hidden).view(batch, length, self.config.num_audio_codebook, self.config.audio_vocab_size)
         return logits.permute(0, 2, 1, 3)

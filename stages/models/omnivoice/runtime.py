@@ -28,7 +28,7 @@ from vocalis.stages.api.errors import InvalidField
 from vocalis.stages.api.reference import ReferenceCache, content_key
 from vocalis.stages.components.higgs_audio_v2_tokenizer.model import AudioTokenizer
 from vocalis.stages.components.higgs_audio_v2_tokenizer.resample import resample
-from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM
+from vocalis.stages.models.omnivoice.backbone import OmniVoiceLM, packed_rows
 from vocalis.stages.models.omnivoice.config import GenerationConfig
 from vocalis.stages.models.omnivoice.duration import estimate_frames
 from vocalis.stages.models.omnivoice.masked_decoding import NoiseSource, SeededNoise, UnitDecoding, unmask_schedule
@@ -153,15 +153,13 @@ class OmniVoiceGenerator(IterativeModel):
 
     def step(self, jobs: list[RequestJob]) -> list[list[UnitCodes]]:
         units = [job.current for job in jobs]
-        rows = [unit.rows()[0] for unit in units] + [unit.rows()[1] for unit in units]  # type: ignore[union-attr]
-        hidden = self._hidden(rows)
-        batch = len(jobs)
+        hidden = self._hidden([unit.rows() for unit in units])  # type: ignore[union-attr]
         out: list[list[UnitCodes]] = []
         for b, (job, unit) in enumerate(zip(jobs, units, strict=True)):
             assert unit is not None
-            length = unit.ids.shape[1]
+            length = unit.ids.shape[1]  # the conditional prompt, then the unconditional one (the target alone)
             cond = self._logits(hidden[b, length - unit.frames : length])
-            uncond = self._logits(hidden[batch + b, : unit.frames])
+            uncond = self._logits(hidden[b, length : length + unit.frames])
             unit.advance(cond, uncond)
             out.append(self._finish_unit(job) if unit.done else [])
         return out
@@ -199,17 +197,21 @@ class OmniVoiceGenerator(IterativeModel):
 
     # -- tensors ----------------------------------------------------------------------------------
 
-    def _hidden(self, rows: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        longest = max(ids.shape[1] for ids, _ in rows)
+    def _hidden(self, jobs: list[tuple[tuple[torch.Tensor, torch.Tensor], ...]]) -> torch.Tensor:
+        """Hidden states [B, L, H]: row b holds job b's prompts (ids [C, l], audio mask [l]) packed one after
+        another (backbone.packed_rows), right-padded to the longest row."""
+        positions, segments = packed_rows([[ids.shape[1] for ids, _ in prompts] for prompts in jobs])
         codebooks = self.config.num_audio_codebook
-        ids = torch.zeros((len(rows), codebooks, longest), dtype=torch.long, device=self.device)
-        audio_mask = torch.zeros((len(rows), longest), dtype=torch.bool, device=self.device)
-        lengths = torch.tensor([row_ids.shape[1] for row_ids, _ in rows], device=self.device)
-        for i, (row_ids, row_mask) in enumerate(rows):
-            ids[i, :, : row_ids.shape[1]] = row_ids
-            audio_mask[i, : row_mask.shape[0]] = row_mask
+        ids = torch.zeros((len(jobs), codebooks, positions.shape[1]), dtype=torch.long, device=self.device)
+        audio_mask = torch.zeros(positions.shape, dtype=torch.bool, device=self.device)
+        for b, prompts in enumerate(jobs):
+            start = 0
+            for prompt_ids, prompt_mask in prompts:
+                ids[b, :, start : start + prompt_ids.shape[1]] = prompt_ids
+                audio_mask[b, start : start + prompt_mask.shape[0]] = prompt_mask
+                start += prompt_ids.shape[1]
         embeds = self.lm.embed(ids, audio_mask)
-        return self.lm.llm(embeds.to(self.dtype), lengths)
+        return self.lm.llm(embeds.to(self.dtype), positions, segments)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[C, T, V] logits of hidden states [T, H]."""

@@ -160,9 +160,9 @@ def test_prompt_and_teacher_forced_steps(generator, data, name):
                 ids = decoding.ids.clone()
                 ids[:, -frames:] = tokens
                 with traced() as path:
-                    hidden = generator._hidden([(ids, decoding.audio_mask), (tokens, decoding.audio_mask[-frames:])])
-                    cond = generator._logits(hidden[0, ids.shape[1] - frames :])
-                    uncond = generator._logits(hidden[1, :frames])
+                    hidden = generator._hidden([((ids, decoding.audio_mask), (tokens, decoding.audio_mask[-frames:]))])
+                    cond = generator._logits(hidden[0, ids.shape[1] - frames : ids.shape[1]])
+                    uncond = generator._logits(hidden[0, ids.shape[1] : ids.shape[1] + frames])
                 logits = rounding_bound(torch.float32, path.peak, path.steps)
                 if step == 0 and f"{key}/c_logits0" in data.files:
                     np.testing.assert_allclose(cond[:, :2].numpy(), data[f"{key}/c_logits0"], atol=logits, rtol=0)
@@ -223,3 +223,24 @@ def test_reference_encoding(generator, data, name):
 def test_instruction_normalised_like_the_reference():
     assert normalize_instruction("Female, Low Pitch, British Accent", "Good morning") == "female, low pitch, british accent"
     assert normalize_instruction("male, elderly", "你好，世界。") == "男，老年"
+
+
+def test_a_step_packs_each_requests_two_prompts_into_one_row_and_batches_rows_apart(generator, data):
+    """A request's conditional prompt and its unconditional one (the target alone) share one row, each seeing only
+    itself, so the shorter is not padded to the longer; requests batched together (of different lengths: padded to
+    the longest row) see nothing of each other: each one's logits are its logits alone, to float32 rounding."""
+    jobs = []
+    for name in ("auto", "clone"):
+        case = META["cases"][name]
+        request = SynthesisRequest(text=case["call"]["text"], stage_input=stage_input(case, data), output=NullOutput())
+        jobs.append(generator.start(request).current)
+    with torch.inference_mode():
+        with traced() as path:
+            together = generator._hidden([unit.rows() for unit in jobs])
+        alone = [generator._hidden([unit.rows()]) for unit in jobs]
+    bound = rounding_bound(torch.float32, path.peak, path.steps)
+    lengths = [unit.ids.shape[1] + unit.frames for unit in jobs]
+    assert lengths[0] != lengths[1] and together.shape[1] == max(lengths)
+    for b, length in enumerate(lengths):
+        assert alone[b].shape[1] == length  # not 2 x the conditional prompt's length
+        np.testing.assert_allclose(together[b, :length].numpy(), alone[b][0].numpy(), atol=bound, rtol=0)

@@ -3,7 +3,7 @@
 For each family it builds random weights at the published sizes in the real layout (bench/gpu.py's
 builders: the committed tiny checkpoint's files with the published sizes laid over; stop heads silenced
 so every request runs to --frames), then runs the same texts, greedy, on the same weights:
-Qwen3-TTS 0.6B CustomVoice (a preset speaker) and Base (an ICL clone of REF_TEXT spoken by a synthetic
+Qwen3-TTS 0.6B and 1.7B CustomVoice (a preset speaker) and 0.6B Base (an ICL clone of REF_TEXT spoken by a synthetic
 3 s clip, the same samples on both sides), VoxCPM2, and OmniVoice (auto voice; its length comes from the
 text, not --frames: 145 frames at 25 Hz for TEXT; --omnivoice-steps unmasking passes, positions chosen
 by confidence alone so that both sides are deterministic).
@@ -75,6 +75,8 @@ class Family:
 
 FAMILIES = {
     "qwen3-0.6b-customvoice": Family("qwen3-0.6b-customvoice", "Qwen3-TTS-12Hz-0.6B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-0b6",
+                                     "qwen3", 12.5, "/tmp/realsize-ref/bin/python"),
+    "qwen3-1.7b-customvoice": Family("qwen3-1.7b-customvoice", "Qwen3-TTS-12Hz-1.7B-CustomVoice", GOLDENS / "qwen3_tts" / "cv-1b7",
                                      "qwen3", 12.5, "/tmp/realsize-ref/bin/python"),
     # frames are patches: 4 latent frames of 40 ms
     "voxcpm2": Family("voxcpm2", "VoxCPM2", GOLDENS / "voxcpm2" / "tiny", "voxcpm2", 6.25,

@@ -4,12 +4,21 @@ For each family it builds random weights at the published sizes in the real layo
 builders: the committed tiny checkpoint's files with the published sizes laid over; stop heads silenced
 so every request runs to --frames), then runs the same texts, greedy, on the same weights:
 Qwen3-TTS 0.6B and 1.7B CustomVoice (a preset speaker) and 0.6B Base (an ICL clone of REF_TEXT spoken by a synthetic
-3 s clip, the same samples on both sides), VoxCPM2, and OmniVoice (auto voice; its length comes from the
+3 s clip, the same samples on both sides), VoxCPM2, OmniVoice (auto voice; its length comes from the
 text, not --frames: 145 frames at 25 Hz for TEXT; --omnivoice-steps unmasking passes, positions chosen
-by confidence alone so that both sides are deterministic).
+by confidence alone so that both sides are deterministic), CosyVoice3 and GLM-TTS (a clone of REF_TEXT spoken by the
+same clip; greedy, stop tokens masked for all --frames steps on both sides).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
+
+CosyVoice3 and GLM-TTS have no upstream package on PyPI, so their reference is the code path their golden tests use
+(tests/goldens/cosyvoice3/make_goldens.py, tests/goldens/glm_tts/make_goldens.py): transformers' Qwen2ForCausalLM
+and LlamaForCausalLM on the same weights, the published prompt layout, greedy. It is the speech LM ONLY (the goldens
+have no oracle for flow matching or the vocoder), while the Vocalis side runs the whole pipeline (voice prompt, LM,
+flow and HiFT, streamed): the comparison is conservative for Vocalis in throughput, and the reference's "TTFA" is its
+whole LM decode. The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
+(text tokenised the family's way, the clip's speech tokens) to a file that the reference reads.
 Each side runs in its own child process, one model in memory at a time, and reports its peak RSS.
 
     python bench/real_size_cpu.py                                   # every family below, c = 1 and 4
@@ -71,6 +80,9 @@ class Family:
     """Clones a reference clip with its transcript (in-context), as a Base checkpoint does."""
     length_from_text: bool = False
     """The model sets the length from the text (OmniVoice); --frames does not apply."""
+    lm_only_reference: bool = False
+    """No reference package: the reference runs the speech LM only, from the prompt ids the Vocalis side writes, and
+    the tiny checkpoint is built (bench/gpu.py's CASES), not committed; `tiny` is then its folder under --work-dir."""
 
 
 FAMILIES = {
@@ -86,7 +98,15 @@ FAMILIES = {
                               "qwen3-base", 12.5, "/tmp/realsize-ref/bin/python", clone=True),
     "omnivoice": Family("omnivoice", "OmniVoice", GOLDENS / "omnivoice" / "tiny", "omnivoice", 25.0,
                         "/tmp/realsize3-ov-ref/bin/python", length_from_text=True),
+    # 25 Hz speech tokens; the reference is transformers' LM on the goldens' code path (no upstream package)
+    "cosyvoice3": Family("cosyvoice3", "Fun-CosyVoice3-0.5B-2512", Path("tiny") / "cosyvoice3", "cosyvoice3", 25.0,
+                         "/tmp/realsize4-tf-ref/bin/python", clone=True, lm_only_reference=True),
+    "glm-tts": Family("glm-tts", "GLM-TTS", Path("tiny") / "glm-tts", "glm-tts", 25.0,
+                      "/tmp/realsize4-tf-ref/bin/python", clone=True, lm_only_reference=True),
 }
+LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
+             "glm-tts": {"sampler": "topk", "temperature": 0.0}}
+"""Greedy in each LM family's extra params: its alternative sampler at temperature 0 (RAS, the default, samples)."""
 
 
 def _gpu_bench():
@@ -99,11 +119,23 @@ def _gpu_bench():
 # -- child processes ------------------------------------------------------------------------------
 
 
-def build(key: str, out: Path) -> None:
-    """Random weights at the published sizes into `out` (reused when complete)."""
+def build(key: str, out: Path, tiny: bool = False) -> None:
+    """Random weights at the published sizes into `out` (reused when complete); with `tiny`, a built family's tiny
+    checkpoint (bench/gpu.py's CASES builders, as bench/memory_parts.py uses them)."""
     import torch
 
     family = FAMILIES[key]
+    if family.lm_only_reference:
+        if not (out / ".complete").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            if tiny:
+                built = _gpu_bench().tiny_checkpoint(key, out.parent / "work")
+                shutil.move(built, out)
+                (out / ".complete").write_text("")
+            else:
+                assert out.name == key, out  # bench/gpu.py builds into work/key
+                _gpu_bench().build_real(key, out.parent, "cpu")
+        return
     if (out / ".complete").exists():
         fit_config(out)  # a checkpoint another bench built (bench/memory_parts.py) may lack the fits
         return
@@ -170,8 +202,11 @@ def make_request(model, family: Family, frames: int, steps: int):
         fields["max_new_tokens"] = frames
     if family.reference.startswith("qwen3"):
         fields["extra_params"] = dict(QWEN3_GREEDY)
+    if family.lm_only_reference:
+        fields["extra_params"] = dict(LM_GREEDY[family.key])
     if family.clone:
-        fields["language"] = "english"
+        if family.reference.startswith("qwen3"):
+            fields["language"] = "english"
         reference = ReferenceAudio(reference_clip(), REF_RATE, text=REF_TEXT)
     voice = "" if family.clone else model.adapter.resolve_voice("") or model.capabilities.voices[0]
     params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
@@ -189,7 +224,26 @@ def stage_overrides(dtype: str, max_num_seqs: int) -> dict:
     return {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max_num_seqs}, "1": {"device": "cpu", "max_num_seqs": max_num_seqs}}
 
 
-def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32") -> dict:
+async def lm_prompt(model, family: Family) -> dict:
+    """The speech LM's prompt as the Vocalis side decodes it (the text tokenised the family's way, the clip's speech
+    tokens from its prepared voice), for the LM-only reference, whose venv has no vocalis to tokenise with."""
+    request = make_request(model, family, 1, 1)  # its output belongs to the running loop
+    stages = model.pipeline.stages
+    voice = next(s.preparer for s in stages if hasattr(s, "preparer")).prepare(request)  # cached since the warm-up
+    lm = next(s.model for s in stages if hasattr(s, "cache"))
+    ref_text = request.stage_input.ref_text
+    if family.key == "cosyvoice3":
+        from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
+
+        encode = lm.modules.tokenizer.encode
+        return {"text_ids": encode(prompt_text(ref_text)) + encode(request.text), "prompt_speech": list(voice.speech_tokens),
+                "sos": lm.lm.config.sos, "task_id": lm.lm.config.task_id, "speech_tokens": lm.speech_tokens}
+    return {"ids": lm.prompt_ids(ref_text, request.text, list(voice.speech_tokens)), "audio_start": lm.audio_start,
+            "speech_tokens": lm.speech_tokens}
+
+
+def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32",
+                prompt_out: Path | None = None) -> dict:
     from vocalis.stages.models.registry import load_model
 
     family = FAMILIES[key]
@@ -199,6 +253,8 @@ def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, step
     out = []
     try:
         asyncio.run(one(model, family, frames, steps))  # warm-up (a clone's reference is encoded here)
+        if prompt_out is not None:
+            prompt_out.write_text(json.dumps(asyncio.run(lm_prompt(model, family))))
 
         async def level(clients: int) -> dict:
             start = time.perf_counter()
@@ -287,14 +343,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--child", choices=("build", "vocalis"), help=argparse.SUPPRESS)
     parser.add_argument("--reps", type=int, default=1, help="interleaved pairs (Vocalis, reference) per family")
     parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--prompt-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
     if args.child == "build":
-        build(args.families, args.checkpoint)
+        build(args.families, args.checkpoint, args.tiny)
         print(json.dumps({"built": str(args.checkpoint)}))
         return {}
     if args.child == "vocalis":
-        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.omnivoice_steps, args.vocalis_dtype)))
+        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.omnivoice_steps, args.vocalis_dtype,
+                                     args.prompt_out)))
         return {}
 
     keys = args.families.split(",")
@@ -305,6 +363,11 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request "
           f"(OmniVoice: from the text, {args.omnivoice_steps} steps), greedy, "
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
+    lm_only = [k for k in keys if FAMILIES[k].lm_only_reference]
+    if lm_only:
+        print(f"{', '.join(lm_only)}: no upstream package; the reference is transformers' LM on the goldens' code path, the LM "
+              "ONLY (no flow, no vocoder), against Vocalis's whole pipeline: conservative for Vocalis in throughput, and the "
+              "reference's TTFA is its whole LM decode")
     print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB | pair |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
@@ -314,14 +377,23 @@ def main(argv: list[str] | None = None) -> dict:
         family = FAMILIES[key]
         reference = references[key]
         checkpoint = family.tiny
+        if family.lm_only_reference and args.tiny:
+            checkpoint = args.work_dir / family.tiny
+            _child(me + ["--child", "build", "--tiny", "--families", key, "--checkpoint", str(checkpoint)])
         if not args.tiny:
             checkpoint = args.work_dir / key
             _child(me + ["--child", "build", "--families", key, "--checkpoint", str(checkpoint)])
+        prompt = []
+        if family.lm_only_reference:  # written by the Vocalis side, which always runs first in the first pair
+            prompt_file = args.work_dir / f"{key}{'-tiny' if args.tiny else ''}-prompt.json"
+            prompt = ["--prompt-out", str(prompt_file)]
         sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint),
-                                   "--vocalis-dtype", args.vocalis_dtype] + common)]
+                                   "--vocalis-dtype", args.vocalis_dtype] + common + prompt)]
         if reference:
             clone = []
-            if family.clone:
+            if family.lm_only_reference:
+                clone = ["--prompt", str(prompt_file), "--frame-rate", str(family.frame_rate)]
+            elif family.clone:
                 clip = args.work_dir / "reference_clip.npy"
                 clip.parent.mkdir(parents=True, exist_ok=True)
                 np.save(clip, reference_clip())

@@ -32,6 +32,17 @@ tests/goldens/voxcpm2/make_goldens.py does: VoxCPM2 never uses it, so a placehol
     python3 -m venv /tmp/realsize2-ref
     /tmp/realsize2-ref/bin/pip install torch==2.13.0 voxcpm==2.0.3
     mv /tmp/realsize2-ref/lib/python3.11/site-packages/torchaudio/lib/*.so /tmp/realsize2-ref/   # where pip took a CUDA torchaudio
+
+CosyVoice3 and GLM-TTS have no upstream package on PyPI: their runners are the code path of their golden tests
+(tests/goldens/cosyvoice3/make_goldens.py, tests/goldens/glm_tts/make_goldens.py), transformers' Qwen2ForCausalLM on
+llm.pt's `llm.model.*` (config from CosyVoice-BlankEN/) and LlamaForCausalLM on llm/, with the published prompt layout
+and greedy decode, stop tokens masked for all --frames steps. They run the speech LM ONLY (no flow, no vocoder: the
+goldens have no oracle for them), so a request's audio is its tokens at --frame-rate and its first audio is its whole
+decode. This venv has no vocalis, so the prompt ids come in a JSON file (--prompt) that the Vocalis side wrote with
+the family's own tokenisers. Their venv (the goldens' transformers):
+
+    python3 -m venv /tmp/realsize4-tf-ref
+    /tmp/realsize4-tf-ref/bin/pip install torch==2.13.0 transformers==5.24.0 safetensors numpy
 """
 
 from __future__ import annotations
@@ -122,7 +133,62 @@ def omnivoice_runner(checkpoint: str, text: str, frames: int, args: argparse.Nam
     return run
 
 
-RUNNERS = {"qwen3": qwen3_runner, "qwen3-base": qwen3_base_runner, "voxcpm2": voxcpm2_runner, "omnivoice": omnivoice_runner}
+def cosyvoice3_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """tests/goldens/cosyvoice3/make_goldens.py's decode: [sos, text ids, task id, prompt speech] as embeddings into
+    Qwen2ForCausalLM's backbone, `llm_decoder` over the last hidden state, the argmax over speech tokens only."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    prompt = json.loads(open(args.prompt).read())
+    state = torch.load(f"{checkpoint}/llm.pt", map_location="cpu", weights_only=True)
+    model = Qwen2ForCausalLM(Qwen2Config.from_pretrained(f"{checkpoint}/CosyVoice-BlankEN")).eval()
+    prefix = "llm.model."
+    missing, unexpected = model.load_state_dict({k[len(prefix):]: v.float() for k, v in state.items() if k.startswith(prefix)}, strict=False)
+    assert not missing and not unexpected, (missing, unexpected)
+    decoder = state["llm_decoder.weight"].float()
+    bias = state["llm_decoder.bias"].float() if "llm_decoder.bias" in state else None
+    speech = state["speech_embedding.weight"].float()
+    del state
+    speech_tokens = prompt["speech_tokens"]
+
+    def run() -> tuple[float | None, float]:
+        embeds = torch.cat([speech[prompt["sos"]][None], model.model.embed_tokens(torch.tensor(prompt["text_ids"])),
+                            speech[prompt["task_id"]][None], speech[torch.tensor(prompt["prompt_speech"], dtype=torch.long)]])[None]
+        past, step_input = None, embeds
+        for _ in range(frames):
+            out = model.model(inputs_embeds=step_input, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits = torch.nn.functional.linear(out.last_hidden_state[0, -1], decoder, bias)
+            token = int(logits[:speech_tokens].argmax())  # the stop tokens masked for every step: exactly `frames` tokens
+            step_input = speech[token][None, None]
+        return None, frames / args.frame_rate
+
+    return run
+
+
+def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """tests/goldens/glm_tts/make_goldens.py's decode: `LlamaForCausalLM.from_pretrained(llm/)`, as the published code
+    loads it, on [prompt text, text, <|begin_of_audio|>, prompt speech as <|audio_k|>], the argmax over <|audio_k|> only."""
+    from transformers import LlamaForCausalLM
+
+    prompt = json.loads(open(args.prompt).read())
+    model = LlamaForCausalLM.from_pretrained(f"{checkpoint}/llm", dtype=torch.float32).eval()
+    low = prompt["audio_start"]
+    high = low + prompt["speech_tokens"]
+
+    def run() -> tuple[float | None, float]:
+        past, step_ids = None, torch.tensor([prompt["ids"]])
+        for _ in range(frames):
+            out = model(input_ids=step_ids, past_key_values=past, use_cache=True, logits_to_keep=1)
+            past = out.past_key_values
+            token = low + int(out.logits[0, -1, low:high].argmax())  # stops (and text) masked for every step
+            step_ids = torch.tensor([[token]])
+        return None, frames / args.frame_rate
+
+    return run
+
+
+RUNNERS = {"qwen3": qwen3_runner, "qwen3-base": qwen3_base_runner, "voxcpm2": voxcpm2_runner, "omnivoice": omnivoice_runner,
+           "cosyvoice3": cosyvoice3_runner, "glm-tts": glm_tts_runner}
 
 
 def main() -> None:
@@ -136,6 +202,8 @@ def main() -> None:
     parser.add_argument("--ref-audio", help="a clone's reference clip (.npy, mono float32)")
     parser.add_argument("--ref-rate", type=int, default=24000)
     parser.add_argument("--ref-text", help="the transcript of --ref-audio")
+    parser.add_argument("--prompt", help="an LM-only runner's prompt ids (JSON, written by the Vocalis side)")
+    parser.add_argument("--frame-rate", type=float, default=25.0, help="an LM-only runner's speech tokens per second of audio")
     args = parser.parse_args()
     start = time.perf_counter()
     run = RUNNERS[args.family](args.checkpoint, args.text, args.frames, args)

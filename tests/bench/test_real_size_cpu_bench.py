@@ -11,7 +11,8 @@ from vocalis.stages.models.omnivoice.duration import estimate_frames
 def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench("real_size_cpu")
     out = tmp_path / "real_size.json"
-    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--omnivoice-steps", "4", "--out", str(out)])
+    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--omnivoice-steps", "4", "--out", str(out),
+                "--work-dir", str(tmp_path)])
     result = json.loads(out.read_text())
     rows = result["rows"]
     assert {(r["family"], r["side"], r["concurrency"]) for r in rows} == {(f, "vocalis", c) for f in bench.FAMILIES for c in (1, 2)}
@@ -30,6 +31,14 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     printed = capsys.readouterr().out
     for family in bench.FAMILIES:
         assert f"| {family} | vocalis | 2 |" in printed
+    assert "the LM ONLY (no flow, no vocoder)" in printed
+    # the LM-only references' prompts, as the Vocalis side decoded from them: the clip's speech tokens after the text
+    cosy = json.loads((tmp_path / "cosyvoice3-tiny-prompt.json").read_text())
+    assert cosy["prompt_speech"] and all(0 <= t < cosy["speech_tokens"] for t in cosy["prompt_speech"])
+    assert cosy["task_id"] == cosy["sos"] + 2 == cosy["speech_tokens"] + 2 and len(cosy["text_ids"]) > len(bench.TEXT) // 4
+    glm = json.loads((tmp_path / "glm-tts-tiny-prompt.json").read_text())
+    speech = [i for i in glm["ids"] if glm["audio_start"] <= i < glm["audio_start"] + glm["speech_tokens"]]
+    assert speech and glm["ids"][-len(speech):] == speech and glm["ids"][-len(speech) - 1] not in speech
 
 
 def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():

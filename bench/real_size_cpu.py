@@ -19,11 +19,16 @@ have no oracle for flow matching or the vocoder), while the Vocalis side runs th
 flow and HiFT, streamed): the comparison is conservative for Vocalis in throughput, and the reference's "TTFA" is its
 whole LM decode. The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
 (text tokenised the family's way, the clip's speech tokens) to a file that the reference reads.
+Their real-size checkpoints (bench/gpu.py's builders, shared with bench/memory_parts.py) keep the tiny text
+tokenisers and frontends (GLM-TTS: 64 <|audio_k|> tokens), whose cost is not what is measured; --frames must stay
+below twice the text's token count (the families' minimum length, over 150 for TEXT) for Vocalis's stop mask to
+cover every step, as the reference's does.
 Each side runs in its own child process, one model in memory at a time, and reports its peak RSS.
 
     python bench/real_size_cpu.py                                   # every family below, c = 1 and 4
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
     python bench/real_size_cpu.py --families omnivoice --omnivoice-steps 4 --reps 3   # 3 interleaved pairs
+    python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3   # the LM-only references
 
 With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
 pair to pair; the ratios are taken within each pair and given as median [min-max] over the pairs, so that a load that

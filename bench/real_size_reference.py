@@ -39,7 +39,9 @@ llm.pt's `llm.model.*` (config from CosyVoice-BlankEN/) and LlamaForCausalLM on 
 and greedy decode, stop tokens masked for all --frames steps. They run the speech LM ONLY (no flow, no vocoder: the
 goldens have no oracle for them), so a request's audio is its tokens at --frame-rate and its first audio is its whole
 decode. This venv has no vocalis, so the prompt ids come in a JSON file (--prompt) that the Vocalis side wrote with
-the family's own tokenisers. Their venv (the goldens' transformers):
+the family's own tokenisers. Attention is transformers' default (sdpa), not the goldens' eager (exactness there,
+speed here), and GLM-TTS's head runs on the last position only (`logits_to_keep=1`), as generate() does. Their venv
+(the goldens' transformers):
 
     python3 -m venv /tmp/realsize4-tf-ref
     /tmp/realsize4-tf-ref/bin/pip install torch==2.13.0 transformers==5.24.0 safetensors numpy

@@ -17,7 +17,8 @@ CosyVoice3 and GLM-TTS have no upstream package on PyPI, so their reference is t
 and LlamaForCausalLM on the same weights, the published prompt layout, greedy. It is the speech LM ONLY (the goldens
 have no oracle for flow matching or the vocoder), while the Vocalis side runs the whole pipeline (voice prompt, LM,
 flow and HiFT, streamed): the comparison is conservative for Vocalis in throughput, and the reference's "TTFA" is its
-whole LM decode. The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
+whole LM decode. For a like-for-like figure the Vocalis side also times its LM stage (from a level's start to the
+stage's last step, the flow and vocoder still sharing the cores), given as "LM throughput Vocalis/ref". The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
 (text tokenised the family's way, the clip's speech tokens) to a file that the reference reads.
 Their real-size checkpoints (bench/gpu.py's builders, shared with bench/memory_parts.py) keep the tiny text
 tokenisers and frontends (GLM-TTS: 64 <|audio_k|> tokens), whose cost is not what is measured; --frames must stay
@@ -247,6 +248,19 @@ async def lm_prompt(model, family: Family) -> dict:
             "speech_tokens": lm.speech_tokens}
 
 
+class LMSteps:
+    """When the speech-LM stage last stepped (pipeline observer): the end of a level's LM work, to set beside the
+    LM-only reference, like for like (the flow and vocoder still share the cores meanwhile)."""
+
+    def __init__(self, model) -> None:
+        self.name = next(s.name for s in model.pipeline.stages if hasattr(s, "cache"))
+        self.last = 0.0
+
+    def __call__(self, name: str, batch: int) -> None:
+        if name == self.name:
+            self.last = time.perf_counter()
+
+
 def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32",
                 prompt_out: Path | None = None) -> dict:
     from vocalis.stages.models.registry import load_model
@@ -258,13 +272,20 @@ def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, step
     out = []
     try:
         asyncio.run(one(model, family, frames, steps))  # warm-up (a clone's reference is encoded here)
-        if prompt_out is not None:
-            prompt_out.write_text(json.dumps(asyncio.run(lm_prompt(model, family))))
+        lm_steps = None
+        if family.lm_only_reference:
+            if prompt_out is not None:
+                prompt_out.write_text(json.dumps(asyncio.run(lm_prompt(model, family))))
+            lm_steps = LMSteps(model)
+            model.pipeline.observe(lm_steps)
 
         async def level(clients: int) -> dict:
             start = time.perf_counter()
             requests = await asyncio.gather(*(one(model, family, frames, steps) for _ in range(clients)))
-            return {"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": [list(r) for r in requests]}
+            out = {"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": [list(r) for r in requests]}
+            if lm_steps is not None:
+                out["lm_wall_s"] = lm_steps.last - start
+            return out
 
         out = [asyncio.run(level(c)) for c in levels]
     finally:
@@ -294,6 +315,8 @@ def summarise(side: str, family: Family, raw: dict, rep: int = 0) -> list[dict]:
             "rtf_p50": statistics.median(r[1] / r[2] for r in requests),
             "frames_per_request": statistics.median(r[2] * family.frame_rate for r in requests),
             "peak_rss_bytes": raw["peak_rss_bytes"], "load_s": raw["load_s"],
+            # the speech LM's frames/s alone: the Vocalis LM stage's, or an LM-only reference's whole figure
+            "lm_frames_per_s": audio * family.frame_rate / level.get("lm_wall_s", level["wall_s"]) if family.lm_only_reference else None,
         })
     return rows
 
@@ -303,7 +326,8 @@ def _line(r: dict) -> str:
             f"{1000 * r['ttfa_p50_s']:.0f} | {r['rtf_p50']:.2f} | {r['peak_rss_bytes'] / 2**30:.2f} |")
 
 
-RATIOS = ("throughput_x", "ttfa_x", "rtf_x", "rss_x")
+RATIOS = ("throughput_x", "ttfa_x", "rtf_x", "rss_x", "lm_throughput_x")
+"""The last only for the LM-only references: Vocalis's LM stage (to its last step) over the reference's LM."""
 
 
 def ratios(rows: list[dict]) -> list[dict]:
@@ -317,6 +341,8 @@ def ratios(rows: list[dict]) -> list[dict]:
             out.append({"family": v["family"], "concurrency": v["concurrency"], "rep": v.get("rep", 0),
                         "throughput_x": v["frames_per_s"] / ref["frames_per_s"], "ttfa_x": v["ttfa_p50_s"] / ref["ttfa_p50_s"],
                         "rtf_x": v["rtf_p50"] / ref["rtf_p50"], "rss_x": v["peak_rss_bytes"] / ref["peak_rss_bytes"]})
+            if v.get("lm_frames_per_s") and ref.get("lm_frames_per_s"):
+                out[-1]["lm_throughput_x"] = v["lm_frames_per_s"] / ref["lm_frames_per_s"]
     return out
 
 
@@ -326,7 +352,7 @@ def over_pairs(compared: list[dict]) -> list[dict]:
     for key in dict.fromkeys((r["family"], r["concurrency"]) for r in compared):
         pairs = [r for r in compared if (r["family"], r["concurrency"]) == key]
         out.append({"family": key[0], "concurrency": key[1], "pairs": len(pairs)}
-                   | {name: _spread([r[name] for r in pairs]) for name in RATIOS})
+                   | {name: _spread([r[name] for r in pairs]) for name in RATIOS if name in pairs[0]})
     return out
 
 
@@ -416,7 +442,13 @@ def main(argv: list[str] | None = None) -> dict:
         print("\n| family | concurrency | pairs | throughput Vocalis/ref | TTFA Vocalis/ref | RTF Vocalis/ref | peak RSS Vocalis/ref |")
         print("|---|---|---|---|---|---|---|")
         for r in summary:
-            print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | " + " | ".join(spread(list(r[name])) for name in RATIOS) + " |")
+            print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | " + " | ".join(spread(list(r[name])) for name in RATIOS[:4]) + " |")
+        lm = [r for r in summary if "lm_throughput_x" in r]
+        if lm:
+            print("\nLike for like against the LM-only references: Vocalis's LM stage (level start to its last step, the flow and "
+                  "vocoder sharing the cores) over the reference's LM\n\n| family | concurrency | pairs | LM throughput Vocalis/ref |\n|---|---|---|---|")
+            for r in lm:
+                print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | {spread(list(r['lm_throughput_x']))} |")
     result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
               "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": summary}
     write_json(args.out, result)

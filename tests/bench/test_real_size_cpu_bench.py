@@ -27,6 +27,10 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
         frame_rate = bench.FAMILIES[r["family"]].frame_rate
         assert r["frames_per_s"] > 0 and abs(r["frames_per_s"] / r["audio_s_per_s"] - frame_rate) < 1e-6, r
         assert 0 < r["ttfa_p50_s"] and r["rtf_p50"] > 0 and r["peak_rss_bytes"] > 2**20, r
+        if bench.FAMILIES[r["family"]].lm_only_reference:  # the LM stage ends before the flow and vocoder do
+            assert r["lm_frames_per_s"] >= r["frames_per_s"], r
+        else:
+            assert r["lm_frames_per_s"] is None, r
     assert result["ratios"] == []  # no reference side, no ratios
     printed = capsys.readouterr().out
     for family in bench.FAMILIES:
@@ -47,6 +51,8 @@ def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():
     rows = [row | {"side": "vocalis"}, row | {"side": "reference", "frames_per_s": 5.0, "ttfa_p50_s": 2.0, "rtf_p50": 1.6, "peak_rss_bytes": 8},
             row | {"side": "vocalis", "concurrency": 4}]
     assert bench.ratios(rows) == [{"family": "f", "concurrency": 1, "rep": 0, "throughput_x": 2.0, "ttfa_x": 0.25, "rtf_x": 0.5, "rss_x": 0.5}]
+    lm = [r | {"lm_frames_per_s": 4.0 if r["side"] == "vocalis" else 2.0} for r in rows]
+    assert bench.ratios(lm)[0]["lm_throughput_x"] == 2.0 and "lm_throughput_x" in bench.over_pairs(bench.ratios(lm))[0]
 
 
 def test_ratios_are_taken_within_each_pair_and_spread_over_the_pairs():

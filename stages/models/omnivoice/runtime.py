@@ -200,7 +200,7 @@ class OmniVoiceGenerator(IterativeModel):
     def _hidden(self, jobs: list[tuple[tuple[torch.Tensor, torch.Tensor], ...]]) -> torch.Tensor:
         """Hidden states [B, L, H]: row b holds job b's prompts (ids [C, l], audio mask [l]) packed one after
         another (backbone.packed_rows), right-padded to the longest row."""
-        positions, segments = packed_rows([[ids.shape[1] for ids, _ in prompts] for prompts in jobs])
+        positions, segments = packed_rows([[ids.shape[1] for ids, _ in prompts] for prompts in jobs], self.device)
         codebooks = self.config.num_audio_codebook
         ids = torch.zeros((len(jobs), codebooks, positions.shape[1]), dtype=torch.long, device=self.device)
         audio_mask = torch.zeros(positions.shape, dtype=torch.bool, device=self.device)

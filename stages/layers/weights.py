@@ -233,9 +233,10 @@ class StateDictReader(LazyWeights):
     def __init__(self, path: Path) -> None:
         self._file = Path(path)
         self._tensors = _tensors_of(torch.load(str(path), map_location="meta", weights_only=True), self._file)
-        for name, tensor in self._tensors.items():
-            if getattr(tensor.untyped_storage(), "_checkpoint_offset", None) is None:
-                raise ValueError(f"{path}: torch.load gave no file offset for {name}")
+        try:
+            self._offsets = {name: tensor.untyped_storage()._checkpoint_offset for name, tensor in self._tensors.items()}
+        except AttributeError as error:
+            raise ValueError(f"{path}: this torch's load gives no file offsets to read tensors by") from error
 
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(self._tensors[name].shape)
@@ -253,7 +254,7 @@ class StateDictReader(LazyWeights):
         first = meta.storage_offset()
         last = first + sum((size - 1) * stride for size, stride in zip(meta.shape, meta.stride(), strict=True))
         item = meta.element_size()
-        offset = meta.untyped_storage()._checkpoint_offset + first * item
+        offset = self._offsets[name] + first * item
         raw = _read_into_own_memory(self._file, offset, (last - first + 1) * item, name)
         return torch.frombuffer(raw, dtype=torch.uint8).view(meta.dtype).as_strided(meta.shape, meta.stride())
 

@@ -4,7 +4,8 @@ shared expert.
 Names as transformers holds them: `gate.weight` (the router, [experts, hidden]), `experts.gate_up_proj`
 ([experts, 2 x moe_intermediate, hidden]: each expert's gate rows then its up rows), `experts.down_proj`
 ([experts, hidden, moe_intermediate]), `shared_expert.{gate,up,down}_proj`, `shared_expert_gate.weight`. Published
-checkpoints store the experts one by one (`experts.<e>.gate_proj.weight`, ...): `fuse_expert_weights` stacks them.
+checkpoints store the experts one by one (`experts.<e>.gate_proj.weight`, ...): `fuse_expert_weights` stacks them,
+one layer at a time as a load asks for it.
 
 Routing: softmax over all experts in float32, the top k renormalised to sum to 1. Dispatch is batched: the step's
 (token, choice) pairs are sorted by expert, each expert runs once over its contiguous slice (one matrix product per
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.layers.mlp import GatedMLP
+from vocalis.stages.layers.weights import DerivedWeights, Recipe, shape_of
 
 
 class RoutedExperts(nn.Module, ABC):
@@ -98,23 +100,50 @@ class SparseMoE(nn.Module):
 _PER_EXPERT = re.compile(r"(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight")
 
 
-def fuse_expert_weights(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def fuse_expert_weights(weights: Mapping[str, torch.Tensor]) -> DerivedWeights:
     """Per-expert tensors (`<prefix>.experts.<e>.{gate,up,down}_proj.weight`, as published) stacked into the fused
-    `<prefix>.experts.gate_up_proj` / `down_proj`; other tensors unchanged. Raises if an expert is missing a part."""
-    out: dict[str, torch.Tensor] = {}
-    groups: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
-    for name, tensor in weights.items():
+    `<prefix>.experts.gate_up_proj` / `down_proj`; other tensors unchanged. Lazy: a fused tensor is made when asked
+    for, from its own layer's per-expert tensors read one at a time, so a load holds one layer's experts at most.
+    Raises, reading nothing, if an expert is missing a part or its parts' shapes differ from expert 0's."""
+    recipes: dict[str, Recipe] = {}
+    groups: dict[str, dict[int, dict[str, str]]] = {}
+    for name in weights:
         match = _PER_EXPERT.fullmatch(name)
         if match is None:
-            out[name] = tensor
+            recipes[name] = (shape_of(weights, name), lambda name=name: weights[name])
         else:
-            groups.setdefault(match[1], {}).setdefault(int(match[2]), {})[match[3]] = tensor
+            groups.setdefault(match[1], {}).setdefault(int(match[2]), {})[match[3]] = name
     for prefix, experts in groups.items():
         count = max(experts) + 1
         for e in range(count):
             missing = {"gate_proj", "up_proj", "down_proj"} - set(experts.get(e, {}))
             if missing:
                 raise ValueError(f"{prefix}.{e} lacks {sorted(missing)}")
-        out[f"{prefix}.gate_up_proj"] = torch.stack([torch.cat([experts[e]["gate_proj"], experts[e]["up_proj"]]) for e in range(count)])
-        out[f"{prefix}.down_proj"] = torch.stack([experts[e]["down_proj"] for e in range(count)])
-    return out
+        recipes[f"{prefix}.gate_up_proj"] = _stacked(weights, [(experts[e]["gate_proj"], experts[e]["up_proj"]) for e in range(count)])
+        recipes[f"{prefix}.down_proj"] = _stacked(weights, [(experts[e]["down_proj"],) for e in range(count)])
+    return DerivedWeights(recipes)
+
+
+def _stacked(weights: Mapping[str, torch.Tensor], experts: list[tuple[str, ...]]) -> Recipe:
+    """[experts, rows, ...]: each expert's parts joined along their rows, in the order named, the experts stacked;
+    written into one tensor as each part is read (never the list of all parts, then their stack)."""
+    shapes = [tuple(shape_of(weights, name) for name in parts) for parts in experts]
+    for parts, shape in zip(experts, shapes, strict=True):
+        if shape != shapes[0] or any(s[1:] != shape[0][1:] for s in shape):
+            raise ValueError(f"{parts[0]}: shapes {list(shape)} do not stack with expert 0's {list(shapes[0])}")
+    joined = (len(experts), sum(s[0] for s in shapes[0]), *shapes[0][0][1:])
+
+    def make() -> torch.Tensor:
+        out: torch.Tensor | None = None
+        for e, parts in enumerate(experts):
+            row = 0
+            for name in parts:
+                part = weights[name]
+                if out is None:
+                    out = torch.empty(joined, dtype=part.dtype)
+                out[e, row : row + len(part)] = part
+                row += len(part)
+        assert out is not None
+        return out
+
+    return joined, make

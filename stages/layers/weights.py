@@ -12,6 +12,7 @@ import json
 import mmap
 import re
 import struct
+import zipfile
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,22 @@ class LazyWeights(Mapping[str, torch.Tensor]):
     def __contains__(self, name: object) -> bool:
         """Whether there is a tensor `name`, without reading it (Mapping's own reads it: `in`, keys() & ...)."""
 
+    def dtype(self, name: str) -> torch.dtype:
+        """The dtype of tensor `name`: read from a file's header where there is one, else by reading the tensor."""
+        return self[name].dtype
+
+
+def _read_into_own_memory(file: Path, offset: int, size: int, name: str) -> mmap.mmap:
+    """`size` bytes of `file` from `offset`, in an anonymous mapping of their own, unmapped when the tensor made on it is
+    dropped: read through malloc, the freed buffers of a load stay resident in the heap (glibc raises its mmap
+    threshold to the size of each buffer freed)."""
+    raw = mmap.mmap(-1, size)
+    with open(file, "rb") as f:
+        f.seek(offset)
+        if f.readinto(raw) != size:
+            raise ValueError(f"{file}: {name} is cut short")
+    return raw
+
 
 class SafetensorsReader(LazyWeights):
     """The tensors of one .safetensors file, of every one in a directory, or of the files listed, each read from disk
@@ -109,17 +126,14 @@ class SafetensorsReader(LazyWeights):
         view._where = {k: v for k, v in self._where.items() if keep(k)}
         return view
 
+    def dtype(self, name: str) -> torch.dtype:
+        return self._where[name][1]
+
     def __getitem__(self, name: str) -> torch.Tensor:
         file, dtype, shape, offset, size = self._where[name]
         if not size:
             return torch.empty(shape, dtype=dtype)
-        # a mapping of its own, unmapped when the tensor is dropped: read through malloc, the freed buffers of a load
-        # stay resident in the heap (glibc raises its mmap threshold to the size of each buffer freed)
-        raw = mmap.mmap(-1, size)
-        with open(file, "rb") as f:
-            f.seek(offset)
-            if f.readinto(raw) != size:
-                raise ValueError(f"{file}: {name} is cut short")
+        raw = _read_into_own_memory(file, offset, size, name)
         return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
 
     def __iter__(self) -> Iterator[str]:
@@ -132,6 +146,12 @@ class SafetensorsReader(LazyWeights):
 def shape_of(weights: Mapping[str, torch.Tensor], name: str) -> tuple[int, ...]:
     """The shape of tensor `name`, without reading it where `weights` is lazy."""
     return weights.shape(name) if isinstance(weights, LazyWeights) else tuple(weights[name].shape)
+
+
+def dtype_of(weights: Mapping[str, torch.Tensor], name: str) -> torch.dtype:
+    """The dtype of tensor `name`, without reading it where `weights` reads a file's header (SafetensorsReader,
+    StateDictReader)."""
+    return weights.dtype(name) if isinstance(weights, LazyWeights) else weights[name].dtype
 
 
 Recipe = tuple[tuple[int, ...], Callable[[], torch.Tensor]]
@@ -175,14 +195,81 @@ def renamed(source: Mapping[str, torch.Tensor], name: Callable[[str], str | None
     return DerivedWeights(recipes)
 
 
-def read_state_dict(path: Path) -> Weights:
-    """A torch `.pt`/`.pth`/`.bin` state dict, unpickled with weights_only=True (tensors and plain containers only)."""
-    state = torch.load(str(path), map_location="cpu", weights_only=True)
+def merged(*parts: Mapping[str, torch.Tensor]) -> DerivedWeights:
+    """The tensors of every part under their own names, each read when asked for; a name in two parts raises."""
+    recipes: dict[str, Recipe] = {}
+    for part in parts:
+        for name in part:
+            if name in recipes:
+                raise ValueError(f"{name} is made twice")
+            recipes[name] = (shape_of(part, name), lambda part=part, name=name: part[name])
+    return DerivedWeights(recipes)
+
+
+def _tensors_of(state: object, path: Path) -> Weights:
+    """The tensors of an unpickled state dict (or of its `state_dict` entry); raises if it is something else."""
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(f"{path}: not a state dict of tensors")
     return dict(state)
+
+
+def read_state_dict(path: Path) -> Weights:
+    """A torch `.pt`/`.pth`/`.bin` state dict, unpickled with weights_only=True (tensors and plain containers only)."""
+    return _tensors_of(torch.load(str(path), map_location="cpu", weights_only=True), path)
+
+
+class StateDictReader(LazyWeights):
+    """The tensors of a torch state dict in the zip format (torch.save's since torch 1.6), each read from disk when
+    asked for into memory of its own, as SafetensorsReader reads a .safetensors file, so that `load_strict` holds the
+    module and one tensor, not the module and the whole unpickled file.
+
+    The pickle is unpickled with weights_only=True onto the meta device: that gives each tensor's shape, dtype,
+    strides and the place of its storage in the file (`_checkpoint_offset`, set by torch.load for meta and fake
+    tensors, what torch's GPUDirect loading reads offsets from) without reading any tensor data. A tensor is read as
+    the bytes its view spans, so views of one shared storage do not each read all of it."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = Path(path)
+        self._tensors = _tensors_of(torch.load(str(path), map_location="meta", weights_only=True), self._file)
+        try:
+            self._offsets = {name: tensor.untyped_storage()._checkpoint_offset for name, tensor in self._tensors.items()}
+        except AttributeError as error:
+            raise ValueError(f"{path}: this torch's load gives no file offsets to read tensors by") from error
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._tensors[name].shape)
+
+    def dtype(self, name: str) -> torch.dtype:
+        return self._tensors[name].dtype
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        meta = self._tensors[name]
+        if meta.numel() == 0:
+            return torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
+        first = meta.storage_offset()
+        last = first + sum((size - 1) * stride for size, stride in zip(meta.shape, meta.stride(), strict=True))
+        item = meta.element_size()
+        offset = self._offsets[name] + first * item
+        raw = _read_into_own_memory(self._file, offset, (last - first + 1) * item, name)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(meta.dtype).as_strided(meta.shape, meta.stride())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
+def state_dict_reader(path: Path) -> Mapping[str, torch.Tensor]:
+    """A torch state dict to load from one tensor at a time (StateDictReader); a file in torch's legacy format (not a
+    zip archive, written before torch 1.6 or with _use_new_zipfile_serialization=False) has no offsets to read by, and
+    is read whole (read_state_dict)."""
+    return StateDictReader(path) if zipfile.is_zipfile(path) else read_state_dict(path)
 
 
 def read_weights(path: Path) -> Weights:

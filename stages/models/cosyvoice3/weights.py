@@ -1,5 +1,7 @@
 """CosyVoice3's modules built from its config and loaded strictly from `llm.pt`, `flow.pt` and `hift.pt` (pickled
-state dicts, read with weights_only=True; hift's weight-normed convolutions folded)."""
+state dicts, read with weights_only=True; hift's weight-normed convolutions folded). The LM's and the flow's files
+are read one tensor at a time as they are copied (a load holds the modules and one tensor, not a whole file beside
+them); hift's, small and folded first, whole."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from vocalis.stages.api.hyperpyyaml import CLASS_KEY
 from vocalis.stages.components.flow_dit import DiT
 from vocalis.stages.components.flow_matching import CausalConditionalCFM, CausalMaskedDiffWithDiT, PreLookaheadLayer
 from vocalis.stages.components.hift import CausalConvRNNF0Predictor, CausalHiFTGenerator
-from vocalis.stages.layers.weights import build_empty, fold_weight_norm, load_strict, read_state_dict
+from vocalis.stages.layers.weights import build_empty, fold_weight_norm, load_strict, read_state_dict, state_dict_reader
 from vocalis.stages.models.cosyvoice3.config import QWEN_DIR, CosyVoice3Config
 from vocalis.stages.models.cosyvoice3.lm import UNUSED_KEYS, CosyVoice3LM
 from vocalis.stages.models.cosyvoice3.tokenizer import QwenTokenizer
@@ -57,12 +59,11 @@ def hift_weights(path: Path) -> dict[str, torch.Tensor]:
 def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> CosyVoice3Modules:
     path = Path(path)
     config = CosyVoice3Config.from_dir(path)
-    llm_weights = read_state_dict(path / "llm.pt")
+    llm_weights = state_dict_reader(path / "llm.pt")  # read one tensor at a time as load_strict copies it
     bias = "llm_decoder.bias" in llm_weights
     lm = build_empty(lambda: CosyVoice3LM(config.qwen, config.lm, decoder_bias=bias), dtype)  # in its dtype from the start
     load_strict(lm, llm_weights, path / "llm.pt", unused=UNUSED_KEYS)
-    del llm_weights  # one file's tensors in memory beside the modules at a time (the peak of a load), not the LM's too
-    flow = load_strict(build_flow(config), read_state_dict(path / "flow.pt"), path / "flow.pt")
+    flow = load_strict(build_flow(config), state_dict_reader(path / "flow.pt"), path / "flow.pt")
     hift = load_strict(build_hift(config), hift_weights(path / "hift.pt"), path / "hift.pt")
     return CosyVoice3Modules.placed(
         config, lm, flow, hift, QwenTokenizer.from_dir(path / QWEN_DIR), dtype=dtype, device=device, flow_device=flow_device

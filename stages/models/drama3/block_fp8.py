@@ -1,7 +1,7 @@
 """Block-quantised FP8 weights (DeepSeek-V3 style, as Drama 3's `bsgemm-moe` experts are published) turned back into
 ordinary tensors: one expert at a time just before its matrix product (fp8_experts.py, which keeps the checkpoint's
-float8 codes in memory), or a whole checkpoint at once (`dequantize_checkpoint`, the reference the kept form is
-checked against bit for bit).
+float8 codes in memory), or a checkpoint's weights, each as a load asks for it (`dequantised`) or all at once
+(`dequantize_checkpoint`, the reference the kept form is checked against bit for bit).
 
 A quantised weight `<name>.weight` is float8_e4m3fn [rows, cols] beside `<name>.weight_scale_inv` float32
 [ceil(rows / block_rows), ceil(cols / block_cols)]: each block's real value is its FP8 codes times its scale.
@@ -11,7 +11,12 @@ Dequantising costs memory: every such weight grows from 1 byte per element to th
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import torch
+
+from vocalis.stages.layers.weights import DerivedWeights, Recipe, dtype_of, shape_of
 
 SCALE_SUFFIX = "_scale_inv"
 
@@ -65,29 +70,39 @@ def quantize_block_fp8(weight: torch.Tensor, block: tuple[int, int]) -> tuple[to
     return codes.contiguous(), scale
 
 
-def dequantize_checkpoint(weights: dict[str, torch.Tensor], block: tuple[int, int],
-                          dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
-    """Every `<x>.weight` with a `<x>.weight_scale_inv` beside it dequantised; the scales dropped; others unchanged.
-    A float8 tensor without scales, or scales without their weight, raises naming it."""
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in weights.items():
+def dequantised(weights: Mapping[str, torch.Tensor], block: tuple[int, int],
+                dtype: torch.dtype = torch.float32) -> DerivedWeights:
+    """Every `<x>.weight` with a `<x>.weight_scale_inv` beside it dequantised when asked for, reading just it and its
+    scales; the scales dropped; others unchanged. A float8 tensor without scales (by its dtype, read from the file's
+    header where `weights` reads one), or scales without their weight, raises naming it."""
+    recipes: dict[str, Recipe] = {}
+    for name in weights:
         if name.endswith(SCALE_SUFFIX):
             if name[: -len(SCALE_SUFFIX)] not in weights:
                 raise ValueError(f"{name} has no FP8 weight beside it")
-            continue
-        scale = weights.get(name + SCALE_SUFFIX)
-        if scale is not None:
-            check_codes(name, tensor)
-            out[name] = dequantize_block_fp8(tensor, scale, block, dtype)
-        elif tensor.dtype == torch.float8_e4m3fn:
+        elif name + SCALE_SUFFIX in weights:
+            recipes[name] = (shape_of(weights, name), lambda name=name: _dequantised(name, weights, block, dtype))
+        elif dtype_of(weights, name) == torch.float8_e4m3fn:
             raise ValueError(f"{name} is float8 but the checkpoint has no {name}{SCALE_SUFFIX}")
         else:
-            out[name] = tensor
-    return out
+            recipes[name] = (shape_of(weights, name), lambda name=name: weights[name])
+    return DerivedWeights(recipes)
 
 
-def dequantised_growth(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> int:
-    """Bytes that dequantising the FP8 weights of `weights` into `dtype` adds (scales dropped)."""
+def _dequantised(name: str, weights: Mapping[str, torch.Tensor], block: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    codes = weights[name]
+    check_codes(name, codes)
+    return dequantize_block_fp8(codes, weights[name + SCALE_SUFFIX], block, dtype)
+
+
+def dequantize_checkpoint(weights: Mapping[str, torch.Tensor], block: tuple[int, int],
+                          dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """`dequantised`, every tensor made at once."""
+    return dict(dequantised(weights, block, dtype))
+
+
+def dequantised_growth(weights: Mapping[str, torch.Tensor], dtype: torch.dtype) -> int:
+    """Bytes that dequantising the FP8 weights of `weights` into `dtype` adds (scales dropped), from their shapes."""
     grow = torch.tensor([], dtype=dtype).element_size() - 1
-    return sum(t.numel() * grow - weights[n + SCALE_SUFFIX].numel() * 4
-               for n, t in weights.items() if n + SCALE_SUFFIX in weights)
+    return sum(math.prod(shape_of(weights, n)) * grow - math.prod(shape_of(weights, n + SCALE_SUFFIX)) * 4
+               for n in weights if n + SCALE_SUFFIX in weights)

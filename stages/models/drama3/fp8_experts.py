@@ -17,12 +17,13 @@ blocks, gate and up are dequantised apart, since their blocks do not tile the st
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
 from vocalis.stages.layers.moe import RoutedExperts, fuse_expert_weights
-from vocalis.stages.models.drama3.block_fp8 import SCALE_SUFFIX, check_codes, dequantize_block_fp8, dequantize_checkpoint
+from vocalis.stages.layers.weights import DerivedWeights, dtype_of, merged, renamed
+from vocalis.stages.models.drama3.block_fp8 import SCALE_SUFFIX, check_codes, dequantised, dequantize_block_fp8
 
 FP8 = torch.float8_e4m3fn
 _EXPERT = re.compile(r".*\.experts\.\d+\.(gate|up|down)_proj\.weight")
@@ -67,19 +68,23 @@ class BlockFp8Experts(RoutedExperts):
         return self
 
 
-def fuse_fp8_experts(weights: dict[str, torch.Tensor], block: tuple[int, int],
-                     dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+def fuse_fp8_experts(weights: Mapping[str, torch.Tensor], block: tuple[int, int],
+                     dtype: torch.dtype = torch.float32) -> DerivedWeights:
     """The published per-expert FP8 codes and their scales fused as `BlockFp8Experts` holds them, codes staying
-    float8; any other FP8 weight dequantised into `dtype` (`dequantize_checkpoint`); the rest unchanged. An expert
-    weight that is not FP8 with its scales raises naming it."""
+    float8; any other FP8 weight dequantised into `dtype` (`dequantised`); the rest unchanged. Each tensor is made
+    when asked for (a fused one from its layer's experts only). An expert weight that is not FP8 with its scales
+    raises naming it, before anything is read (dtypes from the file's header); NaN codes raise as they are read."""
     codes = {n for n in weights if _EXPERT.fullmatch(n)}
-    plain = sorted(n for n in codes if weights[n].dtype != FP8 or n + SCALE_SUFFIX not in weights)
+    plain = sorted(n for n in codes if n + SCALE_SUFFIX not in weights or dtype_of(weights, n) != FP8)
     if plain:
         raise ValueError(f"{plain[0]} is not FP8 with its {SCALE_SUFFIX} though the experts are quantised")
-    for name in sorted(codes):
-        check_codes(name, weights[name])
     scales = {n + SCALE_SUFFIX for n in codes}
-    out = dequantize_checkpoint({n: t for n, t in weights.items() if n not in codes | scales}, block, dtype)
-    out |= fuse_expert_weights({n: weights[n] for n in codes})
-    out |= {n + SCALE_SUFFIX: t for n, t in fuse_expert_weights({n: weights[n + SCALE_SUFFIX] for n in codes}).items()}
-    return out
+    others = renamed(dequantised(weights, block, dtype), lambda n: None if n in codes else n)  # experts' recipes unused
+    experts = fuse_expert_weights(renamed(weights, lambda n: n if n in codes else None, _checked))
+    expert_scales = fuse_expert_weights(renamed(weights, lambda n: n[: -len(SCALE_SUFFIX)] if n in scales else None))
+    return merged(others, experts, renamed(expert_scales, lambda n: n + SCALE_SUFFIX))
+
+
+def _checked(name: str, codes: torch.Tensor) -> torch.Tensor:
+    check_codes(name, codes)
+    return codes

@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from tests.tolerance import rounding_bound, traced
 from vocalis.stages.components.hybrid import HybridConfig, HybridDecoder
 from vocalis.stages.layers.moe import SparseMoE, fuse_expert_weights
-from vocalis.stages.layers.weights import load_strict, take
+from vocalis.stages.layers.weights import DerivedWeights, load_strict, take
 from vocalis.stages.runtime.block_manager import CacheShape  # noqa: F401  (the cache shape type the decoder reports)
 from vocalis.stages.runtime.kv_cache import PagedKVCache
 from vocalis.stages.runtime.linear_attention import RecurrentStates
@@ -82,6 +82,27 @@ def test_published_per_expert_tensors_fuse_to_the_same_model(golden):
         assert torch.equal(fused[name], weights[name]), name
     del split["layers.0.mlp.experts.3.up_proj.weight"]
     with pytest.raises(ValueError, match=r"experts\.3 lacks \['up_proj'\]"):
+        fuse_expert_weights(split)
+
+
+def test_fused_experts_are_made_a_layer_at_a_time_when_asked_for():
+    """Nothing is read until a fused tensor is asked for, and then only its own layer's parts; experts whose parts
+    do not stack raise before anything is read."""
+    g = torch.Generator().manual_seed(5)
+    shapes = {"gate_proj": (4, 6), "up_proj": (4, 6), "down_proj": (6, 4)}
+    split = {f"layers.{layer}.mlp.experts.{e}.{part}.weight": torch.randn(*shape, generator=g)
+             for layer in range(2) for e in range(3) for part, shape in shapes.items()} | {"norm.weight": torch.ones(6)}
+    read: list[str] = []
+    counting = DerivedWeights({k: (tuple(v.shape), lambda k=k: read.append(k) or split[k]) for k, v in split.items()})
+    fused = fuse_expert_weights(counting)
+    assert read == [] and set(fused) == {"norm.weight"} | {f"layers.{i}.mlp.experts.{p}" for i in range(2) for p in ("gate_up_proj", "down_proj")}
+    assert fused.shape("layers.1.mlp.experts.gate_up_proj") == (3, 8, 6) and fused.shape("layers.1.mlp.experts.down_proj") == (3, 6, 4)
+    gate_up = fused["layers.1.mlp.experts.gate_up_proj"]
+    assert sorted(read) == sorted(f"layers.1.mlp.experts.{e}.{p}.weight" for e in range(3) for p in ("gate_proj", "up_proj"))
+    expert = "layers.1.mlp.experts.{}.{}.weight".format
+    assert torch.equal(gate_up, torch.stack([torch.cat([split[expert(e, "gate_proj")], split[expert(e, "up_proj")]]) for e in range(3)]))
+    split[expert(2, "up_proj")] = torch.randn(4, 5)
+    with pytest.raises(ValueError, match=r"experts\.2\.gate_proj\.weight: shapes .* do not stack"):
         fuse_expert_weights(split)
 
 

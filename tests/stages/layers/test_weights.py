@@ -15,13 +15,16 @@ from torch.nn.utils import parametrizations, weight_norm
 from vocalis.stages.layers.weights import (
     DerivedWeights,
     SafetensorsReader,
+    StateDictReader,
     build_empty,
     fold_weight_norm,
     fold_weight_norm_lazily,
     load_strict,
     read_safetensors,
+    read_state_dict,
     read_weights,
     renamed,
+    state_dict_reader,
     take,
 )
 
@@ -101,6 +104,29 @@ def test_a_safetensors_reader_loads_what_the_whole_file_loads_one_tensor_at_a_ti
         load_strict(nn.Sequential(nn.Linear(6, 4), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader", unused=["step", "extra", "empty"])
     with pytest.raises(ValueError, match="unexpected"):
         load_strict(nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Embedding(7, 5)), reader, "reader")
+
+
+def test_a_state_dict_reader_reads_each_tensor_of_a_torch_file_as_torch_load_does(tmp_path: Path):
+    """Shapes and dtypes without reading; each tensor read alone, as the span of its view (views of one storage,
+    strided and transposed ones, an empty one); a legacy (non-zip) file read whole; pickled objects refused."""
+    shared = torch.arange(100, dtype=torch.float32)
+    tensors = {"a": torch.randn(3, 4).to(torch.bfloat16), "view": shared[10:20].view(2, 5), "strided": shared[::3],
+               "t": torch.randn(4, 3).t(), "empty": torch.zeros(0, 3), "step": torch.tensor([1, 2])}
+    torch.save({"state_dict": tensors}, tmp_path / "m.pt")
+    whole = read_state_dict(tmp_path / "m.pt")
+    reader = state_dict_reader(tmp_path / "m.pt")
+    assert isinstance(reader, StateDictReader) and set(reader) == set(whole) == set(tensors) and len(reader) == len(whole)
+    for name, tensor in whole.items():
+        assert reader.shape(name) == tuple(tensor.shape) and reader.dtype(name) == tensor.dtype, name
+        assert torch.equal(reader[name], tensor) and reader[name].stride() == tensor.stride(), name
+    assert reader["view"].untyped_storage().nbytes() == 10 * 4  # its span, not the 100 floats it shares
+    assert reader["strided"].untyped_storage().nbytes() == (33 * 3 + 1) * 4
+    torch.save(tensors, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    legacy = state_dict_reader(tmp_path / "legacy.pt")
+    assert isinstance(legacy, dict) and all(torch.equal(legacy[k], v) for k, v in tensors.items())
+    torch.save({"a": torch.ones(1), "code": Path("/etc")}, tmp_path / "evil.pt")
+    with pytest.raises(Exception, match="[Ww]eights only load failed|Unsupported global"):
+        state_dict_reader(tmp_path / "evil.pt")
 
 
 def test_listed_files_are_read_as_one_and_renamed_tensors_load_one_at_a_time(tmp_path: Path):

@@ -170,3 +170,17 @@ def test_a_dense_expert_in_a_quantised_checkpoint_is_refused():
                "x.experts.0.up_proj.weight": torch.randn(8, 8)}
     with pytest.raises(ValueError, match="x.experts.0.up_proj.weight is not FP8"):
         fuse_fp8_experts(weights, FP8_BLOCK)
+
+
+def test_nan_expert_codes_are_refused_when_their_layer_is_read():
+    """Codes are checked as they are read (fusing is lazy): asking for the fused layer names the NaN expert."""
+    weights: dict[str, torch.Tensor] = {}
+    for part in ("gate_proj", "up_proj", "down_proj"):
+        codes, scale = quantize_block_fp8(torch.randn(8, 8), FP8_BLOCK)
+        weights[f"x.experts.0.{part}.weight"], weights[f"x.experts.0.{part}.weight{SCALE_SUFFIX}"] = codes, scale
+    weights["x.experts.0.up_proj.weight"].view(torch.uint8)[3, 4] = 0x7F
+    fused = fuse_fp8_experts(weights, FP8_BLOCK)
+    assert fused.shape("x.experts.gate_up_proj") == (1, 16, 8)
+    assert fused["x.experts.down_proj"].dtype == torch.float8_e4m3fn  # the other layer tensors read as usual
+    with pytest.raises(ValueError, match=r"x.experts.0.up_proj.weight holds NaN FP8 codes"):
+        fused["x.experts.gate_up_proj"]

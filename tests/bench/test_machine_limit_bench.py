@@ -15,7 +15,7 @@ QWEN3_06B = {"talker_config": LAYER | {"num_hidden_layers": 28, "vocab_size": 30
 def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench("machine_limit")
     out = tmp_path / "limit.json"
-    bench.main(["--tiny", "--frames", "3", "--levels", "1,2", "--repeats", "1", "--profile", "--out", str(out),
+    bench.main(["--tiny", "--frames", "12", "--levels", "1,2", "--repeats", "1", "--profile", "--out", str(out),
                 "--families", "qwen3-0.6b-customvoice,omnivoice", "--omnivoice-steps", "3"])
     families = json.loads(out.read_text())["families"]
     result = families["qwen3-0.6b-customvoice"]

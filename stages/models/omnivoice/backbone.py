@@ -42,17 +42,10 @@ class Backbone(nn.Module):
         return self.norm(x)
 
 
-def padded_rows(lengths: list[int], length: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions and segment ids [B, length] of rows that hold one segment each, right-padded from lengths[b] on."""
-    columns = torch.arange(length, device=device)
-    segments = (columns[None, :] >= torch.tensor(lengths, device=device)[:, None]).long()  # 0: the row's tokens, 1: its padding
-    return columns.expand(len(lengths), length), segments
-
-
-def packed_rows(rows: list[list[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def packed_rows(rows: list[list[int]], device: torch.device | str = "cpu", length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions and segment ids [B, L] of rows that each hold segments of the given lengths one after another
-    (positions from 0 in each), right-padded to the longest row with a segment of its own."""
-    longest = max(sum(lengths) for lengths in rows)
+    (positions from 0 in each), right-padded to `length` (default: the longest row's) with a segment of its own."""
+    longest = max(sum(lengths) for lengths in rows) if length is None else length
     positions = torch.zeros(len(rows), longest, dtype=torch.long, device=device)
     segments = torch.full((len(rows), longest), -1, dtype=torch.long, device=device)
     for b, lengths in enumerate(rows):
@@ -87,7 +80,7 @@ class OmniVoiceLM(nn.Module):
 
     def forward(self, ids: torch.Tensor, audio_mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits of right-padded rows (one segment each; row b's positions from lengths[b] on are padding)."""
-        positions, segments = padded_rows(lengths.tolist(), ids.shape[-1], ids.device)
+        positions, segments = packed_rows([[n] for n in lengths.tolist()], ids.device, ids.shape[-1])
         hidden = self.llm(self.embed(ids, audio_mask), positions, segments)
         batch, length, _ = hidden.shape
         logits = self.audio_heads(hidden).view(batch, length, self.config.num_audio_codebook, self.config.audio_vocab_size)

@@ -230,13 +230,24 @@ def stage_overrides(dtype: str, max_num_seqs: int) -> dict:
     return {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max_num_seqs}, "1": {"device": "cpu", "max_num_seqs": max_num_seqs}}
 
 
+def stage_of(model, kind: type):
+    """The pipeline's one stage of a runtime kind (the speech LM is the AutoregressiveStage, the voice prompt's
+    encoder the PrepareStage)."""
+    found = [stage for stage in model.pipeline.stages if isinstance(stage, kind)]
+    if len(found) != 1:
+        raise ValueError(f"{model.family} has {len(found)} {kind.__name__}s, not one")
+    return found[0]
+
+
 async def lm_prompt(model, family: Family) -> dict:
     """The speech LM's prompt as the Vocalis side decodes it (the text tokenised the family's way, the clip's speech
     tokens from its prepared voice), for the LM-only reference, whose venv has no vocalis to tokenise with."""
+    from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+    from vocalis.stages.runtime.prepare import PrepareStage
+
     request = make_request(model, family, 1, 1)  # its output belongs to the running loop
-    stages = model.pipeline.stages
-    voice = next(s.preparer for s in stages if hasattr(s, "preparer")).prepare(request)  # cached since the warm-up
-    lm = next(s.model for s in stages if hasattr(s, "cache"))
+    voice = stage_of(model, PrepareStage).preparer.prepare(request)  # cached since the warm-up
+    lm = stage_of(model, AutoregressiveStage).model
     ref_text = request.stage_input.ref_text
     if family.key == "cosyvoice3":
         from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
@@ -253,7 +264,9 @@ class LMSteps:
     LM-only reference, like for like (the flow and vocoder still share the cores meanwhile)."""
 
     def __init__(self, model) -> None:
-        self.name = next(s.name for s in model.pipeline.stages if hasattr(s, "cache"))
+        from vocalis.stages.runtime.autoregressive import AutoregressiveStage
+
+        self.name = stage_of(model, AutoregressiveStage).name
         self.last = 0.0
 
     def __call__(self, name: str, batch: int) -> None:

@@ -25,10 +25,10 @@ Rules, in the order they are applied:
   space, else at the limit. With AUTO granularity the limit after a unit is also at most
   AUTO_GROWTH times that unit (but at least AUTO_MIN_CHARS), so that a long sentence after
   a short one is cut at a clause: its first part is spoken before the short one has
-  finished playing, even while the text is still arriving (a streaming LLM). The first
-  sentence of a turn (at the start, after a flush or a clear) longer than AUTO_FIRST_WHOLE_CHARS
-  is cut at its last clause mark within AUTO_FIRST_CHARS (in the second half), else at its last
-  space within AUTO_FIRST_SPACE_CHARS, so that a long first sentence does not hold back the first
+  finished playing, even while the text is still arriving (a streaming LLM). With AUTO and
+  CLAUSE granularity the first unit of a turn (at the start, after a flush or a clear) longer than FIRST_WHOLE_CHARS
+  is cut at its last clause mark within FIRST_CHARS (in the second half), else at its last
+  space within FIRST_SPACE_CHARS, so that a long first sentence does not hold back the first
   audio; the rest of it follows as the next unit. A unit that ends a sentence
   cut before it counts as long as the whole sentence (so the short tail of a cut sentence does
   not make the next sentence be cut as well).
@@ -54,13 +54,13 @@ AUTO_GROWTH = 3
 """With AUTO granularity, a unit is at most this many times as long as the one before it..."""
 AUTO_MIN_CHARS = 40
 """...but may always be this long."""
-AUTO_FIRST_WHOLE_CHARS = 80
-"""With AUTO granularity, a turn's first sentence up to this long is its first unit (cut shorter, it would
-leave a tail of a word or two)..."""
-AUTO_FIRST_CHARS = 60
+FIRST_WHOLE_CHARS = 80
+"""With AUTO (and CLAUSE) granularity, a turn's first sentence (clause) up to this long is its first unit (cut
+shorter, it would leave a tail of a word or two)..."""
+FIRST_CHARS = 60
 """...and a longer one is cut at a clause mark within this many characters, so that the first audio waits only
 for about ten words (a clause such as "The lighthouse stood on a rock at the edge of the bay,")..."""
-AUTO_FIRST_SPACE_CHARS = 48
+FIRST_SPACE_CHARS = 48
 """...or, with no clause mark there, at a space within this many: a cut between two words is no natural pause,
 so it is worth no more wait than the first audio needs."""
 
@@ -89,7 +89,7 @@ class Granularity(enum.Enum):
 
     AUTO = "auto"
     """Sentences; a long first one, or a long one right after a short unit, is cut at a clause mark
-    (see AUTO_FIRST_WHOLE_CHARS and AUTO_GROWTH)."""
+    (see FIRST_WHOLE_CHARS and AUTO_GROWTH)."""
     SENTENCE = "sentence"
     CLAUSE = "clause"
     NONE = "none"
@@ -249,19 +249,24 @@ class SentenceSplitter:
         self._consume(pos)
         return units
 
+    def _opens_turn_short(self) -> bool:
+        """Whether the next unit opens a turn and must be short: the granularities made for early audio (AUTO,
+        CLAUSE) do not let a long first sentence or clause hold back the first audio on any protocol."""
+        return self._previous_chars is None and self.granularity in (Granularity.AUTO, Granularity.CLAUSE)
+
     def _max_chars(self) -> int:
         """Longest next unit that is kept whole."""
+        if self._opens_turn_short():
+            return min(self.max_unit_chars, FIRST_WHOLE_CHARS)
         if self.granularity is not Granularity.AUTO:
             return self.max_unit_chars
-        if self._previous_chars is None:
-            return min(self.max_unit_chars, AUTO_FIRST_WHOLE_CHARS)
         return min(self.max_unit_chars, max(AUTO_MIN_CHARS, AUTO_GROWTH * self._previous_chars))
 
     def _cut_windows(self) -> tuple[int, int]:
         """Longest next unit when it has to be cut, at a clause mark and at a space: shorter than _max_chars() for a
         turn's first unit."""
-        if self.granularity is Granularity.AUTO and self._previous_chars is None:
-            return min(self.max_unit_chars, AUTO_FIRST_CHARS), min(self.max_unit_chars, AUTO_FIRST_SPACE_CHARS)
+        if self._opens_turn_short():
+            return min(self.max_unit_chars, FIRST_CHARS), min(self.max_unit_chars, FIRST_SPACE_CHARS)
         return self._max_chars(), self._max_chars()
 
     def _boundary(self, pos: int, final: bool) -> int | None:

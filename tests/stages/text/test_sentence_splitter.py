@@ -99,6 +99,19 @@ def test_auto_cuts_a_long_first_sentence_at_a_clause_else_a_space():
     assert units(medium)[0] == "To reset your password, open the settings page and choose security."  # 67: no tail of one word
 
 
+def test_clause_units_start_a_turn_short_too():
+    no_clause = "Building a small garden on a city balcony takes less space than most people think, and it pays. Then rest."
+    assert units(no_clause, granularity=Granularity.CLAUSE) == [
+        "Building a small garden on a city balcony takes",  # a long first clause would hold back the first audio
+        "less space than most people think,",
+        "and it pays.",
+        "Then rest.",
+    ]
+    later = "Yes. " + no_clause
+    assert units(later, granularity=Granularity.CLAUSE)[1] == "Building a small garden on a city balcony takes less space than most people think,"
+    assert units(no_clause, granularity=Granularity.SENTENCE)[0].endswith("and it pays.")  # asked for: whole sentences
+
+
 def test_every_turn_starts_with_a_short_unit():
     splitter = SentenceSplitter(idle_flush_s=None)
     assert [u.text for u in splitter.feed(LONG_FIRST)][:1] == ["The lighthouse stood on a rock at the edge of the bay,"]

@@ -373,7 +373,8 @@ def paired(runs: list[dict], concurrency: int, value) -> list[float]:
     return ratios
 
 
-def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: int) -> str:
+def throughput_tables(runs: list[dict], levels: list[int], cores: int) -> list[str]:
+    """The closed-loop levels (medians, then per-pair ratios); `--reps 0` runs none."""
     ceiling = median([r["audio_s_per_s"] for r in runs if r["server"] == "ceiling"])
     lines = [
         f"Ceiling (no server: {cores} parallel onnxruntime sessions, 1 intra-op thread each): {ceiling:.1f} audio s per wall s.",
@@ -409,6 +410,11 @@ def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: in
         mean = paired(runs, c, lambda r: r["latency_s"]["mean"])
         throughput = paired(runs, c, lambda r: r["audio_s_per_s"])
         lines.append(f"| {c} | {len(p50)} | {spread(p50)} | {spread(mean)} | {spread(throughput)} |")
+    return lines
+
+
+def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: int) -> str:
+    lines = throughput_tables(runs, levels, cores) if runs else []
     if not ttfa_rows:
         return "\n".join(lines) + "\n"
     lines += [

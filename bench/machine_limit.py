@@ -206,12 +206,15 @@ def generator_stage(model):
 
 @dataclass
 class StepRun:
+    batch: int
+    """The batch size of the timed steps: c where the stage ran all c sequences at once, else the largest it ran (an
+    admission that finds batching does not pay, item 3, serves fewer at a time)."""
     durations: list[float]
-    """Seconds of each generator step that ran all c sequences (a recorded step left out)."""
+    """Seconds of each generator step of that batch size (a recorded step left out)."""
     ops: dict[str, float]
     """With `profile`: self CPU seconds per torch op over those steps but the first."""
     recorded: list[Matmul]
-    """With `record`: the matrix products of one step that ran all c sequences, the second such step where there is one."""
+    """With `record`: the matrix products of one step of that batch size, a later one than its first."""
 
 
 def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool = False, record: bool = False) -> StepRun:
@@ -219,10 +222,16 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
     StepRun. Profiling is on the stage's own thread."""
     stage = generator_stage(model)
     inner = stage.step
-    run = StepRun([], {}, [])
+    durations: dict[int, list[float]] = {}
+    recorded: dict[int, list[Matmul]] = {}
+    ops: dict[str, float] = {}
+    before = [0]
+    """The batch size of the step before: what the next step most likely runs."""
 
     def timed():
-        recording = record and not run.recorded and len(run.durations) >= 1  # a decode step, not the prompt's
+        expected = before[0]
+        # a decode step, not the prompt's: the second step of a batch size or later
+        recording = record and expected not in recorded and len(durations.get(expected, [])) >= 1
         start = time.perf_counter()
         if profile or recording:
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=recording) as prof:
@@ -230,14 +239,15 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
         else:
             out = inner()
         elapsed = time.perf_counter() - start
-        if len(stage.batch_requests()) == c:
-            if recording:
-                run.recorded = recorded_matmuls(prof.key_averages(group_by_input_shape=True))
-                return out
-            run.durations.append(elapsed)
-            if profile and len(run.durations) > 1:  # the first is the prompt step (many positions): decode steps only
-                for event in prof.key_averages():
-                    run.ops[event.key] = run.ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
+        batch = before[0] = len(stage.batch_requests())
+        if batch == 0 or recording:  # a recorded step's time holds the profiler's
+            if recording and batch == expected:
+                recorded[batch] = recorded_matmuls(prof.key_averages(group_by_input_shape=True))
+            return out
+        durations.setdefault(batch, []).append(elapsed)
+        if profile and batch == c and len(durations[batch]) > 1:  # the first is the prompt step: decode steps only
+            for event in prof.key_averages():
+                ops[event.key] = ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
         return out
 
     family = real_size_cpu.FAMILIES[key]
@@ -250,9 +260,11 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
         asyncio.run(requests())
     finally:
         stage.step = inner
-    if record and not run.recorded:
-        raise RuntimeError(f"{key}: no second step ran all {c} sequences to record; give the requests more frames or steps")
-    return run
+    batches = [b for b in durations if b <= c and (b in recorded or not record)]
+    if not batches:
+        raise RuntimeError(f"{key}: no decode step was recorded at c = {c}; give the requests more frames or steps")
+    batch = max(batches)
+    return StepRun(batch, durations[batch], ops, recorded.get(batch, []))
 
 
 def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, repeats: int, dtype: str,
@@ -277,14 +289,14 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
         gc.collect()  # the replay's weights below are not held beside the model's
     bandwidth = copy_bandwidth(repeats)
     derived = key in STEPS
-    machine = {c: limits(STEPS[key](config, c) if derived else runs[c].recorded, repeats, bandwidth) for c in levels}
+    machine = {c: limits(STEPS[key](config, runs[c].batch) if derived else runs[c].recorded, repeats, bandwidth) for c in levels}
     measured = {c: runs[c].durations for c in levels}
     rows = []
     for c in levels:
         step_s = statistics.median(measured[c])
         for name, lim in machine[c].items():
             bound = max(lim["compute_s"], lim["bandwidth_s"])
-            rows.append({"family": key, "concurrency": c, "limit_dtype": name, "vocalis_dtype": dtype, "step_s": step_s,
+            rows.append({"family": key, "concurrency": c, "batch": runs[c].batch, "limit_dtype": name, "vocalis_dtype": dtype, "step_s": step_s,
                          "steps": len(measured[c]), "compute_s": lim["compute_s"], "bandwidth_s": lim["bandwidth_s"],
                          "limit_s": bound, "fraction": bound / step_s, "replay_s": lim["replay_s"],
                          "replay_fraction": lim["replay_s"] / step_s, "gflops": lim["flops"] / 1e9,
@@ -296,7 +308,8 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
 
 
 def _line(r: dict) -> str:
-    return (f"| {r['family']} | {r['concurrency']} | {r['limit_dtype']} | {r['gflops']:.2f} | {r['weight_bytes'] / 2**30:.2f} | "
+    batch = "" if r["batch"] == r["concurrency"] else f" (steps of {r['batch']})"
+    return (f"| {r['family']} | {r['concurrency']}{batch} | {r['limit_dtype']} | {r['gflops']:.2f} | {r['weight_bytes'] / 2**30:.2f} | "
             f"{r['gflops_at_compute_bound']:.1f} | {1000 * r['compute_s']:.0f} | {1000 * r['bandwidth_s']:.0f} | "
             f"{1000 * r['replay_s']:.0f} | {1000 * r['step_s']:.0f} ({r['vocalis_dtype']}) | {r['achieved_gflops']:.1f} | "
             f"{r['fraction']:.2f} | {r['replay_fraction']:.2f} | {r['step_from']} | {r['recorded_gflops']:.2f} |")

@@ -32,8 +32,11 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     assert all(r["step_from"] == "derived" and r["recorded_gflops"] == r["gflops"] > 0 for r in rows), rows
     omnivoice = {(r["concurrency"], r["limit_dtype"]): r for r in families["omnivoice"]["rows"]}
     assert all(r["step_from"] == "recorded" and r["gflops"] == r["recorded_gflops"] > 0 for r in omnivoice.values())
-    # two identical requests in one step: twice the products of one (no padding between equal rows)
-    assert omnivoice[(2, "float32")]["gflops"] == 2 * omnivoice[(1, "float32")]["gflops"]
+    # b identical requests in one step: b times the products of one (no padding between equal rows); b is what the
+    # stage chose to run at c = 2 (the step-cost admission may serve one at a time)
+    two = omnivoice[(2, "float32")]
+    assert 1 <= two["batch"] <= 2 and two["gflops"] == two["batch"] * omnivoice[(1, "float32")]["gflops"]
+    assert all(r["batch"] == r["concurrency"] for r in rows)  # Qwen3-TTS's steps batch
     printed = capsys.readouterr().out
     assert "| qwen3-0.6b-customvoice | 2 | bfloat16 |" in printed and "| omnivoice | 2 | float32 |" in printed
 

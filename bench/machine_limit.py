@@ -271,7 +271,6 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
         profile: bool) -> dict:
     from vocalis.stages.models.registry import load_model
 
-    config = json.loads((checkpoint / "config.json").read_text())
     model = load_model(str(checkpoint), stage_overrides=json.dumps(real_size_cpu.stage_overrides(dtype, max(levels))))
     try:
         loaded_bytes = model_weight_bytes(model)
@@ -289,6 +288,7 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
         gc.collect()  # the replay's weights below are not held beside the model's
     bandwidth = copy_bandwidth(repeats)
     derived = key in STEPS
+    config = json.loads((checkpoint / "config.json").read_text()) if derived else None  # a derived step's sizes
     machine = {c: limits(STEPS[key](config, runs[c].batch) if derived else runs[c].recorded, repeats, bandwidth) for c in levels}
     measured = {c: runs[c].durations for c in levels}
     rows = []

@@ -412,12 +412,18 @@ def make_request(model, case: Case, frames: int) -> SynthesisRequest:
     voice = model.adapter.resolve_voice("") or (model.capabilities.voices[0] if model.capabilities.voices and not case.clone else "")
     if model.family == "auk":  # told its length: `frames` latent frames (50 per second)
         fields = {"seed": 1, "duration_seconds": frames / 50}
-    if model.family == "higgs_audio_v2":  # frames of audio: the opening BOS frame and the delay pattern's 7 rows come first
-        fields["max_new_tokens"] = frames + 8
+    if model.family == "higgs_audio_v2":
+        fields["max_new_tokens"] = frame_budget(model.family, frames)
     if model.family == "qwen3_tts":  # greedy, as bench/real_size_cpu.py asks (the deploy samples: temperature 0.9, top-k 50)
         fields["extra_params"] = {"temperature": 0.0, "subtalker_temperature": 0.0}
     params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
+
+
+def frame_budget(family: str, frames: int) -> int:
+    """The max_new_tokens that gives `frames` frames of audio: higgs-audio v2 counts, as its reference does, the opening
+    all-BOS frame and the delay pattern's 7 rows, which complete no frame."""
+    return frames + 8 if family == "higgs_audio_v2" else frames
 
 
 async def one(model, case: Case, frames: int) -> tuple[float, float, float]:

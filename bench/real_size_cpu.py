@@ -7,7 +7,9 @@ Qwen3-TTS 0.6B and 1.7B CustomVoice (a preset speaker) and 0.6B Base (an ICL clo
 3 s clip, the same samples on both sides), VoxCPM2, OmniVoice (auto voice; its length comes from the
 text, not --frames: 145 frames at 25 Hz for TEXT; --omnivoice-steps unmasking passes, positions chosen
 by confidence alone so that both sides are deterministic), CosyVoice3 and GLM-TTS (a clone of REF_TEXT spoken by the
-same clip; greedy, stop tokens masked for all --frames steps on both sides).
+same clip; greedy, stop tokens masked for all --frames steps on both sides), higgs-audio v2 (plain text, greedy, the
+stream EOS silenced; both sides in bfloat16, as its 5.4 B-parameter talker is 20 GiB in float32: Vocalis's
+through the deploy override of stage 0's dtype, the reference's through from_pretrained's).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
@@ -20,6 +22,9 @@ flow and HiFT, streamed): the comparison is conservative for Vocalis in throughp
 whole LM decode. For a like-for-like figure the Vocalis side also times its LM stage (from a level's start to the
 stage's last step, the flow and vocoder still sharing the cores), given as "LM throughput Vocalis/ref". The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
 (text tokenised the family's way, the clip's speech tokens) to a file that the reference reads.
+higgs-audio v2 has no package either; its reference is its goldens' oracle whole (tests/goldens/higgs_audio_v2/
+make_goldens.py: transformers' HiggsAudioV2ForConditionalGeneration.generate, then HiggsAudioV2Processor.decode with
+the codec), on the prompt ids and frame budget the Vocalis side writes the same way.
 Their real-size checkpoints (bench/gpu.py's builders, shared with bench/memory_parts.py) keep the tiny text
 tokenisers and frontends (GLM-TTS: 64 <|audio_k|> tokens), whose cost is not what is measured; --frames must stay
 below twice the text's token count (the families' minimum length, over 150 for TEXT) for Vocalis's stop mask to
@@ -30,6 +35,7 @@ Each side runs in its own child process, one model in memory at a time, and repo
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
     python bench/real_size_cpu.py --families omnivoice --omnivoice-steps 4 --reps 3   # 3 interleaved pairs
     python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3   # the LM-only references
+    python bench/real_size_cpu.py --families higgs-audio-v2 --frames 16 --reps 3      # bfloat16 on both sides
 
 With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
 pair to pair; the ratios are taken within each pair and given as median [min-max] over the pairs, so that a load that
@@ -86,9 +92,16 @@ class Family:
     """Clones a reference clip with its transcript (in-context), as a Base checkpoint does."""
     length_from_text: bool = False
     """The model sets the length from the text (OmniVoice); --frames does not apply."""
+    built: bool = False
+    """The checkpoint is bench/gpu.py's (CASES: its tiny one, and build_real at the published sizes), not laid over a
+    committed one here; `tiny` is then its folder under --work-dir."""
+    prompt_ids: bool = False
+    """The reference's venv has no vocalis: the Vocalis side writes the prompt ids it decodes from to a file that the
+    reference reads."""
     lm_only_reference: bool = False
-    """No reference package: the reference runs the speech LM only, from the prompt ids the Vocalis side writes, and
-    the tiny checkpoint is built (bench/gpu.py's CASES), not committed; `tiny` is then its folder under --work-dir."""
+    """No reference package: the reference runs the speech LM only (no flow, no vocoder)."""
+    dtype: str = "float32"
+    """Both sides' compute dtype of the speech LM (the codec stays float32); Vocalis's through its deploy override."""
 
 
 FAMILIES = {
@@ -106,13 +119,19 @@ FAMILIES = {
                         "/tmp/realsize3-ov-ref/bin/python", length_from_text=True),
     # 25 Hz speech tokens; the reference is transformers' LM on the goldens' code path (no upstream package)
     "cosyvoice3": Family("cosyvoice3", "Fun-CosyVoice3-0.5B-2512", Path("tiny") / "cosyvoice3", "cosyvoice3", 25.0,
-                         "/tmp/realsize4-tf-ref/bin/python", clone=True, lm_only_reference=True),
+                         "/tmp/realsize4-tf-ref/bin/python", clone=True, built=True, prompt_ids=True, lm_only_reference=True),
     "glm-tts": Family("glm-tts", "GLM-TTS", Path("tiny") / "glm-tts", "glm-tts", 25.0,
-                      "/tmp/realsize4-tf-ref/bin/python", clone=True, lm_only_reference=True),
+                      "/tmp/realsize4-tf-ref/bin/python", clone=True, built=True, prompt_ids=True, lm_only_reference=True),
+    # the goldens' oracle, talker and codec; bfloat16: the 5.4 B-parameter talker is 20 GiB in float32
+    "higgs-audio-v2": Family("higgs-audio-v2", "higgs-audio-v2-generation-3B-base", Path("tiny") / "higgs-audio-v2",
+                             "higgs-audio-v2", 25.0, "/tmp/realsize-higgs-ref/bin/python", built=True, prompt_ids=True,
+                             dtype="bfloat16"),
 }
 LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
-             "glm-tts": {"sampler": "topk", "temperature": 0.0}}
-"""Greedy in each LM family's extra params: its alternative sampler at temperature 0 (RAS, the default, samples)."""
+             "glm-tts": {"sampler": "topk", "temperature": 0.0},
+             "higgs-audio-v2": {"temperature": 0.0, "ras_win_len": 0}}
+"""Greedy in these families' extra params: CosyVoice3's and GLM-TTS's alternative sampler at temperature 0 (RAS, their
+default, samples); higgs-audio v2 at temperature 0 without RAS (transformers' generate applies none unless asked)."""
 
 
 def _gpu_bench():
@@ -131,7 +150,7 @@ def build(key: str, out: Path, tiny: bool = False) -> None:
     import torch
 
     family = FAMILIES[key]
-    if family.lm_only_reference:
+    if family.built:
         if not (out / ".complete").exists():
             shutil.rmtree(out, ignore_errors=True)
             if tiny:
@@ -205,10 +224,10 @@ def make_request(model, family: Family, frames: int, steps: int):
     if family.reference == "omnivoice":
         fields |= {"language": "en", "extra_params": {"num_step": steps, "position_temperature": 0.0}}
     else:
-        fields["max_new_tokens"] = frames
+        fields["max_new_tokens"] = _gpu_bench().frame_budget(model.family, frames)
     if family.reference.startswith("qwen3"):
         fields["extra_params"] = dict(QWEN3_GREEDY)
-    if family.lm_only_reference:
+    if family.key in LM_GREEDY:
         fields["extra_params"] = dict(LM_GREEDY[family.key])
     if family.clone:
         if family.reference.startswith("qwen3"):
@@ -239,15 +258,20 @@ def stage_of(model, kind: type):
     return found[0]
 
 
-async def lm_prompt(model, family: Family) -> dict:
-    """The speech LM's prompt as the Vocalis side decodes it (the text tokenised the family's way, the clip's speech
-    tokens from its prepared voice), for the LM-only reference, whose venv has no vocalis to tokenise with."""
+async def lm_prompt(model, family: Family, frames: int) -> dict:
+    """The speech LM's prompt as the Vocalis side decodes it (the text tokenised the family's way, a clone's speech
+    tokens from its prepared voice), for a reference whose venv has no vocalis to tokenise with."""
     from vocalis.stages.runtime.autoregressive import AutoregressiveStage
     from vocalis.stages.runtime.prepare import PrepareStage
 
     request = make_request(model, family, 1, 1)  # its output belongs to the running loop
-    voice = stage_of(model, PrepareStage).preparer.prepare(request)  # cached since the warm-up
     lm = stage_of(model, AutoregressiveStage).model
+    if family.key == "higgs-audio-v2":
+        prompt = lm.prompt(request.text, request.stage_input)
+        assert prompt.audio is None, "a plain-text prompt is one run of ids"
+        # the frame budget as Vocalis's requests give it, which the reference's generate counts alike
+        return {"ids": list(prompt.before), "max_new_tokens": _gpu_bench().frame_budget(model.family, frames)}
+    voice = stage_of(model, PrepareStage).preparer.prepare(request)  # cached since the warm-up
     ref_text = request.stage_input.ref_text
     if family.key == "cosyvoice3":
         from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
@@ -274,21 +298,21 @@ class LMSteps:
             self.last = time.perf_counter()
 
 
-def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str = "float32",
+def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str | None = None,
                 prompt_out: Path | None = None) -> dict:
     from vocalis.stages.models.registry import load_model
 
     family = FAMILIES[key]
     start = time.perf_counter()
-    model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype, max(levels))))
+    model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype or family.dtype, max(levels))))
     load_s = time.perf_counter() - start
     out = []
     try:
         asyncio.run(one(model, family, frames, steps))  # warm-up (a clone's reference is encoded here)
         lm_steps = None
+        if family.prompt_ids and prompt_out is not None:
+            prompt_out.write_text(json.dumps(asyncio.run(lm_prompt(model, family, frames))))
         if family.lm_only_reference:
-            if prompt_out is not None:
-                prompt_out.write_text(json.dumps(asyncio.run(lm_prompt(model, family))))
             lm_steps = LMSteps(model)
             model.pipeline.observe(lm_steps)
 
@@ -378,7 +402,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
     parser.add_argument("--omnivoice-steps", type=int, default=32, help="OmniVoice's unmasking passes per request (num_step)")
-    parser.add_argument("--vocalis-dtype", default="float32", help="compute dtype of Vocalis's first stage (the reference stays float32)")
+    parser.add_argument("--vocalis-dtype", default=None, help="compute dtype of Vocalis's first stage (default: the family's, "
+                        "which its reference runs in too: float32, bfloat16 for higgs-audio v2)")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
     parser.add_argument("--reference-python", default=None,
                         help="python of the venv with the reference package (default: the family's); empty to run Vocalis only")
@@ -421,22 +446,22 @@ def main(argv: list[str] | None = None) -> dict:
         family = FAMILIES[key]
         reference = references[key]
         checkpoint = family.tiny
-        if family.lm_only_reference and args.tiny:
+        if family.built and args.tiny:
             checkpoint = args.work_dir / family.tiny
             _child(me + ["--child", "build", "--tiny", "--families", key, "--checkpoint", str(checkpoint)])
         if not args.tiny:
             checkpoint = args.work_dir / key
             _child(me + ["--child", "build", "--families", key, "--checkpoint", str(checkpoint)])
         prompt = []
-        if family.lm_only_reference:  # written by the Vocalis side, which always runs first in the first pair
+        if family.prompt_ids:  # written by the Vocalis side, which always runs first in the first pair
             prompt_file = args.work_dir / f"{key}{'-tiny' if args.tiny else ''}-prompt.json"
             prompt = ["--prompt-out", str(prompt_file)]
-        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint),
-                                   "--vocalis-dtype", args.vocalis_dtype] + common + prompt)]
+        dtype = ["--vocalis-dtype", args.vocalis_dtype] if args.vocalis_dtype else []
+        sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint)] + dtype + common + prompt)]
         if reference:
             clone = []
-            if family.lm_only_reference:
-                clone = ["--prompt", str(prompt_file), "--frame-rate", str(family.frame_rate)]
+            if family.prompt_ids:
+                clone = ["--prompt", str(prompt_file), "--frame-rate", str(family.frame_rate), "--dtype", family.dtype]
             elif family.clone:
                 clip = args.work_dir / "reference_clip.npy"
                 clip.parent.mkdir(parents=True, exist_ok=True)
@@ -462,7 +487,8 @@ def main(argv: list[str] | None = None) -> dict:
                   "vocoder sharing the cores) over the reference's LM\n\n| family | concurrency | pairs | LM throughput Vocalis/ref |\n|---|---|---|---|")
             for r in lm:
                 print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | {spread(list(r['lm_throughput_x']))} |")
-    result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps, "vocalis_dtype": args.vocalis_dtype,
+    result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps,
+              "dtypes": {k: args.vocalis_dtype or FAMILIES[k].dtype for k in keys},
               "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": summary}
     write_json(args.out, result)
     return result

@@ -45,6 +45,18 @@ speed here), and GLM-TTS's head runs on the last position only (`logits_to_keep=
 
     python3 -m venv /tmp/realsize4-tf-ref
     /tmp/realsize4-tf-ref/bin/pip install torch==2.13.0 transformers==5.24.0 safetensors numpy
+
+higgs-audio v2's runner is its goldens' oracle too (tests/goldens/higgs_audio_v2/make_goldens.py), but whole: transformers'
+HiggsAudioV2ForConditionalGeneration.generate and HiggsAudioV2Processor.decode (the codec included), on the prompt ids
+and frame budget the Vocalis side wrote (--prompt), greedy, the talker in bfloat16 on both sides (--dtype: 20 GiB in
+float32 does not fit this machine). transformers will not build the codec without torchaudio importable, though plain
+text never calls it; PyPI's is the CUDA build, so its .so files are moved out, as above:
+
+    python3 -m venv /tmp/realsize-higgs-ref
+    /tmp/realsize-higgs-ref/bin/pip install torch==2.13.0 transformers==5.24.0 safetensors numpy soundfile==0.14.0
+    /tmp/realsize-higgs-ref/bin/pip install --no-deps torchaudio==2.11.1
+    mkdir /tmp/realsize-higgs-ref/torchaudio-so
+    mv /tmp/realsize-higgs-ref/lib/python3.11/site-packages/torchaudio/lib/*.so /tmp/realsize-higgs-ref/torchaudio-so/
 """
 
 from __future__ import annotations
@@ -189,8 +201,39 @@ def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Names
     return run
 
 
+def higgs_audio_v2_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """tests/goldens/higgs_audio_v2/make_goldens.py's oracle, whole: `HiggsAudioV2ForConditionalGeneration.generate`
+    (its delay-pattern processor; greedy, no RAS) on the prompt ids the Vocalis side wrote, with its frame budget, then
+    `HiggsAudioV2Processor.decode` (the delay undone, the codec). The talker in --dtype, the codec in float32, as the
+    Vocalis side runs them. The stream EOS never wins (the checkpoint's EOS rows are zero), so every request makes
+    the same frames."""
+    from transformers import (
+        AutoTokenizer,
+        DacFeatureExtractor,
+        HiggsAudioV2ForConditionalGeneration,
+        HiggsAudioV2Processor,
+        HiggsAudioV2TokenizerModel,
+    )
+
+    prompt = json.loads(open(args.prompt).read())
+    model = HiggsAudioV2ForConditionalGeneration.from_pretrained(checkpoint, dtype=getattr(torch, args.dtype)).eval()
+    codec_dir = f"{checkpoint}/audio_tokenizer"
+    codec = HiggsAudioV2TokenizerModel.from_pretrained(codec_dir, dtype=torch.float32).eval()
+    features = DacFeatureExtractor.from_pretrained(codec_dir)
+    processor = HiggsAudioV2Processor(features, AutoTokenizer.from_pretrained(checkpoint), codec,
+                                      audio_delay_token="<|reserved_special_token_6|>")
+    ids = torch.tensor([prompt["ids"]])
+
+    def run() -> tuple[float | None, float]:
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=prompt["max_new_tokens"],
+                             do_sample=False, return_dict_in_generate=True)
+        return None, processor.decode(out.audio_sequences).numel() / features.sampling_rate
+
+    return run
+
+
 RUNNERS = {"qwen3": qwen3_runner, "qwen3-base": qwen3_base_runner, "voxcpm2": voxcpm2_runner, "omnivoice": omnivoice_runner,
-           "cosyvoice3": cosyvoice3_runner, "glm-tts": glm_tts_runner}
+           "cosyvoice3": cosyvoice3_runner, "glm-tts": glm_tts_runner, "higgs-audio-v2": higgs_audio_v2_runner}
 
 
 def main() -> None:
@@ -204,8 +247,11 @@ def main() -> None:
     parser.add_argument("--ref-audio", help="a clone's reference clip (.npy, mono float32)")
     parser.add_argument("--ref-rate", type=int, default=24000)
     parser.add_argument("--ref-text", help="the transcript of --ref-audio")
-    parser.add_argument("--prompt", help="an LM-only runner's prompt ids (JSON, written by the Vocalis side)")
+    parser.add_argument("--prompt", help="the prompt ids of the runners without a tokeniser of their own (JSON, written by "
+                        "the Vocalis side)")
     parser.add_argument("--frame-rate", type=float, default=25.0, help="an LM-only runner's speech tokens per second of audio")
+    parser.add_argument("--dtype", default="float32", help="the talker's dtype (higgs-audio v2's runner; the others load float32, "
+                        "as their Vocalis sides run)")
     args = parser.parse_args()
     start = time.perf_counter()
     run = RUNNERS[args.family](args.checkpoint, args.text, args.frames, args)

@@ -43,6 +43,12 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     glm = json.loads((tmp_path / "glm-tts-tiny-prompt.json").read_text())
     speech = [i for i in glm["ids"] if glm["audio_start"] <= i < glm["audio_start"] + glm["speech_tokens"]]
     assert speech and glm["ids"][-len(speech):] == speech and glm["ids"][-len(speech) - 1] not in speech
+    # higgs-audio v2's: the plain-text chat prompt, from <|begin_of_text|> to <|audio_out_bos|>, and the budget that
+    # gives --frames frames after the opening BOS frame and the delay pattern's 7 rows
+    higgs = json.loads((tmp_path / "higgs-audio-v2-tiny-prompt.json").read_text())
+    config = json.loads((tmp_path / "tiny" / "higgs-audio-v2" / "config.json").read_text())
+    assert higgs["ids"][0] == config["bos_token_id"] and higgs["ids"][-1] == config["audio_bos_token_id"], higgs
+    assert higgs["ids"].count(config["audio_bos_token_id"]) == 1 and higgs["max_new_tokens"] == 3 + 1 + config["num_codebooks"] - 1
 
 
 def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():

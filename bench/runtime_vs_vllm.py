@@ -8,6 +8,11 @@ decoder made of the shared layers (stages/layers). Each batch: all sequences sta
 --new-tokens each, EOS ignored; best of --repeats after a warm-up. Also checks that the greedy ids agree.
 
     python bench/runtime_vs_vllm.py --vllm-python /tmp/realsize-vllm/bin/python
+    python bench/runtime_vs_vllm.py --pairs 5 --hidden 256 --layers 4   # interleaved pairs, per-pair ratios
+
+With --pairs N both sides stay loaded (vLLM's engine in its `serve` child) and each pair times one decode on each side,
+one right after the other, the first side alternating; the ratio is taken within each pair and given as median
+[min–max] over the pairs, beside the per-pair ratios.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,12 +35,12 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.report import write_json  # noqa: E402
+from bench.report import spread, write_json  # noqa: E402
 from vocalis.stages.layers.norm import RMSNorm  # noqa: E402
 from vocalis.stages.layers.rotary import rope  # noqa: E402
 from vocalis.stages.layers.transformer import gated_decoder_layer  # noqa: E402
 from vocalis.stages.runtime.attention import AttentionBatch  # noqa: E402
-from vocalis.stages.runtime.autoregressive import AutoregressiveStage, SequenceStart  # noqa: E402
+from vocalis.stages.runtime.autoregressive import AutoregressiveModel, AutoregressiveStage, SequenceStart  # noqa: E402
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache  # noqa: E402
 from vocalis.stages.runtime.request import SynthesisRequest  # noqa: E402
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, sample_batch  # noqa: E402
@@ -65,7 +72,7 @@ class Qwen3LM(nn.Module):
         return self.norm(x)
 
 
-class LMModel:
+class LMModel(AutoregressiveModel):
     """The LM as an AutoregressiveModel: one token per frame, EOS ignored."""
 
     emits_eos_frame = False
@@ -123,20 +130,107 @@ def decode(stage: AutoregressiveStage, batch: int, prompt_len: int, new_tokens: 
     return [tokens[id(r)] for r in requests]
 
 
+class VocalisSide:
+    """The Vocalis side: the LM loaded once, one AutoregressiveStage per batch size (warmed up on first use)."""
+
+    def __init__(self, directory: Path, prompt_len: int, new_tokens: int) -> None:
+        self.lm = load_lm(directory)
+        self.prompt_len, self.new_tokens = prompt_len, new_tokens
+        self._stages: dict[int, AutoregressiveStage] = {}
+
+    def decode(self, batch: int) -> dict:
+        """One timed decode of `batch` sequences."""
+        with torch.inference_mode():
+            stage = self._stages.get(batch)
+            if stage is None:
+                stage = AutoregressiveStage("lm", LMModel(self.lm, self.prompt_len + self.new_tokens + 16), max_num_seqs=batch)
+                decode(stage, batch, self.prompt_len, self.new_tokens)  # warm-up
+                self._stages[batch] = stage
+            start = time.perf_counter()
+            ids = decode(stage, batch, self.prompt_len, self.new_tokens)
+            seconds = time.perf_counter() - start
+        return {"batch": batch, "seconds": seconds, "tokens_per_s": batch * self.new_tokens / seconds, "first_ids": ids[0]}
+
+
+class VllmSide:
+    """The vLLM side in its own venv: bench/runtime_vs_vllm_reference.py `serve`, one engine for every decode."""
+
+    def __init__(self, python: str, directory: Path, prompt_len: int, new_tokens: int) -> None:
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+        self._process = subprocess.Popen(
+            [python, str(REFERENCE), "serve", str(directory), "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.engine_start_s = self._answer("READY ")["engine_start_s"]
+
+    def decode(self, batch: int) -> dict:
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{batch}\n")
+        self._process.stdin.flush()
+        return self._answer("RESULT ")
+
+    def _answer(self, tag: str) -> dict:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            if line.startswith(tag):
+                return json.loads(line[len(tag):])
+        raise RuntimeError(f"the vLLM side ended ({self._process.wait()}) before its {tag.strip()} line; its stderr is above")
+
+    def close(self) -> None:
+        if self._process.stdin:
+            self._process.stdin.close()
+        self._process.wait(60)
+
+
 def run_vocalis(directory: Path, batches: list[int], prompt_len: int, new_tokens: int, repeats: int) -> list[dict]:
-    lm = load_lm(directory)
-    out = []
-    with torch.inference_mode():
-        for batch in batches:
-            stage = AutoregressiveStage("lm", LMModel(lm, prompt_len + new_tokens + 16), max_num_seqs=batch)
-            decode(stage, batch, prompt_len, new_tokens)  # warm-up
-            times, ids = [], None
-            for _ in range(repeats):
-                start = time.perf_counter()
-                ids = decode(stage, batch, prompt_len, new_tokens)
-                times.append(time.perf_counter() - start)
-            out.append({"batch": batch, "seconds": min(times), "tokens_per_s": batch * new_tokens / min(times), "first_ids": ids[0]})
-    return out
+    side = VocalisSide(directory, prompt_len, new_tokens)
+    return [min((side.decode(batch) for _ in range(repeats)), key=lambda level: level["seconds"]) for batch in batches]
+
+
+def run_pairs(sides: dict[str, Callable[[int], dict]], batches: list[int], pairs: int) -> list[dict]:
+    """`pairs` interleaved pairs per batch size: each side's one timed decode, one right after the other, which side
+    goes first alternating from pair to pair (and from batch size to batch size), so that a load that moves from
+    minute to minute moves both sides of a pair alike."""
+    names = list(sides)
+    runs = []
+    for pair in range(pairs):
+        for index, batch in enumerate(batches):
+            order = names if (pair + index) % 2 == 0 else names[::-1]
+            runs.append({"pair": pair, "batch": batch, "first": order[0], **{name: sides[name](batch) for name in order}})
+    return runs
+
+
+def pair_ratios(runs: list[dict], batch: int) -> list[float]:
+    """Vocalis over vLLM tokens/s, within each pair of `batch`."""
+    return [r["vocalis"]["tokens_per_s"] / r["vllm"]["tokens_per_s"] for r in runs if r["batch"] == batch]
+
+
+def main_pairs(args: argparse.Namespace, directory: Path, batches: list[int]) -> dict:
+    vllm = VllmSide(args.vllm_python, directory, args.prompt_len, args.new_tokens)
+    try:
+        torch.set_num_threads(args.threads)
+        ours = VocalisSide(directory, args.prompt_len, args.new_tokens)
+        runs = run_pairs({"vocalis": ours.decode, "vllm": vllm.decode}, batches, args.pairs)
+    finally:
+        vllm.close()
+    print(f"tiny Qwen3 LM (hidden {args.hidden}, {args.layers} layers), prompt {args.prompt_len}, {args.new_tokens} new tokens, "
+          f"greedy, float32, {args.pairs} interleaved pairs, Vocalis on {args.threads} torch thread(s); load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    print("| batch | pairs | Vocalis tok/s (median) | vLLM tok/s (median) | Vocalis/vLLM per pair | per pair | same greedy ids |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    for batch in batches:
+        mine = [r for r in runs if r["batch"] == batch]
+        ratios = pair_ratios(runs, batch)
+        row = {"batch": batch, "pairs": len(mine), "ratios": ratios,
+               "vocalis_tokens_per_s": statistics.median(r["vocalis"]["tokens_per_s"] for r in mine),
+               "vllm_tokens_per_s": statistics.median(r["vllm"]["tokens_per_s"] for r in mine),
+               "same_ids": all(r["vocalis"]["first_ids"] == r["vllm"]["first_ids"] for r in mine)}
+        rows.append(row)
+        print(f"| {batch} | {row['pairs']} | {row['vocalis_tokens_per_s']:.0f} | {row['vllm_tokens_per_s']:.0f} | {spread(ratios)} | "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} | {row['same_ids']} |")
+    return {"threads": args.threads, "hidden": args.hidden, "layers": args.layers, "prompt_len": args.prompt_len,
+            "new_tokens": args.new_tokens, "pairs": args.pairs, "vllm_engine_start_s": vllm.engine_start_s, "rows": rows,
+            "runs": runs}
 
 
 def _child(argv: list[str]) -> dict:
@@ -156,6 +250,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="interleaved pairs per batch size, one vLLM engine kept across them (0: best of --repeats, each side alone)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads on the Vocalis side (vLLM's CPU worker binds itself to one core and one thread here)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-runtime-vs-vllm")
@@ -165,6 +261,10 @@ def main(argv: list[str] | None = None) -> dict:
     directory = args.work_dir / f"qwen3-h{args.hidden}-l{args.layers}"
     if not (directory / "model.safetensors").exists():
         _child([args.vllm_python, str(REFERENCE), "build", str(directory), "--hidden", str(args.hidden), "--layers", str(args.layers)])
+    if args.pairs:
+        result = main_pairs(args, directory, batches)
+        write_json(args.out, result)
+        return result
     common = ["--batches", args.batches, "--prompt-len", str(args.prompt_len), "--new-tokens", str(args.new_tokens),
               "--repeats", str(args.repeats)]
     vllm = _child([args.vllm_python, str(REFERENCE), "run", str(directory)] + common)

@@ -225,11 +225,12 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
     durations: dict[int, list[float]] = {}
     recorded: dict[int, list[Matmul]] = {}
     ops: dict[str, float] = {}
-    before = [0]
+    before = 0
     """The batch size of the step before: what the next step most likely runs."""
 
     def timed():
-        expected = before[0]
+        nonlocal before
+        expected = before
         # a decode step, not the prompt's: the second step of a batch size or later
         recording = record and expected not in recorded and len(durations.get(expected, [])) >= 1
         start = time.perf_counter()
@@ -239,7 +240,7 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
         else:
             out = inner()
         elapsed = time.perf_counter() - start
-        batch = before[0] = len(stage.batch_requests())
+        batch = before = len(stage.batch_requests())
         if batch == 0 or recording:  # a recorded step's time holds the profiler's
             if recording and batch == expected:
                 recorded[batch] = recorded_matmuls(prof.key_averages(group_by_input_shape=True))

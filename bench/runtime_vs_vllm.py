@@ -156,10 +156,9 @@ class VllmSide:
     """The vLLM side in its own venv: bench/runtime_vs_vllm_reference.py `serve`, one engine for every decode."""
 
     def __init__(self, python: str, directory: Path, prompt_len: int, new_tokens: int) -> None:
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
         self._process = subprocess.Popen(
             [python, str(REFERENCE), "serve", str(directory), "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=vllm_env())
         self.engine_start_s = self._answer("READY ")["engine_start_s"]
 
     def decode(self, batch: int) -> dict:
@@ -233,9 +232,13 @@ def main_pairs(args: argparse.Namespace, directory: Path, batches: list[int]) ->
             "runs": runs}
 
 
+def vllm_env() -> dict[str, str]:
+    """The environment of a vLLM child: 1 GiB of KV cache unless the caller set it (vLLM's CPU default is larger)."""
+    return dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+
+
 def _child(argv: list[str]) -> dict:
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    result = subprocess.run(argv, capture_output=True, text=True, env=vllm_env())
     if result.returncode:
         raise RuntimeError(f"{argv[:3]} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return json.loads(next(line for line in reversed(result.stdout.splitlines()) if line.startswith("RESULT "))[7:])

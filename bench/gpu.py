@@ -7,8 +7,8 @@ bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
 bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Fish Speech S2 Pro: bench/configs/fish_speech_s2_pro.json; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
 cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/; GLM-TTS: the published Llama and flow configs of
-tests/goldens/glm_tts/real/; Fish Audio Drama 3: --tiny only, from tests/tiny_drama3/build.py, as its published
-sizes are not known here), loads it as the
+tests/goldens/glm_tts/real/; Fish Audio Drama 3: assumed sizes, bench/drama3_build.py (its published ones are not
+known here), only when named in --families), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -86,8 +86,9 @@ CASES = {
     "glm-tts": Case("GLM-TTS", tiny.glm_tts, clone=True, layout=lambda work: None),  # _build_glm_tts builds its base
     "drama-3": Case("drama-3", tiny.drama3),
 }
-NO_REAL_SIZES = {"drama-3": "the published tensor index and audio_decoder_config sizes of fishaudio/drama-3 are not known here"}
-"""Families measured with --tiny only (why), left out of a real-size run unless named in --families."""
+NO_REAL_SIZES = {"drama-3": "the published sizes of fishaudio/drama-3 are not known here: bench/drama3_build.py builds "
+                             "assumed ones (Qwen3.5-35B-A3B's backbone, ~33 GiB of FP8 experts)"}
+"""Families left out of a real-size run unless named in --families (why)."""
 
 
 def tiny_checkpoint(key: str, work: Path) -> Path:
@@ -155,12 +156,13 @@ def _save(module: torch.nn.Module, path: Path, prefix: str = "", into: dict | No
     return tensors
 
 
-def build_real(key: str, work: Path, device: str) -> Path:
-    """A random-weight checkpoint at the published sizes, in `work`/key (reused when present)."""
+def build_real(key: str, work: Path, device: str, layers: int | None = None) -> Path:
+    """A random-weight checkpoint at the published sizes, in `work`/key (reused when present); with `layers`, only that
+    many of the backbone's layers (Drama 3 only: the whole one does not fit a 24 GiB machine)."""
     case = CASES[key]
-    if key in NO_REAL_SIZES:
-        raise SystemExit(f"{key}: no real-size checkpoint: {NO_REAL_SIZES[key]}; measure it with --tiny")
-    out = work / key
+    if layers is not None and key != "drama-3":
+        raise SystemExit(f"{key}: only drama-3 builds a shallower checkpoint (--layers)")
+    out = work / (key if layers is None else f"{key}-{layers}-layers")
     if (out / ".complete").exists():
         return out
     shutil.rmtree(out, ignore_errors=True)
@@ -185,6 +187,10 @@ def build_real(key: str, work: Path, device: str) -> Path:
             _build_glm_tts(out)
         elif key == "fish-speech-s2-pro":
             _build_fish(out)
+        elif key == "drama-3":
+            from bench import drama3_build
+
+            drama3_build.build(out, json.loads((out / "config.json").read_text()), layers, save_file)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")

@@ -42,7 +42,7 @@ EXTRA = {"qwen3-0.6b-customvoice": gpu.Case("Qwen3-TTS-12Hz-0.6B-CustomVoice", g
 """Built by bench/real_size_cpu.py (its 0.6B layout), served as bench/gpu.py serves the others."""
 ALL = {**EXTRA, **gpu.CASES}
 CASES = {k: v for k, v in ALL.items() if k not in gpu.NO_REAL_SIZES}
-"""Families with a real-size build."""
+"""Families in a real-size run by default (gpu.NO_REAL_SIZES run only when named)."""
 GiB = 2**30
 OMNIVOICE_STEPS = 4
 """OmniVoice's unmasking passes in the one request: its length comes from the text, and its memory not from the passes."""
@@ -100,13 +100,13 @@ def measure(key: str, checkpoint: Path, dtype: str, frames: int, max_num_seqs: i
             "load_peak_rss_bytes": peak_load, "after_request_rss_bytes": after_request}
 
 
-def build(key: str, work: Path) -> Path:
-    """The real-size checkpoint of `key` under `work` (reused when complete)."""
+def build(key: str, work: Path, layers: int | None = None) -> Path:
+    """The real-size checkpoint of `key` under `work` (reused when complete); `layers`: Drama 3's shallower one."""
     if key in EXTRA:
         out = work / key
         real_size_cpu.build(key, out)
         return out
-    return gpu.build_real(key, work, "cpu")
+    return gpu.build_real(key, work, "cpu", layers)
 
 
 def child(argv: list[str]) -> dict:
@@ -132,13 +132,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--max-num-seqs", type=int, default=4, help="seats of the first two stages (the KV budget is the deploy's)")
     parser.add_argument("--kv-cache-bytes", type=int, default=0, help="the generator stage's KV budget (0: the deploy's)")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
+    parser.add_argument("--layers", type=int, default=None, help="Drama 3: build only this many of its backbone layers "
+                        "(every part at full size but their count; the whole model is ~33 GiB of FP8 experts)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-real-size")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "memory_parts.json")
     parser.add_argument("--child", choices=("build", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child == "build":
-        print(json.dumps({"built": str(build(args.families, args.work_dir))}))
+        print(json.dumps({"built": str(build(args.families, args.work_dir, args.layers))}))
         return []
     if args.child == "measure":
         print(json.dumps(measure(args.families, args.checkpoint, args.dtype, args.frames, args.max_num_seqs,
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cases = ALL if args.tiny else CASES
     keys = (args.families or ",".join(k for k in cases if not args.tiny or k not in EXTRA)).split(",")
     for key in keys:
-        if key not in cases:
+        if key not in cases and (args.tiny or key not in gpu.NO_REAL_SIZES):
             raise SystemExit(f"{key}: no {'tiny' if args.tiny else 'real-size'} checkpoint here; known: {', '.join(cases)}")
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, generator stage in {args.dtype}, one request of "
           f"{args.frames} frames, max_num_seqs {args.max_num_seqs} (GiB)")
@@ -160,7 +162,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.tiny:
             checkpoint = ALL[key].tiny(args.work_dir)
         else:
-            checkpoint = Path(child(["--child", "build", "--families", key, "--work-dir", str(args.work_dir)])["built"])
+            layers = ["--layers", str(args.layers)] if args.layers and key == "drama-3" else []
+            checkpoint = Path(child(["--child", "build", "--families", key, "--work-dir", str(args.work_dir), *layers])["built"])
         row = child(["--child", "measure", "--families", key, "--checkpoint", str(checkpoint), "--dtype", args.dtype,
                      "--frames", str(args.frames), "--max-num-seqs", str(args.max_num_seqs),
                      "--kv-cache-bytes", str(args.kv_cache_bytes)])

@@ -23,9 +23,17 @@ import torch
 
 from vocalis.stages.layers.moe import RoutedExperts, fuse_expert_weights
 from vocalis.stages.layers.weights import DerivedWeights, dtype_of, merged, renamed
-from vocalis.stages.models.drama3.block_fp8 import SCALE_SUFFIX, check_codes, dequantised, dequantize_block_fp8
+from vocalis.stages.models.drama3.block_fp8 import (
+    SCALE_SUFFIX,
+    DequantScratch,
+    check_codes,
+    dequantised,
+    dequantize_block_fp8,
+)
 
 FP8 = torch.float8_e4m3fn
+SCRATCH = DequantScratch()
+"""Shared by every layer's experts: one set of buffers per thread, not per layer (~30 MiB at Drama 3's widths)."""
 _EXPERT = re.compile(r".*\.experts\.\d+\.(gate|up|down)_proj\.weight")
 
 
@@ -46,14 +54,17 @@ class BlockFp8Experts(RoutedExperts):
                              torch.ones(num_experts, _blocks(hidden, br), _blocks(intermediate, bc)))
 
     def expert_weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Written into this thread's scratch buffers (`SCRATCH`): valid until the next expert's."""
         codes, scales = self.gate_up_proj[expert], self.gate_up_proj_scale_inv[expert]
         if self.intermediate % self.block[0] == 0:
-            gate_up = dequantize_block_fp8(codes, scales, self.block, dtype)
+            gate_up = dequantize_block_fp8(codes, scales, self.block, dtype, SCRATCH.buffers("gate_up", codes, dtype))
         else:
             rows, half = self.intermediate, scales.shape[0] // 2
             gate_up = torch.cat([dequantize_block_fp8(codes[:rows], scales[:half], self.block, dtype),
                                  dequantize_block_fp8(codes[rows:], scales[half:], self.block, dtype)])
-        down = dequantize_block_fp8(self.down_proj[expert], self.down_proj_scale_inv[expert], self.block, dtype)
+        down_codes = self.down_proj[expert]
+        down = dequantize_block_fp8(down_codes, self.down_proj_scale_inv[expert], self.block, dtype,
+                                    SCRATCH.buffers("down", down_codes, dtype))
         return gate_up, down
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> BlockFp8Experts:

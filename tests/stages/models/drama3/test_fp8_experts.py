@@ -16,6 +16,7 @@ from vocalis.stages.layers.moe import Experts
 from vocalis.stages.layers.weights import load_strict, read_safetensors
 from vocalis.stages.models.drama3.block_fp8 import (
     SCALE_SUFFIX,
+    DequantScratch,
     check_codes,
     dequantize_block_fp8,
     fp8_over_256,
@@ -162,6 +163,29 @@ def test_every_code_dequantises_to_its_float32_product_with_any_scale():
 def test_whole_blocks_dequantise_like_partial_ones():
     codes, scales = quantize_block_fp8(torch.randn(256, 384, generator=torch.Generator().manual_seed(2)), FP8_BLOCK)
     assert torch.equal(dequantize_block_fp8(codes, scales, FP8_BLOCK), code_times_scale(codes, scales, FP8_BLOCK))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_scratch_buffers_give_the_same_bits_and_are_reused_per_thread_and_mode(dtype):
+    """fp8_experts.py dequantises every expert a step reaches into buffers kept per thread: the same bits as a fresh
+    dequantisation, the same memory on the next call, another thread's or inference mode's buffers apart."""
+    import threading
+
+    scratch = DequantScratch()
+    g = torch.Generator().manual_seed(3)
+    first, second = (quantize_block_fp8(torch.randn(256, 384, generator=g), FP8_BLOCK) for _ in range(2))
+    out = dequantize_block_fp8(*first, FP8_BLOCK, dtype, scratch.buffers("w", first[0], dtype))
+    assert out.dtype == dtype and torch.equal(out, dequantize_block_fp8(*first, FP8_BLOCK, dtype))
+    again = dequantize_block_fp8(*second, FP8_BLOCK, dtype, scratch.buffers("w", second[0], dtype))
+    assert again.data_ptr() == out.data_ptr() and torch.equal(again, dequantize_block_fp8(*second, FP8_BLOCK, dtype))
+    other: list[torch.Tensor] = []
+    thread = threading.Thread(target=lambda: other.append(scratch.buffers("w", first[0], dtype).out))
+    thread.start()
+    thread.join()
+    with torch.inference_mode():
+        inference = scratch.buffers("w", first[0], dtype).out
+    assert len({out.data_ptr(), other[0].data_ptr(), inference.data_ptr()}) == 3
+    assert scratch.buffers("v", first[0], dtype).out.data_ptr() != out.data_ptr()
 
 
 def test_a_dense_expert_in_a_quantised_checkpoint_is_refused():

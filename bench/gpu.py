@@ -291,6 +291,9 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     (out / "codec_config.json").unlink(missing_ok=True)
     with _built_in(torch.bfloat16):
         dual_ar = FishDualAR(FishSpeechConfig.from_dict(config))
+    im_end = json.loads((out / "tokenizer.json").read_text())["added_tokens"]
+    im_end = next(t["id"] for t in im_end if t["content"] == "<|im_end|>")
+    dual_ar.text_model.model.embeddings.weight[im_end] = 0  # the tied head's stop logit is 0: never the likeliest
     _save(dual_ar, out / "model.safetensors")
     del dual_ar
     torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")

@@ -9,7 +9,9 @@ text, not --frames: 145 frames at 25 Hz for TEXT; --omnivoice-steps unmasking pa
 by confidence alone so that both sides are deterministic), CosyVoice3 and GLM-TTS (a clone of REF_TEXT spoken by the
 same clip; greedy, stop tokens masked for all --frames steps on both sides), higgs-audio v2 (plain text, greedy, the
 stream EOS silenced; both sides in bfloat16, as its 5.4 B-parameter talker is 20 GiB in float32: Vocalis's
-through the deploy override of stage 0's dtype, the reference's through from_pretrained's).
+through the deploy override of stage 0's dtype, the reference's through from_pretrained's), Fish Speech S2 Pro (plain
+text, greedy; the dual AR in bfloat16 on both sides, 18 GiB in float32; the stop's tied embedding row is zero, so its
+logit never leads and every request runs to --frames).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
@@ -24,7 +26,9 @@ stage's last step, the flow and vocoder still sharing the cores), given as "LM t
 (text tokenised the family's way, the clip's speech tokens) to a file that the reference reads.
 higgs-audio v2 has no package either; its reference is its goldens' oracle whole (tests/goldens/higgs_audio_v2/
 make_goldens.py: transformers' HiggsAudioV2ForConditionalGeneration.generate, then HiggsAudioV2Processor.decode with
-the codec), on the prompt ids and frame budget the Vocalis side writes the same way.
+the codec), on the prompt ids and frame budget the Vocalis side writes the same way. Fish S2 Pro's reference is its
+package, fish-speech 0.1.0 (the goldens' venv): its own `generate()` and DAC on the prompt ids the Vocalis side writes
+(bench/real_size_reference.py says how the venv is made and the model built).
 Their real-size checkpoints (bench/gpu.py's builders, shared with bench/memory_parts.py) keep the tiny text
 tokenisers and frontends (GLM-TTS: 64 <|audio_k|> tokens), whose cost is not what is measured; --frames must stay
 below twice the text's token count (the families' minimum length, over 150 for TEXT) for Vocalis's stop mask to
@@ -36,6 +40,7 @@ Each side runs in its own child process, one model in memory at a time, and repo
     python bench/real_size_cpu.py --families omnivoice --omnivoice-steps 4 --reps 3   # 3 interleaved pairs
     python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3   # the LM-only references
     python bench/real_size_cpu.py --families higgs-audio-v2 --frames 16 --reps 3      # bfloat16 on both sides
+    python bench/real_size_cpu.py --families fish-speech-s2-pro --frames 16 --reps 3  # bfloat16 on both sides
 
 With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
 pair to pair; the ratios are taken within each pair and given as median [min-max] over the pairs, so that a load that
@@ -126,10 +131,19 @@ FAMILIES = {
     "higgs-audio-v2": Family("higgs-audio-v2", "higgs-audio-v2-generation-3B-base", Path("tiny") / "higgs-audio-v2",
                              "higgs-audio-v2", 25.0, "/tmp/realsize-higgs-ref/bin/python", built=True, prompt_ids=True,
                              dtype="bfloat16"),
+    # no package: the goldens' decoder and flow (transformers' Mistral blocks) as a loop, LM only; 12.5 frames/s
+    "voxtral": Family("voxtral", "Voxtral-4B-TTS-2603", Path("tiny") / "voxtral", "voxtral", 12.5,
+                      "/tmp/realsize-higgs-ref/bin/python", built=True, prompt_ids=True, lm_only_reference=True,
+                      dtype="bfloat16"),
+    # fish-speech 0.1.0's generate() and DAC; bfloat16: the 4.6 B-parameter dual AR is 18 GiB in float32
+    "fish-speech-s2-pro": Family("fish-speech-s2-pro", "s2-pro", Path("tiny") / "fish-speech-s2-pro", "fish-s2-pro",
+                                 44100 / 2048, "/tmp/realsize-fish-ref/bin/python", built=True, prompt_ids=True,
+                                 dtype="bfloat16"),
 }
 LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
              "glm-tts": {"sampler": "topk", "temperature": 0.0},
-             "higgs-audio-v2": {"temperature": 0.0, "ras_win_len": 0}}
+             "higgs-audio-v2": {"temperature": 0.0, "ras_win_len": 0},
+             "fish-speech-s2-pro": {"temperature": 0.0}}
 """Greedy in these families' extra params: CosyVoice3's and GLM-TTS's alternative sampler at temperature 0 (RAS, their
 default, samples); higgs-audio v2 at temperature 0 without RAS (transformers' generate applies none unless asked)."""
 
@@ -155,7 +169,7 @@ def build(key: str, out: Path, tiny: bool = False) -> None:
             shutil.rmtree(out, ignore_errors=True)
             if tiny:
                 built = _gpu_bench().tiny_checkpoint(key, out.parent / "work")
-                shutil.move(built, out)
+                shutil.copytree(built, out)  # copied: a committed tiny checkpoint (Fish S2 Pro's) stays where it is
                 (out / ".complete").write_text("")
             else:
                 assert out.name == key, out  # bench/gpu.py builds into work/key
@@ -271,6 +285,19 @@ async def lm_prompt(model, family: Family, frames: int) -> dict:
         assert prompt.audio is None, "a plain-text prompt is one run of ids"
         # the frame budget as Vocalis's requests give it, which the reference's generate counts alike
         return {"ids": list(prompt.before), "max_new_tokens": _gpu_bench().frame_budget(model.family, frames)}
+    if family.key == "voxtral":  # a preset voice: its rows go in at the [AUDIO] positions
+        from vocalis.stages.models.voxtral.adapter import DEFAULT_CFG_ALPHA
+        from vocalis.stages.models.voxtral.config import AUDIO_SPECIALS, EMPTY_AUDIO, END_AUDIO
+
+        voice = request.stage_input.voice
+        spoken = lm.tekken.speech_prompt(request.text, voice)
+        c = lm.config
+        return {"ids": spoken.ids, "voice_positions": spoken.voice_positions, "voice": voice,
+                "codebook_sizes": c.codebook_sizes, "semantic_codes": c.semantic_codebook_size,
+                "audio_specials": AUDIO_SPECIALS, "empty_audio": EMPTY_AUDIO, "end_audio": END_AUDIO,
+                "levels": c.acoustic_levels, "decoding_steps": c.acoustic.decoding_steps, "cfg_alpha": DEFAULT_CFG_ALPHA}
+    if family.key == "fish-speech-s2-pro":  # text only: the prompt's codes are all zero
+        return {"ids": lm.prompt(request).ids.tolist(), "im_end": lm.tokenizer.im_end}
     voice = stage_of(model, PrepareStage).preparer.prepare(request)  # cached since the warm-up
     ref_text = request.stage_input.ref_text
     if family.key == "cosyvoice3":

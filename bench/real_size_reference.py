@@ -57,6 +57,17 @@ text never calls it; PyPI's is the CUDA build, so its .so files are moved out, a
     /tmp/realsize-higgs-ref/bin/pip install --no-deps torchaudio==2.11.1
     mkdir /tmp/realsize-higgs-ref/torchaudio-so
     mv /tmp/realsize-higgs-ref/lib/python3.11/site-packages/torchaudio/lib/*.so /tmp/realsize-higgs-ref/torchaudio-so/
+
+Fish Speech S2 Pro's runner is its package, fish-speech 0.1.0, in the venv of its goldens (the recipe in
+tests/goldens/fish_speech/make_goldens.py; the runner imports that file for the tensor names and the tiny codec's
+build), made at /tmp/realsize-fish-ref:
+
+    python3 -m venv /tmp/realsize-fish-ref
+    /tmp/realsize-fish-ref/bin/pip install torch==2.13.0 numpy einops loguru hydra-core omegaconf 'transformers<5' \
+        tiktoken soundfile natsort rich click pyrootutils loralib safetensors librosa flatten_dict julius ffmpy \
+        importlib_resources tensorboard randomname argbind
+    /tmp/realsize-fish-ref/bin/pip install --no-deps fish-speech==0.1.0 descript-audio-codec descript-audiotools torchaudio
+    mv /tmp/realsize-fish-ref/lib/python3.11/site-packages/torchaudio/lib/_torchaudio.so /tmp/realsize-fish-ref/
 """
 
 from __future__ import annotations
@@ -64,9 +75,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
 
@@ -232,8 +247,171 @@ def higgs_audio_v2_runner(checkpoint: str, text: str, frames: int, args: argpars
     return run
 
 
+class TensorsByName(dict):
+    """A .safetensors file's tensors read one at a time as they are asked for (the file mapped for that tensor only),
+    in `dtype` where floating."""
+
+    def __init__(self, path: str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.path, self.dtype = path, dtype
+
+    def names(self) -> list[str]:
+        from safetensors import safe_open
+
+        with safe_open(self.path, "pt") as weights:
+            return list(weights.keys())
+
+    def __missing__(self, name: str) -> torch.Tensor:
+        from safetensors import safe_open
+
+        with safe_open(self.path, "pt") as weights:
+            tensor = weights.get_tensor(name)
+        return tensor.to(self.dtype) if tensor.is_floating_point() else tensor
+
+
+def weight_normed(folded: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A codec state dict with each weight-normed weight folded (`X.weight`, as bench/gpu.py writes the real-size
+    codec.pth) in the reference's spellings: `X.parametrizations.weight.original0/1` or `X.weight_g/_v`, the
+    magnitude the norm of the folded weight over all but its first dimension and the direction the folded weight
+    itself, so that g * v / |v| is the folded weight again."""
+    out = {}
+    for name, like in reference.items():
+        for g, v in ((".parametrizations.weight.original0", ".parametrizations.weight.original1"), (".weight_g", ".weight_v")):
+            if name.endswith(g) or name.endswith(v):
+                stem = name[: -len(g)] if name.endswith(g) else name[: -len(v)]
+                weight = folded[stem + ".weight"]
+                out[name] = weight.flatten(1).norm(dim=1).view(like.shape) if name.endswith(g) else weight
+                break
+        else:
+            if name in folded:
+                out[name] = folded[name]
+    return out
+
+
+def fish_s2_pro_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """fish-speech 0.1.0's own `generate()` (`decode_one_token_ar`: the slow AR, then the fast AR code by code, its
+    KV caches) on the prompt ids the Vocalis side wrote, then its DAC decoding the codes (built and loaded as its
+    `dac.inference.load_model` does, from the published `modded_dac_vq` config and codec.pth; a tiny checkpoint's
+    codec_config.json built as the goldens build it).
+
+    fish-speech 0.1.0 does not read S2 Pro's published layout, so the dual AR is tests/goldens/fish_speech/
+    make_goldens.py's `reference_dual_ar` (`DualARTransformer` from the published config, S2 Pro's flags) in --dtype, and each
+    published tensor is copied in under the reference's name, the file mapped for that tensor only (a mapping held
+    for the whole load would keep the 9 GiB file resident beside the model). Its caches and causal mask are sized to
+    the request, in whole 8s as `setup_caches` rounds them (its default, the config's 32,768 positions, is a 1 GiB
+    mask). Sampling at temperature 0, which its sampler clips to 1e-5 (greedy), top-p 1, no repetition penalty; the
+    stop's logit is 0 in the checkpoint (bench/gpu.py), so every request makes --frames frames."""
+    from fish_speech.models.text2semantic.inference import generate
+
+    sys.path.insert(0, str(ROOT / "tests" / "goldens" / "fish_speech"))
+    from make_goldens import PUBLISHED_NAMES, build_reference_dac, reference_dual_ar
+
+    prompt = json.loads(open(args.prompt).read())
+    config = json.loads(open(f"{checkpoint}/config.json").read())
+    published = json.loads((ROOT / "stages" / "models" / "fish_speech" / "s2_pro_config.json").read_text())
+    t, f = (published[k] | config[k] for k in ("text_config", "audio_decoder_config"))
+    ids = prompt["ids"]
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, args.dtype))  # built in its dtype: 18 GiB in float32 does not fit
+    try:
+        model = reference_dual_ar(t, f, (config["semantic_start_token_id"], config["semantic_end_token_id"]),
+                                  im_end=prompt["im_end"], max_seq_len=-(-(len(ids) + frames) // 8) * 8)
+    finally:
+        torch.set_default_dtype(default)
+    renames = [(dst, src) for src, dst in PUBLISHED_NAMES]
+    params, published_tensors = model.state_dict(), TensorsByName(f"{checkpoint}/model.safetensors", getattr(torch, args.dtype))
+    with torch.no_grad():
+        for name in published_tensors.names():
+            params[next(src + name[len(dst):] for dst, src in renames if name.startswith(dst))].copy_(published_tensors[name])
+    if Path(checkpoint, "codec_config.json").exists():  # a tiny codec: the goldens' reference build of its geometry
+        codec = build_reference_dac(json.loads(Path(checkpoint, "codec_config.json").read_text()))
+        codec.load_state_dict(torch.load(f"{checkpoint}/codec.pth", map_location="cpu", weights_only=True))
+    else:  # the published geometry, as fish-speech's dac/inference.py `load_model` builds and loads it
+        import fish_speech
+        from hydra import compose, initialize_config_dir
+        from hydra.utils import instantiate
+
+        with initialize_config_dir(version_base="1.3", config_dir=str(Path(fish_speech.__path__[0]) / "configs")):
+            codec = instantiate(compose(config_name="modded_dac_vq"))
+        folded = torch.load(f"{checkpoint}/codec.pth", map_location="cpu", weights_only=True)
+        missing, unexpected = codec.load_state_dict(weight_normed(folded, codec.state_dict()), strict=False)
+        assert not unexpected and all(k.endswith(("causal_mask", "freqs_cis")) for k in missing), (missing[:4], unexpected[:4])
+        codec.eval()
+    rows = 1 + t["num_codebooks"]
+    inputs = torch.zeros(rows, len(ids), dtype=torch.int)
+    inputs[0] = torch.tensor(ids)
+
+    def run() -> tuple[float | None, float]:
+        seq = generate(model=model, prompt=inputs, max_new_tokens=frames, audio_masks=None, audio_parts=None,
+                       temperature=0.0, top_p=1.0, repetition_penalty=1.0)
+        codes = seq[1:, len(ids):]
+        assert codes.shape[1] == frames, f"{codes.shape[1]} frames, not {frames}: the stop won"
+        audio, _ = codec.decode(codes[None].long(), torch.tensor([frames]))
+        return None, audio.shape[-1] / codec.sample_rate
+
+    return run
+
+
+def voxtral_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
+    """tests/goldens/voxtral/make_goldens.py's code path made a generation loop: transformers' MistralModel as the
+    decoder (over the prompt's embeddings, the preset voice's rows at its [AUDIO] positions; its KV cache), the
+    semantic head's argmax with [EMPTY_AUDIO], [END_AUDIO] and the padding rows masked for every frame, the goldens'
+    acoustic flow (three MistralDecoderLayers, Euler over the config's steps with the default guidance, from seeded
+    noise), FSQ codes, and the next frame's input as the sum of its codes' embedding rows. The LM ONLY: the goldens
+    have no oracle for the codec, so a request's audio is its frames at --frame-rate and its first audio is its whole
+    decode. In --dtype; attention is transformers' sdpa (the goldens' eager: exactness there, speed here)."""
+    sys.path.insert(0, str(ROOT / "tests" / "goldens" / "voxtral"))
+    from make_goldens import flow_modules, flow_sample, fsq_codes, layer_state, mistral_config
+    from transformers.models.mistral.modeling_mistral import MistralModel
+
+    prompt = json.loads(open(args.prompt).read())
+    params = json.loads(open(f"{checkpoint}/params.json").read())
+    dtype = getattr(torch, args.dtype)
+    weights = TensorsByName(f"{checkpoint}/consolidated.safetensors", dtype)
+    config = mistral_config(params, params["n_layers"], params["vocab_size"])
+    config._attn_implementation = "sdpa"
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # built in its dtype: 15 GiB in float32 does not fit beside the rest
+    try:
+        model = MistralModel(config).eval()
+        flow = flow_modules(params, weights)
+    finally:
+        torch.set_default_dtype(default)
+    with torch.no_grad():
+        model.embed_tokens.weight.copy_(weights["mm_audio_embeddings.tok_embeddings.weight"])
+        model.norm.weight.copy_(weights["norm.weight"])
+        for i, layer in enumerate(model.layers):
+            layer.load_state_dict(layer_state(weights, f"layers.{i}.", params["n_heads"], params["n_kv_heads"]), strict=True)
+    audio_rows = weights["mm_audio_embeddings.audio_codebook_embeddings.embeddings.weight"]
+    sizes = prompt["codebook_sizes"]
+    offsets = torch.tensor([sum(sizes[:i]) for i in range(len(sizes))])
+    voice = torch.load(f"{checkpoint}/voice_embedding/{prompt['voice']}.pt", weights_only=True).to(dtype)
+    embeds = model.embed_tokens.weight[torch.tensor(prompt["ids"])].clone()
+    embeds[prompt["voice_positions"]] = voice
+    unused = torch.zeros(flow[2]["semantic_codebook_output"].shape[0], dtype=torch.bool)
+    unused[[prompt["empty_audio"], prompt["end_audio"]]] = True
+    unused[prompt["audio_specials"] + prompt["semantic_codes"]:] = True
+    alpha = torch.tensor([prompt["cfg_alpha"]], dtype=dtype)
+    generator = torch.Generator().manual_seed(1)
+
+    def run() -> tuple[float | None, float]:
+        past, step = None, embeds[None]
+        for _ in range(frames):
+            out = model(inputs_embeds=step, past_key_values=past, use_cache=True)
+            past, hidden = out.past_key_values, out.last_hidden_state[:, -1]
+            logits = (hidden @ flow[2]["semantic_codebook_output"].T).float().masked_fill(unused, float("-inf"))
+            noise = torch.randn(1, len(sizes) - 1, generator=generator).to(dtype)
+            values, _ = flow_sample(params, *flow, hidden, noise, alpha, prompt["decoding_steps"])
+            codes = torch.cat([logits.argmax(dim=-1, keepdim=True), fsq_codes(values, prompt["levels"])], dim=1)
+            step = audio_rows[codes[0] + offsets].sum(dim=0)[None, None]
+        return None, frames / args.frame_rate
+
+    return run
+
+
 RUNNERS = {"qwen3": qwen3_runner, "qwen3-base": qwen3_base_runner, "voxcpm2": voxcpm2_runner, "omnivoice": omnivoice_runner,
-           "cosyvoice3": cosyvoice3_runner, "glm-tts": glm_tts_runner, "higgs-audio-v2": higgs_audio_v2_runner}
+           "cosyvoice3": cosyvoice3_runner, "glm-tts": glm_tts_runner, "higgs-audio-v2": higgs_audio_v2_runner,
+           "fish-s2-pro": fish_s2_pro_runner, "voxtral": voxtral_runner}
 
 
 def main() -> None:
@@ -250,7 +428,7 @@ def main() -> None:
     parser.add_argument("--prompt", help="the prompt ids of the runners without a tokeniser of their own (JSON, written by "
                         "the Vocalis side)")
     parser.add_argument("--frame-rate", type=float, default=25.0, help="an LM-only runner's speech tokens per second of audio")
-    parser.add_argument("--dtype", default="float32", help="the talker's dtype (higgs-audio v2's runner; the others load float32, "
+    parser.add_argument("--dtype", default="float32", help="the talker's dtype (higgs-audio v2's and Fish S2 Pro's runners; the others load float32, "
                         "as their Vocalis sides run)")
     args = parser.parse_args()
     start = time.perf_counter()

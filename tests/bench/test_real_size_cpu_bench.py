@@ -49,6 +49,17 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     config = json.loads((tmp_path / "tiny" / "higgs-audio-v2" / "config.json").read_text())
     assert higgs["ids"][0] == config["bos_token_id"] and higgs["ids"][-1] == config["audio_bos_token_id"], higgs
     assert higgs["ids"].count(config["audio_bos_token_id"]) == 1 and higgs["max_new_tokens"] == 3 + 1 + config["num_codebooks"] - 1
+    # Fish S2 Pro's: the text-only chat prompt (system and user turns closed), ending at <|voice|>, and its stop id
+    fish = json.loads((tmp_path / "fish-speech-s2-pro-tiny-prompt.json").read_text())
+    added = json.loads((tmp_path / "tiny" / "fish-speech-s2-pro" / "tokenizer.json").read_text())["added_tokens"]
+    control = {t["content"]: t["id"] for t in added}
+    assert fish["im_end"] == control["<|im_end|>"] and fish["ids"][-1] == control["<|voice|>"], fish
+    assert fish["ids"].count(fish["im_end"]) == 2 and fish["ids"][0] == control["<|im_start|>"], fish
+    # Voxtral's: the preset voice's [AUDIO] rows after [BOS] [BEGIN_AUDIO], and what its flow loop needs
+    vox = json.loads((tmp_path / "voxtral-tiny-prompt.json").read_text())
+    rows = vox["voice_positions"]
+    assert rows and rows == list(range(2, 2 + len(rows))) and len(vox["ids"]) > len(rows) + 4, vox
+    assert vox["end_audio"] == 1 and vox["decoding_steps"] > 0 and len(vox["codebook_sizes"]) > 1, vox
 
 
 def test_ratios_pair_each_vocalis_level_with_the_reference_at_the_same_level():

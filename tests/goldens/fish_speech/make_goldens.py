@@ -180,23 +180,27 @@ FAST_CONFIG = {"vocab_size": 64, "num_codebooks": 10, "dim": 32, "n_head": 4, "n
 SEMANTIC_START, SEMANTIC_END = 300, 363
 
 
-def reference_dual_ar():
+def reference_dual_ar(text: dict = TEXT_CONFIG, fast: dict = FAST_CONFIG, semantic: tuple[int, int] = (SEMANTIC_START, SEMANTIC_END),
+                      im_end: int = -1, max_seq_len: int | None = None):
+    """fish-speech 0.1.0's DualARTransformer from an S2 Pro config's two sections (its published spelling) and semantic
+    range, with S2 Pro's structural flags; `im_end` is the stop id its `generate()` looks up, `max_seq_len` overrides
+    the config's (the size of its caches and causal mask). Built in torch's default dtype."""
     from types import SimpleNamespace
 
     from fish_speech.models.text2semantic.llama import DualARModelArgs, DualARTransformer
 
-    t, f = TEXT_CONFIG, FAST_CONFIG
+    t, f = text, fast
     args = DualARModelArgs(
         vocab_size=t["vocab_size"], n_layer=t["n_layer"], n_head=t["n_head"], dim=t["dim"],
         intermediate_size=t["intermediate_size"], n_local_heads=t["n_local_heads"], head_dim=t["head_dim"],
-        rope_base=t["rope_base"], norm_eps=t["norm_eps"], max_seq_len=t["max_seq_len"], tie_word_embeddings=True,
+        rope_base=t["rope_base"], norm_eps=t["norm_eps"], max_seq_len=max_seq_len or t["max_seq_len"], tie_word_embeddings=True,
         attention_qk_norm=True, codebook_size=t["codebook_size"], num_codebooks=t["num_codebooks"],
         scale_codebook_embeddings=True, use_gradient_checkpointing=False, n_fast_layer=f["n_layer"],
         fast_dim=f["dim"], fast_n_head=f["n_head"], fast_n_local_heads=f["n_local_heads"], fast_head_dim=f["head_dim"],
         fast_intermediate_size=f["intermediate_size"], fast_attention_qk_norm=False)
-    ids = list(range(SEMANTIC_START, SEMANTIC_END + 1))
-    tokenizer = SimpleNamespace(semantic_id_to_token_id={i: v for i, v in enumerate(ids)},
-                                semantic_begin_id=SEMANTIC_START, semantic_end_id=SEMANTIC_END)
+    start, end = semantic
+    tokenizer = SimpleNamespace(semantic_id_to_token_id={i: start + i for i in range(end - start + 1)},
+                                semantic_begin_id=start, semantic_end_id=end, get_token_id=lambda _token: im_end)
     return DualARTransformer(args, tokenizer).eval()
 
 

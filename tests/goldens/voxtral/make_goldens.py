@@ -84,7 +84,9 @@ def time_embedding(t: torch.Tensor, dim: int, theta: float = 10000.0) -> torch.T
     return torch.cat([angles.cos(), angles.sin()], dim=-1)
 
 
-def flow_goldens(params: dict, weights: dict, hidden: torch.Tensor) -> dict:
+def flow_modules(params: dict, weights) -> tuple[list[MistralDecoderLayer], MistralRMSNorm, dict[str, torch.Tensor]]:
+    """The acoustic transformer's layers, final norm and projections (`weights[name]` read per name, in the default
+    dtype; also bench/real_size_reference.py's Voxtral runner)."""
     args = params["multimodal"]["audio_model_args"]["acoustic_transformer_args"]
     config = mistral_config(args, args["n_layers"], 1)
     layers = []
@@ -95,34 +97,51 @@ def flow_goldens(params: dict, weights: dict, hidden: torch.Tensor) -> dict:
     norm = MistralRMSNorm(args["dim"], eps=config.rms_norm_eps)
     norm.load_state_dict({"weight": weights["acoustic_transformer.norm.weight"]})
     w = {name: weights[f"acoustic_transformer.{name}.weight"] for name in
-         ("input_projection", "time_projection", "llm_projection", "acoustic_codebook_output")}
+         ("input_projection", "time_projection", "llm_projection", "acoustic_codebook_output", "semantic_codebook_output")}
+    return layers, norm, w
+
+
+def flow_sample(params: dict, layers: list, norm, w: dict, hidden: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
+                steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values in [-1, 1], the first step's conditional velocity) of one frame per row of decoder states `hidden`:
+    Euler from `noise` over `steps` with classifier-free guidance `alpha` against a zeroed condition."""
+    args = params["multimodal"]["audio_model_args"]["acoustic_transformer_args"]
 
     def velocity(x: torch.Tensor, t_proj: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
         h = torch.stack([x @ w["input_projection"].T, t_proj, condition], dim=1)
-        no_rotation = (torch.ones(1, 3, args["head_dim"]), torch.zeros(1, 3, args["head_dim"]))
+        no_rotation = (torch.ones(1, 3, args["head_dim"], dtype=h.dtype), torch.zeros(1, 3, args["head_dim"], dtype=h.dtype))
         for layer in layers:
             h = layer(h, attention_mask=None, position_embeddings=no_rotation)
         return norm(h)[:, 0] @ w["acoustic_codebook_output"].T
 
+    b = hidden.shape[0]
+    times = torch.linspace(0, 1, steps + 1)
+    t_proj = time_embedding(times, args["dim"]).to(hidden.dtype) @ w["time_projection"].T
+    condition = torch.cat([hidden, torch.zeros_like(hidden)]) @ w["llm_projection"].T
+    x, first = noise.clone(), None
+    for i in range(steps):
+        v = velocity(torch.cat([x, x]), t_proj[i].expand(2 * b, -1), condition)
+        first = v[:b] if first is None else first
+        v = alpha[:, None] * v[:b] + (1 - alpha[:, None]) * v[b:]
+        x = x + v * (times[i + 1] - times[i])
+    return x.clamp(-1, 1), first
+
+
+def fsq_codes(values: torch.Tensor, levels: int = LEVELS) -> torch.Tensor:
+    """FSQ codes of values in [-1, 1], with the two audio specials' offset."""
+    return (((values + 1) / 2) * (levels - 1)).round().long() + 2
+
+
+def flow_goldens(params: dict, weights: dict, hidden: torch.Tensor) -> dict:
+    layers, norm, w = flow_modules(params, weights)
     generator = torch.Generator().manual_seed(1234)
     b = hidden.shape[0]
     noise = torch.randn(b, args_n(params), generator=generator)
     alpha = torch.tensor([1.2, 0.0, 2.5])[:b]
-    times = torch.linspace(0, 1, N_STEPS + 1)
-    t_proj = time_embedding(times, args["dim"]) @ w["time_projection"].T
-    condition = torch.cat([hidden, torch.zeros_like(hidden)]) @ w["llm_projection"].T
-    x = noise.clone()
     with torch.no_grad():
-        first = None
-        for i in range(N_STEPS):
-            v = velocity(torch.cat([x, x]), t_proj[i].expand(2 * b, -1), condition)
-            first = v[:b] if first is None else first
-            v = alpha[:, None] * v[:b] + (1 - alpha[:, None]) * v[b:]
-            x = x + v * (times[i + 1] - times[i])
-    values = x.clamp(-1, 1)
-    codes = (((values + 1) / 2) * (LEVELS - 1)).round().long() + 2
+        values, first = flow_sample(params, layers, norm, w, hidden, noise, alpha, N_STEPS)
     return {"flow_hidden": hidden, "flow_noise": noise, "flow_alpha": alpha, "flow_velocity": first, "flow_values": values,
-            "flow_codes": codes}
+            "flow_codes": fsq_codes(values)}
 
 
 def args_n(params: dict) -> int:

@@ -104,7 +104,8 @@ class Family:
     """The reference's venv has no vocalis: the Vocalis side writes the prompt ids it decodes from to a file that the
     reference reads."""
     lm_only_reference: bool = False
-    """No reference package: the reference runs the speech LM only (no flow, no vocoder)."""
+    """No reference package: the reference runs the speech LM only (no codec or vocoder; no flow matching where the
+    goldens have no oracle for it: CosyVoice3, GLM-TTS)."""
     dtype: str = "float32"
     """Both sides' compute dtype of the speech LM (the codec stays float32); Vocalis's through its deploy override."""
 
@@ -461,9 +462,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
     lm_only = [k for k in keys if FAMILIES[k].lm_only_reference]
     if lm_only:
-        print(f"{', '.join(lm_only)}: no upstream package; the reference is transformers' LM on the goldens' code path, the LM "
-              "ONLY (no flow, no vocoder), against Vocalis's whole pipeline: conservative for Vocalis in throughput, and the "
-              "reference's TTFA is its whole LM decode")
+        print(f"{', '.join(lm_only)}: no upstream package; the reference is the goldens' code path (transformers' blocks), "
+              "the speech LM ONLY (no codec or vocoder; CosyVoice3's and GLM-TTS's no flow either), against Vocalis's whole "
+              "pipeline: conservative for Vocalis in throughput, and the reference's TTFA is its whole LM decode")
     print("| family | side | concurrency | frames/s | audio-s/s | TTFA p50 ms | RTF p50 | peak RSS GiB | pair |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []

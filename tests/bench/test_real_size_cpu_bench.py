@@ -35,7 +35,7 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     printed = capsys.readouterr().out
     for family in bench.FAMILIES:
         assert f"| {family} | vocalis | 2 |" in printed
-    assert "the LM ONLY (no flow, no vocoder)" in printed
+    assert "the speech LM ONLY (no codec or vocoder" in printed
     # the LM-only references' prompts, as the Vocalis side decoded from them: the clip's speech tokens after the text
     cosy = json.loads((tmp_path / "cosyvoice3-tiny-prompt.json").read_text())
     assert cosy["prompt_speech"] and all(0 <= t < cosy["speech_tokens"] for t in cosy["prompt_speech"])

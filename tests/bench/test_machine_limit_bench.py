@@ -38,7 +38,9 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     assert 1 <= two["batch"] <= 2 and two["gflops"] == two["batch"] * omnivoice[(1, "float32")]["gflops"]
     assert all(r["batch"] == r["concurrency"] for r in rows)  # Qwen3-TTS's steps batch
     printed = capsys.readouterr().out
-    assert "| qwen3-0.6b-customvoice | 2 | bfloat16 |" in printed and "| omnivoice | 2 | float32 |" in printed
+    # OmniVoice's row says the batch its stage ran when that was not c (its step-cost admission may step one at a time)
+    shown = "2" if two["batch"] == 2 else "2 (steps of 1)"
+    assert "| qwen3-0.6b-customvoice | 2 | bfloat16 |" in printed and f"| omnivoice | {shown} | float32 |" in printed
 
 
 def test_qwen3_06b_step_is_about_3_5_gflop_and_1_65_billion_weights_per_frame():

@@ -15,9 +15,11 @@ RSS, run one short request (--frames frames), record the RSS again, and report
     python bench/memory_parts.py                                  # every family with real sizes, float32
     python bench/memory_parts.py --families voxtral --dtype bfloat16
     python bench/memory_parts.py --tiny --families voxcpm2,omnivoice  # CI-sized: the committed tiny checkpoints
+    python bench/memory_parts.py --families drama-3 --layers 8 --dtype bfloat16   # Drama 3: assumed sizes, 8 of 40 layers
 
 Checkpoints are random weights at the published sizes (bench/gpu.py's builders; Qwen3-TTS 0.6B from
-bench/real_size_cpu.py's), built once into --work-dir and reused.
+bench/real_size_cpu.py's), built once into --work-dir and reused. Drama 3's are assumed sizes (bench/drama3_build.py),
+only when named, and with --layers only that many of its 40 backbone layers: its FP8 experts alone are ~30 GiB.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ pattern unchanged): every part is at its full size except how many of the identi
 a memory measurement needs to extrapolate.
 
 The files are written one shard per backbone layer (plus one for the embeddings and head, one for the tower), so the
-builder holds one layer at a time; S2 Pro's DAC at its published geometry goes beside them (codec.pth), as the
-reference server takes S2 Pro's codec. The tokenizer is the tiny checkpoint's (text tokenisation is not measured).
+builder holds one layer at a time; bench/gpu.py puts S2 Pro's DAC at its published geometry beside them (codec.pth),
+as the reference server takes S2 Pro's codec. The tokenizer is the tiny checkpoint's (text tokenisation is not measured).
 """
 
 from __future__ import annotations
@@ -102,17 +102,15 @@ def published_layer(shapes: dict[str, tuple[tuple[int, ...], torch.dtype]], gene
 
 
 def build(out: Path, tiny_config: dict, layers: int | None, save: Callable[[dict, Path], None], sizes: dict | None = None,
-          codec: bool = True, seed: int = 0) -> None:
-    """Write config.json, the model's shards and (with `codec`) S2 Pro's DAC at its published geometry into `out`,
-    which holds the tiny checkpoint's other files (without `codec`: its tiny codec stays)."""
+          seed: int = 0) -> None:
+    """Write config.json and the model's shards into `out`, which holds the tiny checkpoint's other files (its codec
+    too: bench/gpu.py writes S2 Pro's published one over it)."""
     with torch.device("cpu"):  # the generator is a CPU one, whatever device the caller builds on
-        _build(out, config_json(tiny_config, layers, sizes), save, codec, seed)
+        _build(out, config_json(tiny_config, layers, sizes), save, seed)
 
 
-def _build(out: Path, config: dict, save: Callable[[dict, Path], None], codec: bool, seed: int) -> None:
+def _build(out: Path, config: dict, save: Callable[[dict, Path], None], seed: int) -> None:
     from tests.tiny_drama3.build import decoder_tensors
-    from vocalis.stages.models.fish_common.fish_dac import FishDAC
-    from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
 
     (out / "config.json").write_text(json.dumps(config, indent=2))
     for stale in out.glob("*.safetensors"):
@@ -131,7 +129,3 @@ def _build(out: Path, config: dict, save: Callable[[dict, Path], None], codec: b
     tower = {k: v.to(torch.bfloat16) for k, v in decoder_tensors(generator, config["audio_decoder_config"]).items()}
     save(tower, out / "model-tower.safetensors")
     del tower
-    if not codec:
-        return
-    (out / "codec_config.json").unlink(missing_ok=True)  # the published geometry, FishDACConfig's defaults
-    torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")

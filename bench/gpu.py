@@ -191,6 +191,7 @@ def build_real(key: str, work: Path, device: str, layers: int | None = None) -> 
             from bench import drama3_build
 
             drama3_build.build(out, json.loads((out / "config.json").read_text()), layers, save_file)
+            _write_s2_pro_codec(out)
         else:
             _build_omnivoice(out)
     (out / ".complete").write_text("")
@@ -281,21 +282,28 @@ def _build_fish(out: Path, config: dict | None = None) -> None:
     """S2 Pro's published geometry for the dual AR (empty config sections: the family fills them from its
     `s2_pro_config.json`), and the codec at its published geometry (no codec_config.json beside codec.pth). The tiny
     tokenizer stays: its control tokens fit the real vocabulary, and text tokenization is not what is measured."""
-    from vocalis.stages.models.fish_common.fish_dac import FishDAC
-    from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
     from vocalis.stages.models.fish_speech.config import FishSpeechConfig
     from vocalis.stages.models.fish_speech.dual_ar import FishDualAR
+    from vocalis.stages.models.fish_speech.prompt import FishTokenizer
 
     config = config or json.loads((ROOT / "bench" / "configs" / "fish_speech_s2_pro.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    (out / "codec_config.json").unlink(missing_ok=True)
     with _built_in(torch.bfloat16):
         dual_ar = FishDualAR(FishSpeechConfig.from_dict(config))
-    im_end = json.loads((out / "tokenizer.json").read_text())["added_tokens"]
-    im_end = next(t["id"] for t in im_end if t["content"] == "<|im_end|>")
+    im_end = FishTokenizer.from_file(str(out / "tokenizer.json")).im_end
     dual_ar.text_model.model.embeddings.weight[im_end] = 0  # the tied head's stop logit is 0: never the likeliest
     _save(dual_ar, out / "model.safetensors")
     del dual_ar
+    _write_s2_pro_codec(out)
+
+
+def _write_s2_pro_codec(out: Path) -> None:
+    """S2 Pro's DAC at its published geometry (FishDACConfig's defaults, so no codec_config.json) as codec.pth: S2 Pro's
+    and Drama 3's (whose reference server takes S2 Pro's codec)."""
+    from vocalis.stages.models.fish_common.fish_dac import FishDAC
+    from vocalis.stages.models.fish_common.fish_dac_config import FishDACConfig
+
+    (out / "codec_config.json").unlink(missing_ok=True)
     torch.save({k: v.detach().cpu() for k, v in FishDAC(FishDACConfig()).state_dict().items()}, out / "codec.pth")
 
 

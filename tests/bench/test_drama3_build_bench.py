@@ -38,7 +38,7 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("drama3")
     out = root / "drama-3-4-layers"
     shutil.copytree(tiny_checkpoints.drama3(root), out, ignore=shutil.ignore_patterns("*.safetensors"))
-    build.build(out, json.loads((out / "config.json").read_text()), 4, gpu.save_file, sizes=shrunk_sizes(build), codec=False)
+    build.build(out, json.loads((out / "config.json").read_text()), 4, gpu.save_file, sizes=shrunk_sizes(build))
     return build, gpu, out
 
 

@@ -94,9 +94,10 @@ async def run_server(
         load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules, config.served_model_names
     )
     if config.forced_aligner is not None:
+        from vocalis.stages.runtime.openmp_teams import then_release
         from vocalis.stages.text.aligner.aligner import attach_aligner
 
-        await asyncio.to_thread(attach_aligner, model, config.forced_aligner)
+        await asyncio.to_thread(then_release, attach_aligner, model, config.forced_aligner)
     engine = Engine([model], config.limits.max_queued_requests, config.retry_after_s)
     catalog = build_voice_catalog(engine, config.voices)
     grpc_server = await start_grpc_server(engine, config, catalog)

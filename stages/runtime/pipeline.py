@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from vocalis.stages.runtime.openmp_teams import release_team
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import Stage, StageItem
 from vocalis.stages.runtime.worker import StageWorker
@@ -23,6 +24,7 @@ class Pipeline:
             self.workers.insert(0, next_worker)
         for worker in self.workers:
             worker.start()
+        release_team()  # the weights were loaded on this thread: its team is not needed now (openmp_teams)
 
     def observe(self, observer: Callable[[str, int], None]) -> None:
         """Call `observer(stage_name, batch_size)` after every step of every stage."""

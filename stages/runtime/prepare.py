@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from vocalis.stages.runtime.openmp_teams import then_release
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.request_table import RequestTable
 from vocalis.stages.runtime.stage import StageItem
@@ -93,8 +94,8 @@ class PrepareStage(RequestTable[_Waiting]):
     def _encode(self, request: SynthesisRequest[Any]) -> Any:
         if request.closed:
             return None
-        with inference_mode_if_torch():
-            return self.preparer.prepare(request)
+        with inference_mode_if_torch():  # on the encoder's thread, whose OpenMP team then goes (openmp_teams)
+            return then_release(self.preparer.prepare, request)
 
     def _prepared(self, entry: _Waiting, prepared: Any) -> list[StageItem]:
         entry.request.prepared = prepared

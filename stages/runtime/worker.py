@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 
 from vocalis.stages.api.errors import RequestError, SynthesisFailed
+from vocalis.stages.runtime.openmp_teams import release_team
 from vocalis.stages.runtime.output import batched_delivery
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import Stage, StageItem
@@ -62,11 +63,16 @@ class StageWorker:
             self._serve()
 
     def _serve(self) -> None:
+        stepped = False
+        """Whether a step ran since the thread last let its OpenMP team go."""
         while True:
             try:
                 if self.stage.has_work():
                     message = self.inbox.get_nowait()
                 else:  # idle, or a stage holding work back until more comes or a deadline (ChunkStage.wake_in)
+                    if stepped:  # its team would keep every other stage's parallel ops from spinning (openmp_teams)
+                        release_team()
+                        stepped = False
                     message = self.inbox.get(timeout=self.stage.wake_in())
             except queue.Empty:
                 message = None
@@ -81,6 +87,7 @@ class StageWorker:
             self.stage.drop_closed()
             if self.stage.has_work():
                 self._step()
+                stepped = True
 
     def _add(self, items: list[StageItem]) -> None:
         for item in items:

@@ -36,7 +36,9 @@ class RoutedExperts(nn.Module, ABC):
 
     @abstractmethod
     def expert_weights(self, expert: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """(gate_up [2 x intermediate, hidden], down [hidden, intermediate]) of one expert, for inputs of `dtype`."""
+        """(gate_up [2 x intermediate, hidden], down [hidden, intermediate]) of one expert, for inputs of `dtype`.
+        A quantised store may hand back buffers that its next call overwrites (Drama 3's dequantised FP8 experts):
+        use them before asking for another expert, as `forward` does."""
 
     def forward(self, x: torch.Tensor, chosen: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """x [T, H]; chosen/weights [T, k]: each token's experts and their weights. Returns [T, H]."""

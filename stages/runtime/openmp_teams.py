@@ -12,9 +12,9 @@ two teams are already too many, and a decode step of ~740 parallel matmuls paid 
 libgomp it frees only the calling thread's pool). A stage worker calls it when it goes idle, the pipeline when it
 has started its workers (on the thread that loaded the weights), and a pooled thread handed torch work (a voice
 encoder, the forced aligner's load) after it, so a team lives only while its thread computes: a lone busy stage has
-its team to itself, and two busy at once still share the cores politely. The next parallel op makes a new team (one pthread_create).
-Only GNU OpenMP is touched, the runtime this was measured on; elsewhere (LLVM's or Intel's OpenMP, no torch) it
-does nothing.
+its team to itself, and two busy at once still share the cores politely. The next parallel op makes a new team
+(one pthread_create). Only GNU OpenMP is touched, the runtime this was measured on; elsewhere (LLVM's or Intel's
+OpenMP, no torch) it does nothing.
 """
 
 from __future__ import annotations

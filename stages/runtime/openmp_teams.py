@@ -13,8 +13,13 @@ libgomp it frees only the calling thread's pool). A stage worker calls it when i
 has started its workers (on the thread that loaded the weights), and a pooled thread handed torch work (a voice
 encoder, the forced aligner's load) after it, so a team lives only while its thread computes: a lone busy stage has
 its team to itself, and two busy at once still share the cores politely. The next parallel op makes a new team
-(one pthread_create). Only GNU OpenMP is touched, the runtime this was measured on; elsewhere (LLVM's or Intel's
-OpenMP, no torch) it does nothing.
+(one pthread_create and its first op: ~0.4 ms, which is why a worker waits TEAM_GRACE_S idle first). Only GNU OpenMP
+is touched, the runtime this was measured on; elsewhere (LLVM's or Intel's OpenMP, no torch) it does nothing.
+
+The other side of it: a team that spins between regions spends those spins on the cores whoever else needs them.
+Inside the server that is the same trade torch makes for any one-thread program; a second busy process on the same
+cores (two pytest workers on two cores: the unit suite ran ~10 % longer with this) loses to it. There,
+`OMP_WAIT_POLICY=PASSIVE` makes every team thread sleep at once, as all of them did before.
 """
 
 from __future__ import annotations

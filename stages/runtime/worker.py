@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 _STOP = object()
 
+TEAM_GRACE_S = 0.005
+"""Idle this long after a step, a worker lets its OpenMP team go (openmp_teams). Making the team again costs ~0.4 ms,
+so a worker that is idle for less (a tiny model between requests) keeps it."""
+
 
 def inference_mode_if_torch() -> AbstractContextManager[object]:
     """torch.inference_mode() when torch is loaded (a neural family imported it), else nothing:
@@ -41,6 +45,8 @@ class StageWorker:
         """Called after every step with the stage name and the step's batch size (metrics)."""
         self.inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name=f"stage-{stage.name}", daemon=True)
+        self._team_held = False
+        """Whether the thread stepped since it last let its OpenMP team go."""
 
     def start(self) -> None:
         self._thread.start()
@@ -63,17 +69,12 @@ class StageWorker:
             self._serve()
 
     def _serve(self) -> None:
-        stepped = False
-        """Whether a step ran since the thread last let its OpenMP team go."""
         while True:
             try:
                 if self.stage.has_work():
                     message = self.inbox.get_nowait()
                 else:  # idle, or a stage holding work back until more comes or a deadline (ChunkStage.wake_in)
-                    if stepped:  # its team would keep every other stage's parallel ops from spinning (openmp_teams)
-                        release_team()
-                        stepped = False
-                    message = self.inbox.get(timeout=self.stage.wake_in())
+                    message = self._wait(self.stage.wake_in())
             except queue.Empty:
                 message = None
             while message is not None:
@@ -87,7 +88,20 @@ class StageWorker:
             self.stage.drop_closed()
             if self.stage.has_work():
                 self._step()
-                stepped = True
+                self._team_held = True
+
+    def _wait(self, timeout: float | None) -> object:
+        """The next inbox message within `timeout` (None: however long), else queue.Empty. Idle past TEAM_GRACE_S
+        after a step, the thread lets its OpenMP team go: it would keep every other stage's parallel ops from
+        spinning (openmp_teams)."""
+        if self._team_held and (timeout is None or timeout > TEAM_GRACE_S):
+            try:
+                return self.inbox.get(timeout=TEAM_GRACE_S)
+            except queue.Empty:
+                release_team()
+                self._team_held = False
+                timeout = None if timeout is None else timeout - TEAM_GRACE_S
+        return self.inbox.get(timeout=timeout)
 
     def _add(self, items: list[StageItem]) -> None:
         for item in items:

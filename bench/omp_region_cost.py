@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -68,7 +69,6 @@ def measure_layout(layout: str, calls: int, repeats: int) -> float:
         return per_call_us(calls, repeats)
     result: list[float] = []
     release = threading.Event()
-    holders: list[threading.Thread] = []
     if layout == "beside other teams":
         run_team()
         ready = threading.Event()
@@ -78,8 +78,7 @@ def measure_layout(layout: str, calls: int, repeats: int) -> float:
             ready.set()
             release.wait()
 
-        holders.append(threading.Thread(target=hold, daemon=True))
-        holders[0].start()
+        threading.Thread(target=hold, daemon=True).start()
         ready.wait()
     worker = threading.Thread(target=lambda: result.append(per_call_us(calls, repeats)))
     worker.start()
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
     for _ in range(args.rounds):
         for name in LAYOUTS:
             runs[name].append(in_subprocess(name, args.calls, args.repeats))
-    median = {name: sorted(v)[len(v) // 2] for name, v in runs.items()}
+    median = {name: statistics.median(v) for name, v in runs.items()}
     base = median["main"]
     load = os.getloadavg()
     print(f"bfloat16 F.linear [1, {SHAPE[1]}] x [{SHAPE[0]}, {SHAPE[1]}], hot weights; torch {torch.get_num_threads()} "

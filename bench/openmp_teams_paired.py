@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.report import write_json  # noqa: E402
+from bench.report import spread, write_json  # noqa: E402
 
 SIDES = ("kept", "released")
 
@@ -33,12 +33,10 @@ def one_side(side: str, checkpoint: Path, key: str, dtype: str, c: int, frames: 
     import machine_limit
     import real_size_cpu
 
-    if side == "kept":  # the runtime as it was: no thread ever lets its team go
+    if side == "kept":  # the runtime as it was: no thread ever lets its team go (every caller asks for the runtime)
         import vocalis.stages.runtime.openmp_teams as openmp_teams
-        import vocalis.stages.runtime.pipeline as pipeline
-        import vocalis.stages.runtime.worker as worker
 
-        openmp_teams.release_team = worker.release_team = pipeline.release_team = lambda: False
+        openmp_teams._gnu_openmp = lambda: None
     from vocalis.stages.models.registry import load_model
 
     model = load_model(str(checkpoint), stage_overrides=json.dumps(real_size_cpu.stage_overrides(dtype, c)))
@@ -57,10 +55,6 @@ def in_subprocess(side: str, checkpoint: Path, key: str, dtype: str, c: int, fra
                           "--dtype", dtype, "--levels", str(c), "--frames", str(frames)],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
 def main(argv: list[str] | None = None) -> dict:

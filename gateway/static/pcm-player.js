@@ -4,7 +4,8 @@
 // the network, then {type: "end"} after the last one. The processor copies queued
 // samples into each 128-frame render quantum; when the queue runs dry before the
 // end, it outputs silence and counts one underrun per dry spell. It reports what it
-// has played to the page about ten times a second, and once more when done.
+// has played to the page about ten times a second, and once more when done; after
+// that it stays quiet until new samples come.
 
 class PcmPlayer extends AudioWorkletProcessor {
   constructor() {
@@ -62,19 +63,18 @@ class PcmPlayer extends AudioWorkletProcessor {
     } else if (written === channel.length) {
       this.dry = false;
     }
-    const done = this.ended && this.queue.length === 0;
-    if (done && !this.finished) {
+    if (this.ended && this.queue.length === 0 && !this.finished) {
       this.finished = true;
-      this.report(true);
-    } else if (currentTime - this.lastReport > 0.1) {
-      this.report(false);
+      this.report();
+    } else if (!this.finished && currentTime - this.lastReport > 0.1) {
+      this.report();
     }
     return true;
   }
 
-  report(done) {
+  report() {
     this.lastReport = currentTime;
-    this.port.postMessage({ queued: this.queued, played: this.played, underruns: this.underruns, done });
+    this.port.postMessage({ queued: this.queued, played: this.played, underruns: this.underruns, done: this.finished });
   }
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import httpx
@@ -70,7 +71,9 @@ def test_the_page_streams_and_plays_speech(server, tmp_path):
                 browser.wait_for("window.vocalisDemo.done && window.vocalisDemo.playbackDone", timeout=40)
             except TimeoutError as error:  # say how far it got: the request, the stream or the audio clock
                 raise AssertionError(f"{fmt}: {browser.evaluate('JSON.stringify(window.vocalisDemo)')}") from error
+            time.sleep(0.3)  # the worklet's periodic reports come every 0.1 s: none may take "done" back
             stats = browser.evaluate("window.vocalisDemo")
+            assert stats["playbackDone"] is True, stats
             assert stats["error"] is None and stats["format"] == fmt
             assert stats["sampleRate"] == 22050
             # every sample sent to the AudioWorklet was played, and there was a second or more of it

@@ -8,9 +8,16 @@ any other module that reads the golden checkpoints of tests/goldens (or tests/ti
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path, PurePosixPath
+
+# Before torch loads anywhere (this process, xdist's workers, the servers the tests start): the suite runs two workers
+# and their servers on two cores, where an OpenMP team that spins between parallel regions takes a core from another
+# process. Sleeping teams ran the unit half in 71-73 s against 92-100 s (2 runs each, interleaved). A server keeps
+# libgomp's default; stages/runtime/openmp_teams.py says why.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
 

@@ -16,7 +16,8 @@ step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one
    bandwidth-bound time per step (the weights a step reads, in the loaded dtype, over that bandwidth: at c = 1
    every weight is read once per use; the code predictor's ~300 MB does not stay in cache between its passes);
 3. loads the real-size random checkpoint (bench/real_size_cpu.py builds it into --work-dir, reused when there)
-   through the family loader and times the first stage's steps while c greedy requests run through the pipeline;
+   through the family loader and times the generator stage's steps (the first after a voice's prepare stage; AuK:
+   its flow's Euler steps, the thinker before it runs once a request) while c greedy requests run through the pipeline;
 4. prints limit / measured per c, where the limit is the larger of the two bounds, and replay / measured, where the
    replay is the step's matmuls alone run in order on distinct (cold) weights of the real sizes.
 
@@ -197,10 +198,14 @@ def limits(step: list[Matmul], repeats: int, bandwidth: float) -> dict:
 # -- Vocalis's step -------------------------------------------------------------------------------
 
 
-def generator_stage(model):
-    """The stage whose steps are timed: the first that generates (a voice or prompt stage before it only prepares)."""
+def generator_stage(model, key: str):
+    """The stage whose steps are timed: the family's `timed_stage`, else the first that generates (a voice or prompt
+    stage before it only prepares)."""
     from vocalis.stages.runtime.prepare import PrepareStage
 
+    named = real_size_cpu.FAMILIES[key].timed_stage
+    if named is not None:
+        return next(s for s in model.pipeline.stages if s.name == named)
     return next(s for s in model.pipeline.stages if not isinstance(s, PrepareStage))
 
 
@@ -220,7 +225,7 @@ class StepRun:
 def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool = False, record: bool = False) -> StepRun:
     """Times the generator stage's steps while c requests of `frames` frames (OmniVoice: `steps` passes) run; see
     StepRun. Profiling is on the stage's own thread."""
-    stage = generator_stage(model)
+    stage = generator_stage(model, key)
     inner = stage.step
     durations: dict[int, list[float]] = {}
     recorded: dict[int, list[Matmul]] = {}
@@ -272,7 +277,7 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
         profile: bool) -> dict:
     from vocalis.stages.models.registry import load_model
 
-    model = load_model(str(checkpoint), stage_overrides=json.dumps(real_size_cpu.stage_overrides(dtype, max(levels))))
+    model = load_model(str(checkpoint), stage_overrides=json.dumps(real_size_cpu.stage_overrides(dtype, max(levels), real_size_cpu.FAMILIES[key].dtype_stages)))
     try:
         loaded_bytes = model_weight_bytes(model)
         time_steps(model, key, 1, 2, steps)  # warm-up
@@ -321,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--families", default=",".join(STEPS), help=f"of {', '.join(real_size_cpu.FAMILIES)}")
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=8, help="frames per request while steps are timed")
-    parser.add_argument("--omnivoice-steps", type=int, default=4, help="OmniVoice's unmasking passes per request (its steps)")
+    parser.add_argument("--omnivoice-steps", type=int, default=4, help="OmniVoice's unmasking passes per request (its steps); AuK's flow steps")
     parser.add_argument("--repeats", type=int, default=3, help="timings per matmul shape and for the bandwidth (best kept)")
     parser.add_argument("--vocalis-dtype", default="float32", help="compute dtype of Vocalis's first stage")
     parser.add_argument("--profile", action="store_true", help="also profile one c = 1 request with torch.profiler")
@@ -339,10 +344,15 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = {}
     for key in args.families.split(","):
-        checkpoint = real_size_cpu.FAMILIES[key].tiny
+        family = real_size_cpu.FAMILIES[key]
         if not args.tiny:
             checkpoint = args.work_dir / key
             real_size_cpu.build(key, checkpoint)
+        elif family.built:  # bench/gpu.py's tiny checkpoint, built or copied into the work dir
+            checkpoint = args.work_dir / family.tiny
+            real_size_cpu.build(key, checkpoint, tiny=True)
+        else:
+            checkpoint = family.tiny
         result = run(key, checkpoint, levels, args.frames, args.omnivoice_steps, args.repeats, args.vocalis_dtype, args.profile)
         results[key] = result
         print(f"bandwidth (copy, read + write) {result['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; "

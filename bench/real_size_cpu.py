@@ -108,6 +108,14 @@ class Family:
     goldens have no oracle for it: CosyVoice3, GLM-TTS)."""
     dtype: str = "float32"
     """Both sides' compute dtype of the speech LM (the codec stays float32); Vocalis's through its deploy override."""
+    dtype_stages: tuple[str, ...] = ("0",)
+    """The stages (deploy indices) that run in `dtype`: the generator's, and the stage before it where that one is
+    as big (AuK's thinker)."""
+    timed_stage: str | None = None
+    """The stage bench/machine_limit.py times, by name; None: the first that is not a voice's PrepareStage."""
+    told_length: bool = False
+    """The request says its length in seconds (duration_seconds: --frames / frame_rate) and its passes (--omnivoice-steps
+    as num_inference_steps), not a token budget."""
 
 
 FAMILIES = {
@@ -140,6 +148,10 @@ FAMILIES = {
     "fish-speech-s2-pro": Family("fish-speech-s2-pro", "s2-pro", Path("tiny") / "fish-speech-s2-pro", "fish-s2-pro",
                                  44100 / 2048, "/tmp/realsize-fish-ref/bin/python", built=True, prompt_ids=True,
                                  dtype="bfloat16"),
+    # no reference at all (none upstream): Vocalis only, for its step against the machine's limit; the thinker (3.1 B)
+    # and the DiT in bfloat16, as float32 would not fit beside the replay; 50 latent frames per second of audio
+    "auk": Family("auk", "AuK", Path("tiny") / "auk", "", 50.0, "", built=True, dtype="bfloat16", dtype_stages=("0", "1"),
+                  timed_stage="flow", told_length=True),
 }
 LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
              "glm-tts": {"sampler": "topk", "temperature": 0.0},
@@ -238,6 +250,8 @@ def make_request(model, family: Family, frames: int, steps: int):
     reference = None
     if family.reference == "omnivoice":
         fields |= {"language": "en", "extra_params": {"num_step": steps, "position_temperature": 0.0}}
+    elif family.told_length:
+        fields |= {"duration_seconds": frames / family.frame_rate, "extra_params": {"num_inference_steps": steps}}
     else:
         fields["max_new_tokens"] = _gpu_bench().frame_budget(model.family, frames)
     if family.reference.startswith("qwen3"):
@@ -248,7 +262,7 @@ def make_request(model, family: Family, frames: int, steps: int):
         if family.reference.startswith("qwen3"):
             fields["language"] = "english"
         reference = ReferenceAudio(reference_clip(), REF_RATE, text=REF_TEXT)
-    voice = "" if family.clone else model.adapter.resolve_voice("") or model.capabilities.voices[0]
+    voice = "" if family.clone else model.adapter.resolve_voice("") or next(iter(model.capabilities.voices), "")
     params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 
@@ -259,9 +273,12 @@ async def one(model, family: Family, frames: int, steps: int) -> tuple[float, fl
     return await _gpu_bench().timed(model, request)
 
 
-def stage_overrides(dtype: str, max_num_seqs: int) -> dict:
-    """The deploy overrides both benches load with: the first stage in `dtype`, room for every caller."""
-    return {"0": {"device": "cpu", "dtype": dtype, "max_num_seqs": max_num_seqs}, "1": {"device": "cpu", "max_num_seqs": max_num_seqs}}
+def stage_overrides(dtype: str, max_num_seqs: int, dtype_stages: tuple[str, ...] = ("0",)) -> dict:
+    """The deploy overrides both benches load with: `dtype_stages` (the first stage) in `dtype`, room for every caller."""
+    overrides = {"0": {"device": "cpu", "max_num_seqs": max_num_seqs}, "1": {"device": "cpu", "max_num_seqs": max_num_seqs}}
+    for index in dtype_stages:
+        overrides[index]["dtype"] = dtype
+    return overrides
 
 
 def stage_of(model, kind: type):
@@ -332,7 +349,7 @@ def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, step
 
     family = FAMILIES[key]
     start = time.perf_counter()
-    model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype or family.dtype, max(levels))))
+    model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype or family.dtype, max(levels), family.dtype_stages)))
     load_s = time.perf_counter() - start
     out = []
     try:
@@ -429,7 +446,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
-    parser.add_argument("--omnivoice-steps", type=int, default=32, help="OmniVoice's unmasking passes per request (num_step)")
+    parser.add_argument("--omnivoice-steps", type=int, default=32,
+                        help="OmniVoice's unmasking passes per request (num_step); AuK's flow steps (num_inference_steps)")
     parser.add_argument("--vocalis-dtype", default=None, help="compute dtype of Vocalis's first stage (default: the family's, "
                         "which its reference runs in too: float32, bfloat16 for higgs-audio v2)")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")

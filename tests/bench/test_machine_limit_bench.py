@@ -16,7 +16,7 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench("machine_limit")
     out = tmp_path / "limit.json"
     bench.main(["--tiny", "--frames", "12", "--levels", "1,2", "--repeats", "1", "--profile", "--out", str(out),
-                "--families", "qwen3-0.6b-customvoice,omnivoice", "--omnivoice-steps", "8"])
+                "--families", "qwen3-0.6b-customvoice,omnivoice,auk", "--omnivoice-steps", "8", "--work-dir", str(tmp_path)])
     families = json.loads(out.read_text())["families"]
     result = families["qwen3-0.6b-customvoice"]
     rows = result["rows"]
@@ -37,6 +37,9 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     two = omnivoice[(2, "float32")]
     assert 1 <= two["batch"] <= 2 and two["gflops"] == two["batch"] * omnivoice[(1, "float32")]["gflops"]
     assert all(r["batch"] == r["concurrency"] for r in rows)  # Qwen3-TTS's steps batch
+    # AuK's timed stage is its flow (8 Euler steps a request), not the thinker before it (one prefill a request)
+    auk = {(r["concurrency"], r["limit_dtype"]): r for r in families["auk"]["rows"]}
+    assert auk[(1, "float32")]["steps"] >= 6 and auk[(1, "float32")]["recorded_gflops"] > 0, auk
     printed = capsys.readouterr().out
     # OmniVoice's row says the batch its stage ran when that was not c (its step-cost admission may step one at a time)
     shown = "2" if two["batch"] == 2 else "2 (steps of 1)"

@@ -11,7 +11,8 @@ same clip; greedy, stop tokens masked for all --frames steps on both sides), hig
 stream EOS silenced; both sides in bfloat16, as its 5.4 B-parameter talker is 20 GiB in float32: Vocalis's
 through the deploy override of stage 0's dtype, the reference's through from_pretrained's), Fish Speech S2 Pro (plain
 text, greedy; the dual AR in bfloat16 on both sides, 18 GiB in float32; the stop's tied embedding row is zero, so its
-logit never leads and every request runs to --frames).
+logit never leads and every request runs to --frames), and AuK (no reference exists, so Vocalis only: told its
+length, --frames latent frames at 50 a second, and --omnivoice-steps flow steps; the thinker and the DiT in bfloat16).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
@@ -41,6 +42,7 @@ Each side runs in its own child process, one model in memory at a time, and repo
     python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3   # the LM-only references
     python bench/real_size_cpu.py --families higgs-audio-v2 --frames 16 --reps 3      # bfloat16 on both sides
     python bench/real_size_cpu.py --families fish-speech-s2-pro --frames 16 --reps 3  # bfloat16 on both sides
+    python bench/real_size_cpu.py --families auk --reference-python '' --frames 50 --omnivoice-steps 4 --reps 3
 
 With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
 pair to pair; the ratios are taken within each pair and given as median [min-max] over the pairs, so that a load that

@@ -276,10 +276,11 @@ async def one(model, family: Family, frames: int, steps: int) -> tuple[float, fl
 
 
 def stage_overrides(dtype: str, max_num_seqs: int, dtype_stages: tuple[str, ...] = ("0",)) -> dict:
-    """The deploy overrides both benches load with: `dtype_stages` (the first stage) in `dtype`, room for every caller."""
+    """The deploy overrides both benches load with: `dtype_stages` (by default the first) in `dtype`, room for every
+    caller in the first two."""
     overrides = {"0": {"device": "cpu", "max_num_seqs": max_num_seqs}, "1": {"device": "cpu", "max_num_seqs": max_num_seqs}}
     for index in dtype_stages:
-        overrides[index]["dtype"] = dtype
+        overrides.setdefault(index, {"device": "cpu"})["dtype"] = dtype
     return overrides
 
 

@@ -19,7 +19,8 @@ is touched, the runtime this was measured on; elsewhere (LLVM's or Intel's OpenM
 The other side of it: a team that spins between regions spends those spins on the cores whoever else needs them.
 Inside the server that is the same trade torch makes for any one-thread program; a second busy process on the same
 cores (two pytest workers on two cores: the unit suite ran ~10 % longer with this) loses to it. There,
-`OMP_WAIT_POLICY=PASSIVE` makes every team thread sleep at once, as all of them did before.
+`OMP_WAIT_POLICY=PASSIVE` makes every team thread sleep at once, as all of them did before; the test suite sets it
+(tests/conftest.py).
 """
 
 from __future__ import annotations

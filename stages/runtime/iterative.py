@@ -83,7 +83,15 @@ class IterativeStage(RequestTable[_Entry]):
         self.max_num_seqs = max_num_seqs
         self.step_cost = StepCost() if adaptive_batching else None
         self._clock = clock
+        self._fills_device = False
+        self._later_stage_busy: Callable[[], bool] = lambda: False
         self.steps = 0
+
+    def fills_device(self) -> bool:
+        return self._fills_device
+
+    def defer_new_requests(self, later_stage_busy: Callable[[], bool]) -> None:
+        self._later_stage_busy = later_stage_busy
 
     def add(self, item: StageItem) -> None:
         entry = self._entry(item.request)
@@ -93,12 +101,20 @@ class IterativeStage(RequestTable[_Entry]):
             self.model.feed(entry.job, item.payload)
 
     def has_work(self) -> bool:
-        return any(self.model.ready(entry.job) for entry in self._entries.values())
+        return bool(self._steppable())
+
+    def _steppable(self) -> list[_Entry]:
+        """The jobs a step may take, in order: the running ones, then the new ones, unless a later stage is busy with
+        work that fills the device (then starting one would only slow the requests ahead of it)."""
+        ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
+        running = [entry for entry in ready if entry.running]
+        if len(running) == len(ready) or self._later_stage_busy():
+            return running
+        return running + [entry for entry in ready if not entry.running]
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
-        ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
-        batch = ([entry for entry in ready if entry.running] + [entry for entry in ready if not entry.running])[: self.max_num_seqs]
+        batch = self._steppable()[: self.max_num_seqs]
         if self.step_cost is not None:
             batch = batch[: self.step_cost.batch_limit(len(batch))]
         jobs = [entry.job for entry in batch]
@@ -111,6 +127,7 @@ class IterativeStage(RequestTable[_Entry]):
         produced = self.model.step(jobs)
         if self.step_cost is not None:
             self.step_cost.record(len(jobs), self._clock() - started)
+            self._fills_device = self.step_cost.fills_device()
         self.steps += 1
         outputs: list[StageItem] = []
         for job, payloads in zip(jobs, produced, strict=True):

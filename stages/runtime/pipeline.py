@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from vocalis.stages.runtime.openmp_teams import release_team
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -22,6 +23,12 @@ class Pipeline:
         for stage in reversed(stages):
             next_worker = StageWorker(stage, next_worker)
             self.workers.insert(0, next_worker)
+        for i, worker in enumerate(self.workers):
+            # A stage starts no new request while a later one steps work that fills the device, and is woken when
+            # that work is done: on a device one step already fills, a request started early only delays the ones
+            # ahead of it (the cross-stage half of step_cost.py's rule).
+            worker.stage.defer_new_requests(partial(_any_busy_filling_device, self.workers[i + 1:]))
+            worker.on_free = partial(_wake, self.workers[:i])
         for worker in self.workers:
             worker.start()
         release_team()  # the weights were loaded on this thread: its team is not needed now (openmp_teams)
@@ -40,9 +47,17 @@ class Pipeline:
         self.workers[0].put([StageItem(request)])
 
     def _wake_all(self) -> None:
-        for worker in self.workers:
-            worker.wake()
+        _wake(self.workers)
 
     def close(self, timeout: float = 5.0) -> None:
         for worker in self.workers:
             worker.stop(timeout)
+
+
+def _any_busy_filling_device(workers: list[StageWorker]) -> bool:
+    return any(worker.busy_filling_device() for worker in workers)
+
+
+def _wake(workers: list[StageWorker]) -> None:
+    for worker in workers:
+        worker.wake()

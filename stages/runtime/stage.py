@@ -14,6 +14,7 @@ plugs into them: stages/models/README.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -63,6 +64,18 @@ class Stage(Protocol):
     def step(self) -> list[StageItem]:
         """One step over a batch; returns what it produced, per request."""
         ...
+
+    def fills_device(self) -> bool:
+        """Whether this stage's step is measured to take the whole device by itself (IterativeStage's step costs), so
+        that work run beside it comes out of its own requests' time. Read from other stages' threads. False by
+        default: nothing measured says so."""
+        return False
+
+    def defer_new_requests(self, later_stage_busy: Callable[[], bool]) -> None:
+        """Told by the pipeline: `later_stage_busy()` is true while a stage after this one is stepping work that
+        fills the device. A stage that can hold a request it has not started yet (IterativeStage) starts none while
+        it is true; by default this is ignored."""
+        return None
 
     def batch_requests(self) -> list[SynthesisRequest]:
         """The requests of the step in progress (those to fail when step() raises)."""

@@ -86,6 +86,13 @@ class StepCost:
             return math.inf  # the line runs through (about) zero: all cost, no overhead
         return slope / alone
 
+    def fills_device(self) -> bool:
+        """Whether the measured costs say that one step already takes the whole device: one more request costs more
+        than half of what it costs alone (r > 1/2), the point past which two ready requests are served one after the
+        other. Work started beside such a step comes out of its own requests' time. False until measured."""
+        ratio = self.marginal_ratio()
+        return ratio is not None and ratio > 0.5
+
     def best_size(self, ready: int) -> int | None:
         """The batch size for `ready` requests that the measured costs call for (None: not measured yet); it stays at
         its last choice unless another finishes the queue sooner by more than `margin`."""

@@ -47,13 +47,23 @@ class StageWorker:
         self._thread = threading.Thread(target=self._loop, name=f"stage-{stage.name}", daemon=True)
         self._team_held = False
         """Whether the thread stepped since it last let its OpenMP team go."""
+        self.on_free: Callable[[], None] | None = None
+        """Called (on this thread) when the stage, busy with work that fills the device, has none left to step."""
+        self._busy = False
+        self._busy_lock = threading.Lock()
 
     def start(self) -> None:
         self._thread.start()
 
     def put(self, items: Iterable[StageItem]) -> None:
-        self.inbox.put(list(items))
+        with self._busy_lock:  # busy from here: the stage before may look again before this thread takes them
+            self.inbox.put(list(items))
+            self._busy = True
         self.stage.input_arrived()
+
+    def busy_filling_device(self) -> bool:
+        """Whether the stage has work to step (or items not taken yet) and its step fills the device; any thread."""
+        return self._busy and self.stage.fills_device()
 
     def wake(self) -> None:
         """Run the loop once even with nothing new: it drops the requests closed meanwhile."""
@@ -89,6 +99,15 @@ class StageWorker:
             if self.stage.has_work():
                 self._step()
                 self._team_held = True
+            self._note_busy()
+
+    def _note_busy(self) -> None:
+        with self._busy_lock:
+            freed = self._busy and not self.stage.has_work() and self.inbox.empty()
+            if freed:
+                self._busy = False
+        if freed and self.on_free is not None and self.stage.fills_device():
+            self.on_free()
 
     def _wait(self, timeout: float | None) -> object:
         """The next inbox message within `timeout` (None: however long), else queue.Empty. Idle past TEAM_GRACE_S

@@ -204,9 +204,13 @@ def generator_stage(model, key: str):
     from vocalis.stages.runtime.prepare import PrepareStage
 
     named = real_size_cpu.FAMILIES[key].timed_stage
-    if named is not None:
-        return next(s for s in model.pipeline.stages if s.name == named)
-    return next(s for s in model.pipeline.stages if not isinstance(s, PrepareStage))
+    stages = model.pipeline.stages
+    if named is None:
+        return next(s for s in stages if not isinstance(s, PrepareStage))
+    for stage in stages:
+        if stage.name == named:
+            return stage
+    raise SystemExit(f"{key}: its timed_stage {named!r} is none of its stages ({', '.join(s.name for s in stages)})")
 
 
 @dataclass

@@ -241,12 +241,13 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="1,2,4,8,16", help="closed-loop levels, comma-separated")
     parser.add_argument("--reps", type=int, default=3, help="A/B pairs per level")
     parser.add_argument("--requests", type=int, default=0, help="requests per run (default: max(16, 3 x concurrency))")
     parser.add_argument("--ttfa-reps", type=int, default=3, help="reps of the 200-word TTFA comparison (0: none)")
+    parser.add_argument("--ttfa-prompts", type=int, default=0, help="how many of the ~200-word prompts (0: all three)")
     parser.add_argument("--quiet-threshold", type=float, default=0.25, help="foreign cores below which a run may start")
     parser.add_argument("--quiet-wait", type=float, default=120, help="longest wait for a quiet machine, seconds")
     parser.add_argument("--max-foreign", type=float, default=0.2, help="a run with more foreign load than this is repeated")
@@ -254,7 +255,7 @@ def main() -> None:
     parser.add_argument("--vocalis-args", default="", help="extra arguments for `vocalis serve`")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "piper_side_by_side.json")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the tables here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop both servers on `kill`, too
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -321,7 +322,7 @@ def main() -> None:
         piper = PiperTarget(piper_url)
         ours = HttpTarget(vocalis.http_url, timeout=300)
         try:
-            for prompt in prompts.bundled(["long"]):
+            for prompt in prompts.bundled(["long"])[: args.ttfa_prompts or None]:
                 row: dict = {"words": prompt.words, "piper_s": [], "vocalis_ttfa_s": [], "vocalis_e2e_s": [], "clause_ttfa_s": []}
                 for rep in range(args.ttfa_reps):
                     await asyncio.to_thread(meter.wait_quiet, args.quiet_threshold, args.quiet_wait)
@@ -356,7 +357,7 @@ def main() -> None:
         args.markdown.write_text(tables)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([Path(sys.executable).name, *(sys.argv if argv is None else [__file__, *argv])]),
         "machine": platform.platform(), "processor": platform.processor(), "cores": cores,
         "runs": runs, "ttfa": ttfa_rows,
     }, indent=2))

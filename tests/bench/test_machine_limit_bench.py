@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from types import SimpleNamespace
+
+import pytest
 
 from tests.bench.bench_script import load_bench
 
@@ -58,3 +62,12 @@ def test_qwen3_06b_step_is_about_3_5_gflop_and_1_65_billion_weights_per_frame():
     assert 3.4e9 < flops < 3.6e9
     four = bench.qwen3_step(QWEN3_06B, 4)
     assert sum(m.flops for m in four) == 4 * flops and sum(m.weights for m in four) == sum(m.weights for m in one)
+
+
+def test_a_timed_stage_that_names_none_of_the_stages_says_so(monkeypatch):
+    bench = load_bench("machine_limit")
+    families = bench.real_size_cpu.FAMILIES
+    monkeypatch.setitem(families, "auk", dataclasses.replace(families["auk"], timed_stage="flw"))
+    model = SimpleNamespace(pipeline=SimpleNamespace(stages=[SimpleNamespace(name=n) for n in ("condition", "flow")]))
+    with pytest.raises(SystemExit, match=r"auk: its timed_stage 'flw' is none of its stages \(condition, flow\)"):
+        bench.generator_stage(model, "auk")

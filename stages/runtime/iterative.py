@@ -9,7 +9,10 @@ round-robin), a step's cost is shared by its whole batch.
 How many ready jobs a step takes is measured, not configured: the stage times its steps per batch size and steps
 the number that finishes its queue soonest on average, first come first served. Where one more job costs much of what
 it costs alone (a compute-bound step) that is one at a time, so a job's output is not held back by a batch that
-cannot raise throughput enough to pay for it; where it costs little, every ready job (step_cost.py).
+cannot raise throughput enough to pay for it; where it costs little, every ready job (step_cost.py). The same trade
+across stages: while a later stage works for the requests ahead, this one starts no new job if the later stage's
+steps are measured to slow down beside another's so much that starting it would cost the requests ahead more than it
+gains (device_share.py); jobs it has started go on, and the pipeline wakes it when that work is done.
 
 It takes a request at any place in a pipeline: its job starts from the request's first item,
 whose payload is the output of the stage before (None for stage 0). A job that consumes a stream
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from vocalis.stages.runtime.device_share import OverlapCost, SteppingClock, should_wait
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.request_table import RequestTable
 from vocalis.stages.runtime.stage import StageItem
@@ -83,15 +87,17 @@ class IterativeStage(RequestTable[_Entry]):
         self.max_num_seqs = max_num_seqs
         self.step_cost = StepCost() if adaptive_batching else None
         self._clock = clock
-        self._fills_device = False
-        self._later_stage_busy: Callable[[], bool] = lambda: False
+        self.overlap_cost = OverlapCost()
+        self._stepping = SteppingClock()
+        self._later_slowdown: Callable[[], float | None] = lambda: None
         self.steps = 0
 
-    def fills_device(self) -> bool:
-        return self._fills_device
+    def overlap_slowdown(self) -> float | None:
+        return self.overlap_cost.slowdown()
 
-    def defer_new_requests(self, later_stage_busy: Callable[[], bool]) -> None:
-        self._later_stage_busy = later_stage_busy
+    def share_device(self, stepping: SteppingClock, later_slowdown: Callable[[], float | None]) -> None:
+        self._stepping = stepping
+        self._later_slowdown = later_slowdown
 
     def add(self, item: StageItem) -> None:
         entry = self._entry(item.request)
@@ -108,9 +114,10 @@ class IterativeStage(RequestTable[_Entry]):
         work that fills the device (then starting one would only slow the requests ahead of it)."""
         ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
         running = [entry for entry in ready if entry.running]
-        if len(running) == len(ready) or self._later_stage_busy():
+        new = [entry for entry in ready if not entry.running]
+        if new and should_wait(self._later_slowdown(), len(new)):
             return running
-        return running + [entry for entry in ready if not entry.running]
+        return running + new
 
     def step(self) -> list[StageItem]:
         self.drop_closed()
@@ -123,11 +130,13 @@ class IterativeStage(RequestTable[_Entry]):
             return []
         for entry in batch:
             entry.running = True
-        started = self._clock()
+        started, mark = self._clock(), self._stepping.mark()
         produced = self.model.step(jobs)
+        seconds = self._clock() - started
+        if len(jobs) == 1:
+            self.overlap_cost.record(seconds, self._stepping.beside_since(mark))
         if self.step_cost is not None:
-            self.step_cost.record(len(jobs), self._clock() - started)
-            self._fills_device = self.step_cost.fills_device()
+            self.step_cost.record(len(jobs), seconds)
         self.steps += 1
         outputs: list[StageItem] = []
         for job, payloads in zip(jobs, produced, strict=True):

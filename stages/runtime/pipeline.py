@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from vocalis.stages.runtime.device_share import SteppingClock
 from vocalis.stages.runtime.openmp_teams import release_team
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import Stage, StageItem
@@ -23,11 +24,12 @@ class Pipeline:
         for stage in reversed(stages):
             next_worker = StageWorker(stage, next_worker)
             self.workers.insert(0, next_worker)
+        stepping = SteppingClock()
         for i, worker in enumerate(self.workers):
-            # A stage starts no new request while a later one steps work that fills the device, and is woken when
-            # that work is done: on a device one step already fills, a request started early only delays the ones
-            # ahead of it (the cross-stage half of step_cost.py's rule).
-            worker.stage.defer_new_requests(partial(_any_busy_filling_device, self.workers[i + 1:]))
+            # A stage may hold a new request while a later one works for the requests ahead, where their steps are
+            # measured to slow down beside another's (device_share.py); it is woken when that work is done.
+            worker.stepping = stepping
+            worker.stage.share_device(stepping, partial(_slowest_busy, self.workers[i + 1:]))
             worker.on_free = partial(_wake, self.workers[:i])
         for worker in self.workers:
             worker.start()
@@ -54,8 +56,9 @@ class Pipeline:
             worker.stop(timeout)
 
 
-def _any_busy_filling_device(workers: list[StageWorker]) -> bool:
-    return any(worker.busy_filling_device() for worker in workers)
+def _slowest_busy(workers: list[StageWorker]) -> float | None:
+    """The largest overlap slowdown among `workers` that have work now; None: none measured."""
+    return max((s for s in (worker.busy_slowdown() for worker in workers) if s is not None), default=None)
 
 
 def _wake(workers: list[StageWorker]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from vocalis.stages.runtime.device_share import SteppingClock
 from vocalis.stages.runtime.request import SynthesisRequest
 
 
@@ -65,16 +66,17 @@ class Stage(Protocol):
         """One step over a batch; returns what it produced, per request."""
         ...
 
-    def fills_device(self) -> bool:
-        """Whether this stage's step is measured to take the whole device by itself (IterativeStage's step costs), so
-        that work run beside it comes out of its own requests' time. Read from other stages' threads. False by
-        default: nothing measured says so."""
-        return False
+    def overlap_slowdown(self) -> float | None:
+        """How many times longer this stage's steps take while another stage steps beside them, as measured
+        (device_share.OverlapCost); None: not measured. Read from other stages' threads."""
+        return None
 
-    def defer_new_requests(self, later_stage_busy: Callable[[], bool]) -> None:
-        """Told by the pipeline: `later_stage_busy()` is true while a stage after this one is stepping work that
-        fills the device. A stage that can hold a request it has not started yet (IterativeStage) starts none while
-        it is true; by default this is ignored."""
+    def share_device(self, stepping: SteppingClock, later_slowdown: Callable[[], float | None]) -> None:
+        """Told by the pipeline: the clock that says how much of a step other stages spent stepping beside it, and
+        `later_slowdown()`, the largest overlap slowdown among the later stages that have work now (None: none
+        measured). A stage that can hold a request it has not started yet (IterativeStage) holds it while starting
+        it would cost the requests ahead more than it gains (device_share.should_wait); by default both are
+        ignored."""
         return None
 
     def batch_requests(self) -> list[SynthesisRequest]:

@@ -25,6 +25,9 @@ leaves its last choice only for one that the costs say is better by more than `m
 loaded machine the r of a compute-bound step scatters by ±0.3 (bench/adaptive_batching.py), and a flip mid-queue gives
 the waiting requests' wait to the one in service. No per-family setting: the same rule reads each stage's own costs
 on its own device. Torch-free.
+
+Across stages the pipeline weighs the same trade with what a stage's steps cost beside another stage's
+(device_share.py).
 """
 
 from __future__ import annotations
@@ -85,13 +88,6 @@ class StepCost:
         if alone <= 0:
             return math.inf  # the line runs through (about) zero: all cost, no overhead
         return slope / alone
-
-    def fills_device(self) -> bool:
-        """Whether the measured costs say that one step already takes the whole device: one more request costs more
-        than half of what it costs alone (r > 1/2), the point past which two ready requests are served one after the
-        other. Work started beside such a step comes out of its own requests' time. False until measured."""
-        ratio = self.marginal_ratio()
-        return ratio is not None and ratio > 0.5
 
     def best_size(self, ready: int) -> int | None:
         """The batch size for `ready` requests that the measured costs call for (None: not measured yet); it stays at

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 
 from vocalis.stages.api.errors import RequestError, SynthesisFailed
+from vocalis.stages.runtime.device_share import SteppingClock
 from vocalis.stages.runtime.openmp_teams import release_team
 from vocalis.stages.runtime.output import batched_delivery
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -48,7 +49,9 @@ class StageWorker:
         self._team_held = False
         """Whether the thread stepped since it last let its OpenMP team go."""
         self.on_free: Callable[[], None] | None = None
-        """Called (on this thread) when the stage, busy with work that fills the device, has none left to step."""
+        """Called (on this thread) when the stage, whose overlap slowdown is measured, has no work left to step."""
+        self.stepping = SteppingClock()
+        """The pipeline's: every step of every worker is counted on it (device_share.py)."""
         self._busy = False
         self._busy_lock = threading.Lock()
 
@@ -61,9 +64,9 @@ class StageWorker:
             self._busy = True
         self.stage.input_arrived()
 
-    def busy_filling_device(self) -> bool:
-        """Whether the stage has work to step (or items not taken yet) and its step fills the device; any thread."""
-        return self._busy and self.stage.fills_device()
+    def busy_slowdown(self) -> float | None:
+        """The stage's overlap slowdown while it has work to step (or items not taken yet), else None; any thread."""
+        return self.stage.overlap_slowdown() if self._busy else None
 
     def wake(self) -> None:
         """Run the loop once even with nothing new: it drops the requests closed meanwhile."""
@@ -106,7 +109,7 @@ class StageWorker:
             freed = self._busy and not self.stage.has_work() and self.inbox.empty()
             if freed:
                 self._busy = False
-        if freed and self.on_free is not None and self.stage.fills_device():
+        if freed and self.on_free is not None and self.stage.overlap_slowdown() is not None:
             self.on_free()
 
     def _wait(self, timeout: float | None) -> object:
@@ -133,12 +136,15 @@ class StageWorker:
                 self._fail([item.request], exc)
 
     def _step(self) -> None:
+        self.stepping.begin()
         try:
             outputs = self.stage.step()
         except Exception as exc:  # noqa: BLE001 - the batch fails, the worker lives on
             log.exception("stage %s failed a step", self.stage.name)
             self._fail(self.stage.batch_requests(), exc)
             return
+        finally:
+            self.stepping.end()
         if self.observer is not None:
             self.observer(self.stage.name, len(self.stage.batch_requests()))
         for item in outputs:

@@ -1,20 +1,53 @@
-"""A stage starts no new request while a later stage steps work that fills the device (its measured step costs say
-one more request costs about what it costs alone): on such a device the new request's work would only come out of
-the time of the requests ahead of it. A later stage whose step does not fill the device is not waited for."""
+"""A stage holds a new request while a later stage works for the request ahead, where the later stage's steps are
+measured to slow down beside another stage's so much that starting it would cost the requests ahead more than it
+gains (device_share.py); where steps do not slow each other, the stages keep working side by side.
+
+The two stages run on a simulated device in real time: a step needs `WORK` seconds of it, and steps that run at once
+share it equally (each progresses at 1/k of its speed with k stepping), or, for a device with room to spare, do not
+slow each other at all."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
+from vocalis.stages.runtime.device_share import OverlapCost, SteppingClock, should_wait
 from vocalis.stages.runtime.iterative import IterativeModel, IterativeStage
 from vocalis.stages.runtime.pipeline import Pipeline
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
 
+WORK = 0.04
 FLOW_STEPS = 3
+
+
+class Device:
+    """Runs steps of `WORK` seconds each; `shared`: steps at once split its speed, else each runs at full speed."""
+
+    def __init__(self, shared: bool) -> None:
+        self.shared = shared
+        self._lock = threading.Lock()
+        self._active = 0
+
+    def run(self, work: float) -> None:
+        with self._lock:
+            self._active += 1
+        try:
+            done, last = 0.0, time.perf_counter()
+            while done < work:
+                time.sleep(0.002)
+                now = time.perf_counter()
+                with self._lock:
+                    sharing = self._active if self.shared else 1
+                done += (now - last) / sharing
+                last = now
+        finally:
+            with self._lock:
+                self._active -= 1
 
 
 class Output:
@@ -40,43 +73,37 @@ class Job:
 
 
 @dataclass
-class Costed(IterativeModel):
-    """Each step costs `fixed + per_job · batch` on its own fake clock (what its stage times it by) and is written to
-    the shared `log` as (name, request texts); hooks run with the step's jobs before and after."""
+class OnDevice(IterativeModel):
+    """Each step runs `WORK` on the device per job, then is written to the shared `log` as (name, request texts)."""
 
     name: str
     steps: int
-    fixed: float
-    per_job: float
+    device: Device
     log: list[tuple[str, list[str]]]
-    now: float = 0.0
-    before_step: list = field(default_factory=list)
     after_step: list = field(default_factory=list)
 
     def start(self, request, payload):
         return Job(request, self.steps)
 
     def step(self, jobs):
-        for hook in self.before_step:
-            hook(jobs)
-        self.now += self.fixed + self.per_job * len(jobs)
+        self.device.run(WORK * len(jobs))
         self.log.append((self.name, [job.request.text for job in jobs]))
         for job in jobs:
             job.taken += 1
         for hook in self.after_step:
             hook(jobs)
-        out = np.zeros(8, dtype=np.float32)
-        return [[out] if job.done else [] for job in jobs]
+        return [[np.zeros(8, dtype=np.float32)] if job.done else [] for job in jobs]
 
 
-def two_stages(flow_fixed: float, flow_per_job: float) -> tuple[Pipeline, Costed, Costed, list]:
-    """A one-step conditioning stage (compute-bound) before a three-step flow with the given costs."""
-    log: list[tuple[str, list[str]]] = []
-    condition = Costed("condition", 1, 0.0, 1.0, log)
-    flow = Costed("flow", FLOW_STEPS, flow_fixed, flow_per_job, log)
-    pipeline = Pipeline([IterativeStage("condition", condition, clock=lambda: condition.now),
-                         IterativeStage("flow", flow, clock=lambda: flow.now)])
-    return pipeline, condition, flow, log
+def two_stages(shared: bool) -> tuple[Pipeline, OnDevice, list]:
+    """A one-step conditioning stage before a three-step flow, one request a step each (batching is not what is
+    tested here)."""
+    device, log = Device(shared), []
+    condition = OnDevice("condition", 1, device, log)
+    flow = OnDevice("flow", FLOW_STEPS, device, log)
+    pipeline = Pipeline([IterativeStage("condition", condition, max_num_seqs=1, adaptive_batching=False),
+                         IterativeStage("flow", flow, max_num_seqs=1, adaptive_batching=False)])
+    return pipeline, condition, log
 
 
 def serve(pipeline: Pipeline, texts: list[str]) -> None:
@@ -87,23 +114,20 @@ def serve(pipeline: Pipeline, texts: list[str]) -> None:
         assert output.closed.wait(30)
 
 
-def measure(pipeline: Pipeline, flow: Costed) -> None:
-    """Serve six requests at once, so that both stages time two steps of one and two of two (their costs are known:
-    the one-step condition takes them 1, 1, 2, 2; the flow, held back until all are conditioned, likewise)."""
-    gate = threading.Event()
-    flow.before_step.append(lambda jobs: gate.wait(5))
-    threading.Timer(0.3, gate.set).start()
-    serve(pipeline, [f"warm-{i}" for i in range(6)])
-    flow.before_step.clear()
-    for stage in pipeline.stages:
-        assert stage.step_cost.measured().keys() == {1, 2}
+def measure(pipeline: Pipeline) -> float:
+    """One request alone (the flow's steps alone), then four at once (the conditions of the later ones beside the
+    flow of the first, as nothing is measured yet): the flow's overlap slowdown."""
+    serve(pipeline, ["warm"])
+    serve(pipeline, [f"warm-{i}" for i in range(4)])
+    slowdown = pipeline.stages[1].overlap_slowdown()
+    assert slowdown is not None
+    return slowdown
 
 
-def test_no_request_is_started_while_a_later_stage_fills_the_device():
-    pipeline, condition, flow, log = two_stages(0.0, 1.0)
+def test_a_new_request_waits_while_a_later_stage_that_slows_beside_others_works():
+    pipeline, condition, log = two_stages(shared=True)
     try:
-        measure(pipeline, flow)
-        assert pipeline.stages[1].fills_device()
+        assert measure(pipeline) > 1.6  # each step at half speed beside another: s ~ 2
         log.clear()
         serve(pipeline, ["1", "2", "3"])
     finally:
@@ -115,19 +139,47 @@ def test_no_request_is_started_while_a_later_stage_fills_the_device():
     assert log == expected
 
 
-def test_a_later_stage_whose_step_does_not_fill_the_device_is_not_waited_for():
-    pipeline, condition, flow, log = two_stages(1.0, 0.0)  # one more request costs nothing: batching pays
+def test_a_later_stage_whose_steps_do_not_slow_beside_others_is_not_waited_for():
+    pipeline, condition, log = two_stages(shared=False)
     try:
-        measure(pipeline, flow)
-        assert not pipeline.stages[1].fills_device()
+        assert measure(pipeline) < 1.33  # a device with room: s ~ 1
         log.clear()
         conditioned = threading.Event()
-        # the flow's first step waits until every request is conditioned: it must not be waited for meanwhile
-        flow.before_step.append(lambda jobs: conditioned.wait(5))
         condition.after_step.append(lambda jobs: jobs[-1].request.text == "3" and conditioned.set())
         serve(pipeline, ["1", "2", "3"])
     finally:
         pipeline.close()
     assert conditioned.is_set()
-    first_flow = next(i for i, (name, _) in enumerate(log) if name == "flow")
-    assert [texts for name, texts in log[:first_flow]] == [["1"], ["2"], ["3"]]
+    conditions = [i for i, (name, _) in enumerate(log) if name == "condition"]
+    last_flow_of_1 = max(i for i, entry in enumerate(log) if entry == ("flow", ["1"]))
+    assert conditions[-1] < last_flow_of_1  # all three conditioned while the flow worked on request 1
+
+
+def test_the_stepping_clock_counts_the_time_others_stepped_beside_a_step():
+    now = [0.0]
+    clock = SteppingClock(lambda: now[0])
+    clock.begin()  # this stage steps from 0 to 10
+    mark = clock.mark()
+    now[0] = 4.0
+    clock.begin()  # another from 4 to 9
+    now[0] = 9.0
+    clock.end()
+    now[0] = 10.0
+    assert clock.beside_since(mark) == pytest.approx(0.5)
+    clock.end()
+
+
+@pytest.mark.parametrize(("share", "slowdown"), [(1.0, 2.0), (0.5, 2.0), (1.0, 1.0), (0.5, 3.0)])
+def test_the_overlap_slowdown_is_read_back_from_steps_partly_beside_others(share, slowdown):
+    cost = OverlapCost()
+    for _ in range(2):
+        cost.record(1.0, 0.0)
+        cost.record(1.0 / (1 - share + share / slowdown), share)
+    assert cost.slowdown() == pytest.approx(slowdown)
+
+
+def test_waiting_pays_only_past_the_slowdown_where_side_by_side_loses_on_mean_ttfa():
+    assert not should_wait(None, 3)  # not measured: never
+    assert should_wait(1.6, 3) and not should_wait(1.55, 3)  # four requests: 2 - 2/5
+    assert should_wait(1.34, 1) and not should_wait(1.3, 1)  # two: 2 - 2/3
+    assert not should_wait(1.9, 100)  # a long queue gains from every overlap short of s = 2

@@ -248,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=0, help="requests per run (default: max(16, 3 x concurrency))")
     parser.add_argument("--ttfa-reps", type=int, default=3, help="reps of the 200-word TTFA comparison (0: none)")
     parser.add_argument("--ttfa-prompts", type=int, default=0, help="how many of the ~200-word prompts (0: all three)")
+    parser.add_argument("--ceiling-texts", type=int, default=0, help="texts of the ceiling run (0: max(16, 3 x the top level))")
     parser.add_argument("--quiet-threshold", type=float, default=0.25, help="foreign cores below which a run may start")
     parser.add_argument("--quiet-wait", type=float, default=120, help="longest wait for a quiet machine, seconds")
     parser.add_argument("--max-foreign", type=float, default=0.2, help="a run with more foreign load than this is repeated")
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
             for prompt in mix[:3]:  # warm-up: one of each length, untimed
                 await piper.request(prompt)
                 await ours.request(prompt)
-            ceiling_texts = [p.text for p in mix[: max(16, 3 * max(levels))]]
+            ceiling_texts = [p.text for p in mix[: args.ceiling_texts or max(16, 3 * max(levels))]]
             for rep in range(args.reps):
                 for concurrency in levels:
                     count = args.requests or max(16, 3 * concurrency)

@@ -108,7 +108,7 @@ def two_stages(shared: bool) -> tuple[Pipeline, OnDevice, list]:
 
 def serve(pipeline: Pipeline, texts: list[str]) -> None:
     outputs = [Output() for _ in texts]
-    requests = [SynthesisRequest(text=text, stage_input=None, output=output) for text, output in zip(texts, outputs)]
+    requests = [SynthesisRequest(text=text, stage_input=None, output=output) for text, output in zip(texts, outputs, strict=True)]
     pipeline.workers[0].put(StageItem(request) for request in requests)  # one message: all arrive at once
     for output in outputs:
         assert output.closed.wait(30)

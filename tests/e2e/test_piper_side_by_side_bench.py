@@ -14,7 +14,7 @@ def test_piper_side_by_side_runs_both_servers_and_the_ceiling(tmp_path, capsys):
     sigterm = signal.getsignal(signal.SIGTERM)  # main() sets its own, to stop both servers on `kill`
     try:
         load_bench("piper_side_by_side").main([
-            "--concurrency", "2", "--reps", "1", "--requests", "2", "--ttfa-reps", "1", "--ttfa-prompts", "1", "--quiet-wait", "0",
+            "--concurrency", "2", "--reps", "1", "--requests", "2", "--ttfa-reps", "1", "--ttfa-prompts", "1", "--ceiling-texts", "4", "--quiet-wait", "0",
             "--retries", "0", "--out", str(out), "--markdown", str(markdown)])
     finally:
         signal.signal(signal.SIGTERM, sigterm)

@@ -9,10 +9,10 @@ much of a step's wall time other stages spent stepping beside it, and a stage's 
 ran beside others with those that ran alone: s, how many times longer a step takes beside another one.
 
 A stage before such a stage decides with s whether to start a new request while it works (`should_wait`). With the
-request ahead taking l of the device's time and the new one's first stage u, running them side by side makes each
-cycle l + u·(s − 1) instead of u + l, and costs the head u·(s − 1) of its own time. For n requests served first come
-first served the mean time to first audio is lower side by side only while s < 2 − 2 / (n + 1): 1.33 for two
-requests, 1.6 for four, 2 (never waiting) for a long queue. Torch-free.
+request ahead taking l of the device's time and the new one's first stage u (u ≤ l), running them side by side
+makes each cycle l + u·(s − 1) instead of u + l, and costs the head u·(s − 1) of its own time. For n requests served
+first come first served the mean time to first audio is lower side by side only while s < 2 − 2 / (n + 1): 1.33 for
+two requests, 1.6 for four, 2 (never waiting) for a long queue. Torch-free.
 """
 
 from __future__ import annotations

@@ -110,8 +110,9 @@ class IterativeStage(RequestTable[_Entry]):
         return bool(self._steppable())
 
     def _steppable(self) -> list[_Entry]:
-        """The jobs a step may take, in order: the running ones, then the new ones, unless a later stage is busy with
-        work that fills the device (then starting one would only slow the requests ahead of it)."""
+        """The jobs a step may take, in order: the running ones, then the new ones, unless a later stage works for the
+        requests ahead and its measured overlap slowdown says that starting one now would cost them more than it
+        gains (device_share.should_wait)."""
         ready = [entry for entry in self._entries.values() if self.model.ready(entry.job)]
         running = [entry for entry in ready if entry.running]
         new = [entry for entry in ready if not entry.running]

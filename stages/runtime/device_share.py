@@ -9,10 +9,13 @@ much of a step's wall time other stages spent stepping beside it, and a stage's 
 ran beside others with those that ran alone: s, how many times longer a step takes beside another one.
 
 A stage before such a stage decides with s whether to start a new request while it works (`should_wait`). With the
-request ahead taking l of the device's time and the new one's first stage u (u ≤ l), running them side by side
-makes each cycle l + u·(s − 1) instead of u + l, and costs the head u·(s − 1) of its own time. For n requests served
-first come first served the mean time to first audio is lower side by side only while s < 2 − 2 / (n + 1): 1.33 for
-two requests, 1.6 for four, 2 (never waiting) for a long queue. Torch-free.
+request ahead needing l of the device's time in the later stage and the new one u in this one, side by side they
+overlap m = min(u, l) of it at 1/s of their speed: each cycle takes u + l − m·(2 − s) instead of u + l, and the head
+loses m·(s − 1). With one such overlap a cycle (u ≥ l), the mean time to first audio of n requests served first come
+first served is lower side by side only while s < 2 − 2 / (n + 1): 1.33 for two requests, 1.6 for four. Where this
+stage gets ahead of the later one (u < l) the break-even is s ≈ 1.5 whatever n. The rule takes the lower of the two,
+so that the stages run side by side only where that is no worse for the queue than one after another
+(tests/stages/runtime/test_cross_stage_admission.py checks it against a simulated device). Torch-free.
 """
 
 from __future__ import annotations
@@ -110,10 +113,14 @@ class OverlapCost:
         return self._slowdown
 
 
+BREAK_EVEN_AHEAD = 1.5
+"""The slowdown past which side by side loses for the queue when the stage before gets ahead of the later one."""
+
+
 def should_wait(slowdown: float | None, queued: int) -> bool:
     """Whether a stage should hold a new request back while a later stage, whose steps take `slowdown` times longer
     beside another's, works for the request ahead; `queued` requests wait to start. Unmeasured: never."""
     if slowdown is None:
         return False
     requests = queued + 1  # the new ones and the one ahead
-    return slowdown >= 2 - 2 / (requests + 1)
+    return slowdown >= min(BREAK_EVEN_AHEAD, 2 - 2 / (requests + 1))

@@ -219,7 +219,7 @@ def test_side_by_side_is_chosen_only_where_it_is_no_worse_than_one_after_another
     extremes, for slowdowns from free to fully shared."""
     for slowdown in (1.0, 1.2, 1.4, 1.5, 1.6, 1.8, 2.0):
         sequential = mean_ttfa(upstream, downstream, slowdown, requests, lambda queued: True)
-        ruled = mean_ttfa(upstream, downstream, slowdown, requests, lambda queued: should_wait(slowdown, queued))
+        ruled = mean_ttfa(upstream, downstream, slowdown, requests, lambda queued, s=slowdown: should_wait(s, queued))
         assert ruled <= sequential * (1 + 1e-9), (slowdown, ruled, sequential)
         if slowdown <= 1.2:  # overlap nearly free: the rule runs them side by side and gains
             assert ruled < sequential

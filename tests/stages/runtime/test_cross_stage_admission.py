@@ -4,7 +4,8 @@ gains (device_share.py); where steps do not slow each other, the stages keep wor
 
 The two stages run on a simulated device in real time: a step needs `WORK` seconds of it, and steps that run at once
 share it equally (each progresses at 1/k of its speed with k stepping), or, for a device with room to spare, do not
-slow each other at all."""
+slow each other at all. The rule's threshold is checked against an exact model of the same device: side by side only
+where the queue's mean time to first audio is no worse than one after another."""
 
 from __future__ import annotations
 

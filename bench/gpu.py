@@ -42,11 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.report import write_json  # noqa: E402
+from bench.voice_clip import bench_voice, reference_audio  # noqa: E402
 from tests import tiny_checkpoints as tiny  # noqa: E402
 from vocalis.stages.layers.weights import SAFETENSORS_DTYPES  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
 from vocalis.stages.runtime.output import AudioOutput  # noqa: E402
-from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
@@ -420,20 +421,15 @@ class KVWatch:
 
 
 def make_request(model, case: Case, frames: int) -> SynthesisRequest:
-    reference = None
-    if case.clone:
-        t = np.arange(24000 * 3) / 24000
-        reference = ReferenceAudio((0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32), 24000,
-                                   text="A short reference clip for the voice.")
     fields = {"max_new_tokens": frames, "seed": 1} if not isinstance(model.family, str) or model.family != "omnivoice" else {"seed": 1}
-    voice = model.adapter.resolve_voice("") or (model.capabilities.voices[0] if model.capabilities.voices and not case.clone else "")
     if model.family == "auk":  # told its length: `frames` latent frames (50 per second)
         fields = {"seed": 1, "duration_seconds": frames / 50}
     if model.family == "higgs_audio_v2":
         fields["max_new_tokens"] = frame_budget(model.family, frames)
     if model.family == "qwen3_tts":  # greedy, as bench/real_size_cpu.py asks (the deploy samples: temperature 0.9, top-k 50)
         fields["extra_params"] = {"temperature": 0.0, "subtalker_temperature": 0.0}
-    params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
+    params = RequestParams(model=model.name, voice=bench_voice(model, case.clone), fields=fields,
+                           reference=reference_audio() if case.clone else None)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 
 

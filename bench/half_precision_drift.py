@@ -46,8 +46,9 @@ sys.path.insert(0, str(ROOT))
 from bench.forced_sampling import SamplerTape  # noqa: E402
 from bench.report import write_json  # noqa: E402
 from bench.stage_weights import model_weight_bytes  # noqa: E402
+from bench.voice_clip import bench_voice, reference_audio  # noqa: E402
 from vocalis.stages.models.registry import load_model  # noqa: E402
-from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest  # noqa: E402
+from vocalis.stages.runtime.request import RequestParams, SynthesisRequest  # noqa: E402
 from vocalis.stages.runtime.stage import StageItem  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
@@ -126,12 +127,6 @@ class Served:
     weight_bytes: int
 
 
-def reference_clip() -> ReferenceAudio:
-    t = np.arange(24000 * 3) / 24000
-    samples = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
-    return ReferenceAudio(samples, 24000, text="A short reference clip for the voice.")
-
-
 def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str],
           sampler: Callable[[], AbstractContextManager] = nullcontext, clone: bool = False) -> Served:
     """One request through the model loaded with `settings` on the generator stage(s), its steps run inside
@@ -139,9 +134,8 @@ def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: 
     model = load_model(str(path), stage_overrides=json.dumps({key: settings for key in stages_in_dtype}))
     try:
         weights = model_weight_bytes(model)
-        voices = model.capabilities.voices
-        voice = model.adapter.resolve_voice("") or (voices[0] if voices and not clone else "")
-        params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference_clip() if clone else None)
+        params = RequestParams(model=model.name, voice=bench_voice(model, clone), fields=fields,
+                               reference=reference_audio() if clone else None)
         request = SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=Collect())
         stages = model.pipeline.stages
         generator = len(stages) - 2  # a PrepareStage may come first; the decoder comes last

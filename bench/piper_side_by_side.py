@@ -307,7 +307,8 @@ def main(argv: list[str] | None = None) -> None:
                             lambda target=target, chosen=chosen, c=concurrency: closed_loop(target, chosen, c, len(chosen)),
                         )
                         summary = level.summary()
-                        runs.append({"server": name, "rep": rep, "concurrency": concurrency, "cpu": cpu, "tries": tries, **summary})
+                        runs.append({"server": name, "rep": rep, "concurrency": concurrency, "cpu": cpu, "tries": tries,
+                                     **summary, "latencies_in_order": latencies_in_order(level)})
                         print(f"  rep {rep} c={concurrency:<2} {name:<7} {summary['audio_s_per_s']:6.1f} audio s/s  "
                               f"E2E p50 {summary['latency_s']['p50']:.2f} s  errors {summary['errors'] or 0}  "
                               f"foreign {cpu['foreign_cores']:.2f} cores", file=sys.stderr, flush=True)
@@ -365,14 +366,33 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {args.out}", file=sys.stderr)
 
 
-def paired(runs: list[dict], concurrency: int, value) -> list[float]:
-    """Vocalis over Piper for each rep (an interleaved pair) at `concurrency`: value(vocalis run) / value(piper run)."""
-    ratios = []
+def latencies_in_order(level) -> list[float | None]:
+    """Each request's full-response latency in the order the requests were sent (the i-th took prompt i, so two
+    servers' lists compare text by text); None for a request that failed."""
+    ordered = sorted(level.results, key=lambda result: result.started_at)
+    return [result.latency_s if result.ok else None for result in ordered]
+
+
+def same_prompt_ratio(ours: dict, piper: dict) -> float:
+    """The median, over the prompts of a pair, of Vocalis's full-response latency over Piper's for the same text:
+    a run's p50 of a few requests of three lengths jumps between two lengths' latencies from run to run."""
+    ratios = [v / p for v, p in zip(ours["latencies_in_order"], piper["latencies_in_order"], strict=True) if v and p]
+    return statistics.median(ratios) if ratios else float("nan")
+
+
+def pairs(runs: list[dict], concurrency: int) -> list[tuple[dict, dict]]:
+    """(Vocalis run, Piper run) of each rep (an interleaved pair) at `concurrency`."""
+    found = []
     for rep in sorted({r["rep"] for r in runs if r.get("concurrency") == concurrency}):
         pair = {r["server"]: r for r in runs if r.get("concurrency") == concurrency and r["rep"] == rep}
         if "piper" in pair and "vocalis" in pair:
-            ratios.append(value(pair["vocalis"]) / value(pair["piper"]))
-    return ratios
+            found.append((pair["vocalis"], pair["piper"]))
+    return found
+
+
+def paired(runs: list[dict], concurrency: int, value) -> list[float]:
+    """Vocalis over Piper for each interleaved pair at `concurrency`: value(vocalis run) / value(piper run)."""
+    return [value(ours) / value(piper) for ours, piper in pairs(runs, concurrency)]
 
 
 def throughput_tables(runs: list[dict], levels: list[int], cores: int) -> list[str]:
@@ -404,14 +424,16 @@ def throughput_tables(runs: list[dict], levels: list[int], cores: int) -> list[s
         "",
         "Per interleaved pair (the same rep, one server right after the other), Vocalis over Piper: median [min–max].",
         "",
-        "| concurrency | pairs | E2E p50 | mean E2E | audio s/s |",
-        "|---|---|---|---|---|",
+        "| concurrency | pairs | E2E p50 | mean E2E | E2E, same prompt | audio s/s |",
+        "|---|---|---|---|---|---|",
     ]
     for c in levels:
         p50 = paired(runs, c, lambda r: r["latency_s"]["p50"])
         mean = paired(runs, c, lambda r: r["latency_s"]["mean"])
+        same = [same_prompt_ratio(ours, piper) for ours, piper in pairs(runs, c)]
         throughput = paired(runs, c, lambda r: r["audio_s_per_s"])
-        lines.append(f"| {c} | {len(p50)} | {spread(p50)} | {spread(mean)} | {spread(throughput)} |")
+        lines.append(f"| {c} | {len(p50)} | {spread(p50)} | {spread(mean)} | {spread(same)} | {spread(throughput)} |")
+    lines += ["", "E2E, same prompt: the median over a pair's prompts of Vocalis's latency over Piper's for the same text."]
     return lines
 
 

@@ -74,11 +74,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.report import spread, write_json  # noqa: E402
+from bench.voice_clip import REF_RATE, REF_TEXT, bench_voice, reference_audio, reference_clip  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "goldens"
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
-REF_TEXT = "A short reference clip for the voice."
-REF_RATE = 24000
 QWEN3_GREEDY = {"temperature": 0.0, "subtalker_temperature": 0.0}
 """Vocalis's spelling of the reference's do_sample=False, subtalker_dosample=False."""
 
@@ -237,16 +236,10 @@ def fit_layer_types(config: dict) -> None:
         config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
 
 
-def reference_clip() -> np.ndarray:
-    """The voice a clone request copies: 3 s of a 180 Hz tone, amplitude-modulated at 3 Hz (bench/gpu.py's clip)."""
-    t = np.arange(REF_RATE * 3) / REF_RATE
-    return (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
-
-
 def make_request(model, family: Family, frames: int, steps: int):
     """One request as the reference side makes it: greedy, the same text, voice and length."""
     from vocalis.stages.runtime.output import AudioOutput
-    from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
+    from vocalis.stages.runtime.request import RequestParams, SynthesisRequest
 
     fields: dict = {"seed": 1}
     reference = None
@@ -263,9 +256,8 @@ def make_request(model, family: Family, frames: int, steps: int):
     if family.clone:
         if family.reference.startswith("qwen3"):
             fields["language"] = "english"
-        reference = ReferenceAudio(reference_clip(), REF_RATE, text=REF_TEXT)
-    voice = "" if family.clone else model.adapter.resolve_voice("") or next(iter(model.capabilities.voices), "")
-    params = RequestParams(model=model.name, voice=voice, fields=fields, reference=reference)
+        reference = reference_audio()
+    params = RequestParams(model=model.name, voice=bench_voice(model, family.clone), fields=fields, reference=reference)
     return SynthesisRequest(text=TEXT, stage_input=model.adapter.stage_input(params), output=AudioOutput())
 
 

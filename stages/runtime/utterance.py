@@ -5,7 +5,10 @@ produced nothing yet is due when it arrived, a started one when its listener wil
 audio it got so far (with the model's `sample_rate`; without it, when its last piece came back). So a
 fresh request goes ahead of one whose audio is still playing, and a long text does not hold up the
 short ones behind it; but under load a started request is not starved either: it is served before its
-audio runs out, and never later than the requests that arrive after that moment.
+audio runs out, and never later than the requests that arrive after that moment. The listener is the
+session's (request_id): the server sends a long text's sentence units a few at a time, and they share
+one clock, so the units after the first are due when the session's audio so far will have played, not
+when they arrived (a short request that came after them would otherwise wait behind all of them).
 
 With `lanes` > 1 the stage advances up to that many requests at once, each on its
 own lane thread, whenever more than one request is active: a model with
@@ -13,6 +16,11 @@ single-threaded compute per lane (Piper: one single-thread ONNX session run from
 each lane) then uses every core without its runs fighting over one thread pool.
 A lone request still runs alone ("solo"), so that the model can give it all the
 cores for the lowest latency; models read which case they are in with solo().
+A solo piece holds one lane: a request of another session that arrives while it
+runs starts on a free lane at once, beside it, rather than waiting up to a whole
+sentence for its first audio (in a closed loop that wait fell on every short
+request that came in just after another ended); the two share the cores for the
+rest of the solo piece.
 
 When the stage holds one session alone (one request_id), that session's later units (those that arrived while
 another of its units was held) are served longest first among themselves, after the unit before them, all due when
@@ -105,10 +113,13 @@ class UtteranceStage(Stage):
         """Requests not started yet, with the payload of their first item."""
         self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray | LastPiece]]] = OrderedDict()
         self._batch: list[SynthesisRequest] = []
-        self._due: dict[int, float] = {}
-        """When each request's next piece is due (monotonic seconds): see the module docstring."""
-        self._heard_from: dict[int, tuple[float, int]] = {}
-        """Of each started request: when its first piece came back, and the samples it got since."""
+        self._arrived: dict[int, float] = {}
+        """When each request came (monotonic seconds): it is due then until its session has audio out."""
+        self._started: set[int] = set()
+        """Requests that have given a piece."""
+        self._sessions: dict[str, _Listener] = {}
+        """The listener of each session (request_id) that has had audio from this stage, while the stage holds a unit
+        of it: its units are due when it will have heard that audio (see the module docstring)."""
         self.sample_rate = sample_rate
         self._running: dict[Future, tuple[int, bool]] = {}
         """Pieces being computed on lane threads: future -> (request key, solo)."""
@@ -126,7 +137,7 @@ class UtteranceStage(Stage):
             if any(request.request_id == item.request.request_id for _, request in self._held()):
                 self._followers.add(key)
             self._waiting[key] = (item.request, item.payload)
-            self._due[key] = time.monotonic()
+            self._arrived[key] = time.monotonic()
         elif item.payload is not None:
             raise ValueError(f"stage {self.name} takes one input per request (a whole unit)")
 
@@ -145,10 +156,12 @@ class UtteranceStage(Stage):
     def drop(self, request: SynthesisRequest) -> None:
         key = id(request)
         self._waiting.pop(key, None)
-        self._due.pop(key, None)
-        self._heard_from.pop(key, None)
+        self._arrived.pop(key, None)
+        self._started.discard(key)
         self._followers.discard(key)
         entry = self._active.pop(key, None)
+        if not any(held.request_id == request.request_id for _, held in self._held()):
+            self._sessions.pop(request.request_id, None)
         if entry is None:
             return
         if any(running_key == key for running_key, _ in self._running.values()):
@@ -197,7 +210,7 @@ class UtteranceStage(Stage):
         self._launch()
         if not self._running:
             return []
-        lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
+        lanes_full = len(self._running) >= self.lanes
         # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
         self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
         # Until a piece is back or new input comes: the input is added even with every lane busy (a session's later
@@ -227,28 +240,35 @@ class UtteranceStage(Stage):
     def _output(self, request: SynthesisRequest, samples: np.ndarray | LastPiece) -> StageItem:
         """The item for a piece the model made; a LastPiece ends its request (its generator is closed)."""
         if isinstance(samples, LastPiece):
+            audio = piece_samples(samples)
+            self._note_piece(request, len(audio))
             self.drop(request)
-            return StageItem(request, piece_samples(samples), finished=True)
-        self._note_piece(id(request), len(samples))
+            return StageItem(request, audio, finished=True)
+        self._note_piece(request, len(samples))
+        self._started.add(id(request))
         return StageItem(request, samples)
 
-    def _note_piece(self, key: int, samples: int) -> None:
-        """A piece of `samples` came back: the request is next due when that audio will have played."""
+    def _note_piece(self, request: SynthesisRequest, samples: int) -> None:
+        """A piece of `samples` came back: the request's session is next due when that audio will have played."""
         now = time.monotonic()
-        if self.sample_rate is None:
-            self._due[key] = now
-            return
-        first_at, heard = self._heard_from.get(key, (now, 0))
-        self._heard_from[key] = (first_at, heard + samples)
-        self._due[key] = first_at + (heard + samples) / self.sample_rate
+        listener = self._sessions.setdefault(request.request_id, _Listener(now))
+        listener.heard += samples
+        listener.due = now if self.sample_rate is None else listener.first_at + listener.heard / self.sample_rate
+
+    def _due(self, key: int) -> float:
+        """When the request's next piece is due: when it came, or later when its session's listener has audio to hear."""
+        listener = self._sessions.get(self._active[key][0].request_id)
+        arrived = self._arrived.get(key, 0.0)
+        return arrived if listener is None else max(arrived, listener.due)
 
     def _launch(self) -> None:
-        """Start pieces on free lanes: alone for a lone request, else one per lane, never beside a solo piece."""
+        """Start pieces on free lanes: alone for a lone request, else one per lane. A solo piece holds one lane: a
+        request of another session that comes meanwhile starts beside it at once (its first audio does not wait for
+        a whole solo piece; the cores are shared for the rest of that piece), one of its own session after it."""
         assert self._executor is not None
-        if any(alone for _, alone in self._running.values()):
-            return
         running = {key for key, _ in self._running.values()}
-        idle = [key for key in self._active if key not in running]
+        solo_sessions = {self._active[key][0].request_id for key, alone in self._running.values() if alone and key in self._active}
+        idle = [key for key in self._active if key not in running and self._active[key][0].request_id not in solo_sessions]
         alone = len(self._active) == 1 and not running
         for key in self._next_keys(self.lanes - len(running), among=idle):
             request, pieces = self._active[key]
@@ -268,15 +288,25 @@ class UtteranceStage(Stage):
             request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
 
     def _next_keys(self, count: int, among: list[int] | None = None) -> list[int]:
-        """Up to `count` requests to advance, earliest due first (in turn among equals). When the stage holds one
+        """Up to `count` requests to advance, earliest due first (the earlier arrival among equals: a session's units in order). When the stage holds one
         session alone, its later units not started yet are due with the first of them, longest text first."""
         keys = list(self._active) if among is None else among
-        order = {key: (self._due.get(key, 0.0), 0) for key in keys}
-        later = [key for key in keys if key in self._followers and key not in self._heard_from]
+        order = {key: (self._due(key), 0, self._arrived.get(key, 0.0)) for key in keys}
+        later = [key for key in keys if key in self._followers and key not in self._started]
         if later and len({request.request_id for _, request in self._held()}) == 1:
-            due = min(self._due[key] for key in later)
-            order.update({key: (due, -len(self._active[key][0].text)) for key in later})
+            due = min(self._arrived[key] for key in later)
+            order.update({key: (due, -len(self._active[key][0].text), 0.0) for key in later})
         return sorted(keys, key=order.__getitem__)[: max(0, count)]
+
+
+@dataclass
+class _Listener:
+    """A session's listener, as this stage has fed it: when its first audio came back, the samples since, and when
+    it will have heard them (or, without a sample rate, when its last piece came back)."""
+
+    first_at: float
+    heard: int = 0
+    due: float = 0.0
 
 
 def _advance(pieces: Iterator[np.ndarray | LastPiece], alone: bool) -> object:

@@ -34,4 +34,5 @@ def test_piper_side_by_side_runs_both_servers_and_the_ceiling(tmp_path, capsys):
         assert len(row["clause_ttfa_s"]) == 1 and row["clause_ttfa_s"][0] > 0  # the gRPC server takes clause units
     tables = markdown.read_text()
     assert tables in capsys.readouterr().out
-    assert "| 2 | 1 |" in tables and "~200-word prompt" in tables
+    assert "| 2 | 1 |" in tables and "~200-word prompt" in tables and "E2E, same prompt" in tables
+    assert all(len(runs[name]["latencies_in_order"]) == 2 and all(runs[name]["latencies_in_order"]) for name in ("piper", "vocalis"))

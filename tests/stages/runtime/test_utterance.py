@@ -293,3 +293,58 @@ def test_beside_another_session_later_units_keep_their_arrival_order():
 
     started = asyncio.run(go())
     assert started["l" * 20][0] > started["s" * 5][0] + 0.05  # the short one took the lane the head freed
+
+
+def test_another_session_starts_beside_a_solo_piece_at_once_and_the_solo_session_waits():
+    """A lone request's piece runs solo (1 s here); a request of another session put meanwhile starts on the free
+    lane at once, not when the solo piece ends; a later unit of the solo request's own session waits for it."""
+    async def go() -> tuple[float, dict[str, tuple[float, bool]]]:
+        model = ByLength()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+        head = SynthesisRequest(text="h" * 50, stage_input=None, output=AudioOutput(), request_id="a")
+        follower = SynthesisRequest(text="f" * 2, stage_input=None, output=AudioOutput(), request_id="a")
+        other = SynthesisRequest(text="o" * 2, stage_input=None, output=AudioOutput(), request_id="b")
+        try:
+            worker.put([StageItem(head)])
+            time.sleep(0.2)  # the head runs solo
+            put_at = time.monotonic()
+            worker.put([StageItem(follower), StageItem(other)])
+            deadline = time.monotonic() + 5
+            while not all(r.finished_at for r in (head, follower, other)) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return put_at, model.started
+        finally:
+            worker.stop()
+
+    put_at, started = asyncio.run(go())
+    assert started["h" * 50][1]  # alone when it started
+    assert started["o" * 2][0] - put_at < 0.3 and not started["o" * 2][1]  # the head has ~0.8 s left
+    assert started["f" * 2][0] >= started["h" * 50][0] + 0.95  # after its session's head
+
+
+class OnePiece:
+    """One LastPiece a request, of `request.stage_input` samples, in 10 ms."""
+
+    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
+        time.sleep(0.01)
+        yield LastPiece(np.zeros(int(request.stage_input), dtype=np.float32))
+
+
+def test_a_sessions_units_share_its_listener_so_a_short_request_goes_ahead_of_the_later_ones():
+    """A long text's four sentence units (one session) are in the stage; its first gives 1 s of audio (1000 samples at
+    1 kHz). A short request of another session that comes next is served before the session's other three units:
+    they are due when that second has played, not when they arrived."""
+    async def go() -> list[str]:
+        stage = UtteranceStage("u", OnePiece(), sample_rate=1000)
+        units = [SynthesisRequest(text=f"unit {i}", stage_input=1000, output=AudioOutput(), request_id="long") for i in range(4)]
+        for unit in units:
+            stage.add(StageItem(unit))
+        assert [item.request for item in stage.step()] == [units[0]]
+        stage.add(StageItem(SynthesisRequest(text="short", stage_input=10, output=AudioOutput(), request_id="short")))
+        served = []
+        while stage.has_work():
+            served += [item.request.text for item in stage.step() if item.payload is not None]
+        return served
+
+    assert asyncio.run(go()) == ["short", "unit 1", "unit 2", "unit 3"]

@@ -262,15 +262,22 @@ class UtteranceStage(Stage):
         return arrived if listener is None else max(arrived, listener.due)
 
     def _launch(self) -> None:
-        """Start pieces on free lanes: alone for a lone request, else one per lane. A solo piece holds one lane: a
-        request of another session that comes meanwhile starts beside it at once (its first audio does not wait for
-        a whole solo piece; the cores are shared for the rest of that piece), one of its own session after it."""
+        """Start pieces on free lanes: alone for a lone request, or for the first unit of a lone session that has
+        given no audio yet (its units came together: a whole text), else one per lane. A solo piece holds one lane:
+        a request of another session that comes meanwhile starts beside it at once (its first audio does not wait
+        for a whole solo piece; the cores are shared for the rest of that piece), one of its own session after it."""
         assert self._executor is not None
         running = {key for key, _ in self._running.values()}
         solo_sessions = {self._active[key][0].request_id for key, alone in self._running.values() if alone and key in self._active}
         idle = [key for key in self._active if key not in running and self._active[key][0].request_id not in solo_sessions]
-        alone = len(self._active) == 1 and not running
-        for key in self._next_keys(self.lanes - len(running), among=idle):
+        if not idle:
+            return
+        sessions = {request.request_id for _, request in self._held()}
+        alone = not running and (len(self._active) == 1 or (len(sessions) == 1 and not sessions & self._sessions.keys()))
+        # A lone session's first unit with every core: its first audio as soon as it can be, and with two units the
+        # second then alone too (two units side by side on one core each end no sooner unless they are of a size).
+        keys = [min(idle, key=self._arrived.__getitem__)] if alone else self._next_keys(self.lanes - len(running), among=idle)
+        for key in keys:
             request, pieces = self._active[key]
             self._active.move_to_end(key)
             future = self._executor.submit(_advance, pieces, alone)

@@ -348,3 +348,31 @@ def test_a_sessions_units_share_its_listener_so_a_short_request_goes_ahead_of_th
         return served
 
     assert asyncio.run(go()) == ["short", "unit 1", "unit 2", "unit 3"]
+
+
+def test_a_whole_texts_units_start_with_the_first_alone_then_share_the_lanes():
+    """A lone session's units that come together (a whole text): the first runs solo, with every core, for the
+    session's first audio; of the later ones, two or more go to the lanes side by side, one left alone runs solo."""
+    def started_of(texts: tuple[str, ...]) -> dict[str, tuple[float, bool]]:
+        async def go() -> dict[str, tuple[float, bool]]:
+            model = ByLength()
+            worker = StageWorker(UtteranceStage("u", model, lanes=2))
+            worker.start()
+            units = [SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id="text") for t in texts]
+            try:
+                worker.put([StageItem(unit) for unit in units])
+                deadline = time.monotonic() + 5
+                while not all(u.finished_at for u in units) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return model.started
+            finally:
+                worker.stop()
+
+        return asyncio.run(go())
+
+    two = started_of(("a" * 5, "b" * 10))
+    assert two["a" * 5][1] and two["b" * 10][1]
+    assert two["b" * 10][0] >= two["a" * 5][0] + 0.1  # after the first: 5 characters take 0.1 s
+    three = started_of(("a" * 5, "b" * 10, "c" * 10))
+    assert three["a" * 5][1] and not three["b" * 10][1] and not three["c" * 10][1]
+    assert abs(three["b" * 10][0] - three["c" * 10][0]) < 0.05  # side by side

@@ -5,10 +5,7 @@ produced nothing yet is due when it arrived, a started one when its listener wil
 audio it got so far (with the model's `sample_rate`; without it, when its last piece came back). So a
 fresh request goes ahead of one whose audio is still playing, and a long text does not hold up the
 short ones behind it; but under load a started request is not starved either: it is served before its
-audio runs out, and never later than the requests that arrive after that moment. The listener is the
-session's (request_id): the server sends a long text's sentence units a few at a time, and they share
-one clock, so the units after the first are due when the session's audio so far will have played, not
-when they arrived (a short request that came after them would otherwise wait behind all of them).
+audio runs out, and never later than the requests that arrive after that moment.
 
 With `lanes` > 1 the stage advances up to that many requests at once, each on its
 own lane thread, whenever more than one request is active: a model with
@@ -21,10 +18,8 @@ later units came with it (a whole text): its first audio comes sooner, and two
 units of unequal size end no later one after the other with every core than side
 by side with one core each (Piper: a one-thread run takes ~1.8x a two-thread one).
 A solo piece holds one lane: a request of another session that arrives while it
-runs starts on a free lane at once, beside it, rather than waiting up to a whole
-sentence for its first audio (in a closed loop that wait fell on every short
-request that came in just after another ended); the two share the cores for the
-rest of the solo piece.
+runs starts on a free lane at once, beside it, rather than waiting for the rest
+of the piece; the two share the cores for the rest of the solo piece.
 
 When the stage holds one session alone (one request_id), that session's later units (those that arrived while
 another of its units was held) are served longest first among themselves, after the unit before them, all due when
@@ -117,13 +112,12 @@ class UtteranceStage(Stage):
         """Requests not started yet, with the payload of their first item."""
         self._active: OrderedDict[int, tuple[SynthesisRequest, Iterator[np.ndarray | LastPiece]]] = OrderedDict()
         self._batch: list[SynthesisRequest] = []
-        self._arrived: dict[int, float] = {}
-        """When each request came (monotonic seconds): it is due then until its session has audio out."""
-        self._started: set[int] = set()
-        """Requests that have given a piece."""
-        self._sessions: dict[str, _Listener] = {}
-        """The listener of each session (request_id) that has had audio from this stage, while the stage holds a unit
-        of it: its units are due when it will have heard that audio (see the module docstring)."""
+        self._due: dict[int, float] = {}
+        """When each request's next piece is due (monotonic seconds): see the module docstring."""
+        self._heard_from: dict[int, tuple[float, int]] = {}
+        """Of each started request: when its first piece came back, and the samples it got since."""
+        self._sounded: set[str] = set()
+        """Sessions (request_id) that have had audio from this stage, while the stage holds a unit of theirs."""
         self.sample_rate = sample_rate
         self._running: dict[Future, tuple[int, bool]] = {}
         """Pieces being computed on lane threads: future -> (request key, solo)."""
@@ -141,7 +135,7 @@ class UtteranceStage(Stage):
             if any(request.request_id == item.request.request_id for _, request in self._held()):
                 self._followers.add(key)
             self._waiting[key] = (item.request, item.payload)
-            self._arrived[key] = time.monotonic()
+            self._due[key] = time.monotonic()
         elif item.payload is not None:
             raise ValueError(f"stage {self.name} takes one input per request (a whole unit)")
 
@@ -160,12 +154,12 @@ class UtteranceStage(Stage):
     def drop(self, request: SynthesisRequest) -> None:
         key = id(request)
         self._waiting.pop(key, None)
-        self._arrived.pop(key, None)
-        self._started.discard(key)
+        self._due.pop(key, None)
+        self._heard_from.pop(key, None)
         self._followers.discard(key)
         entry = self._active.pop(key, None)
         if not any(held.request_id == request.request_id for _, held in self._held()):
-            self._sessions.pop(request.request_id, None)
+            self._sounded.discard(request.request_id)
         if entry is None:
             return
         if any(running_key == key for running_key, _ in self._running.values()):
@@ -243,33 +237,28 @@ class UtteranceStage(Stage):
 
     def _output(self, request: SynthesisRequest, samples: np.ndarray | LastPiece) -> StageItem:
         """The item for a piece the model made; a LastPiece ends its request (its generator is closed)."""
+        self._sounded.add(request.request_id)
         if isinstance(samples, LastPiece):
-            audio = piece_samples(samples)
-            self._note_piece(request, len(audio))
             self.drop(request)
-            return StageItem(request, audio, finished=True)
-        self._note_piece(request, len(samples))
-        self._started.add(id(request))
+            return StageItem(request, piece_samples(samples), finished=True)
+        self._note_piece(id(request), len(samples))
         return StageItem(request, samples)
 
-    def _note_piece(self, request: SynthesisRequest, samples: int) -> None:
-        """A piece of `samples` came back: the request's session is next due when that audio will have played."""
+    def _note_piece(self, key: int, samples: int) -> None:
+        """A piece of `samples` came back: the request is next due when that audio will have played."""
         now = time.monotonic()
-        listener = self._sessions.setdefault(request.request_id, _Listener(now))
-        listener.heard += samples
-        listener.due = now if self.sample_rate is None else listener.first_at + listener.heard / self.sample_rate
-
-    def _due(self, key: int) -> float:
-        """When the request's next piece is due: when it came, or later when its session's listener has audio to hear."""
-        listener = self._sessions.get(self._active[key][0].request_id)
-        arrived = self._arrived.get(key, 0.0)
-        return arrived if listener is None else max(arrived, listener.due)
+        if self.sample_rate is None:
+            self._due[key] = now
+            return
+        first_at, heard = self._heard_from.get(key, (now, 0))
+        self._heard_from[key] = (first_at, heard + samples)
+        self._due[key] = first_at + (heard + samples) / self.sample_rate
 
     def _launch(self) -> None:
         """Start pieces on free lanes: alone for a lone request, or for the first unit of a lone session that has
-        given no audio yet (its units came together: a whole text), else one per lane. A solo piece holds one lane:
+        had no audio yet (its units came together: a whole text), else one per lane. A solo piece holds one lane:
         a request of another session that comes meanwhile starts beside it at once (its first audio does not wait
-        for a whole solo piece; the cores are shared for the rest of that piece), one of its own session after it."""
+        for the rest of the solo piece; the cores are shared meanwhile), one of its own session after it."""
         assert self._executor is not None
         running = {key for key, _ in self._running.values()}
         solo_sessions = {self._active[key][0].request_id for key, alone in self._running.values() if alone and key in self._active}
@@ -277,10 +266,9 @@ class UtteranceStage(Stage):
         if not idle:
             return
         sessions = {request.request_id for _, request in self._held()}
-        alone = not running and (len(self._active) == 1 or (len(sessions) == 1 and not sessions & self._sessions.keys()))
-        # A lone session's first unit with every core: its first audio as soon as it can be, and with two units the
-        # second then alone too (two units side by side on one core each end no sooner unless they are of a size).
-        keys = [min(idle, key=self._arrived.__getitem__)] if alone else self._next_keys(self.lanes - len(running), among=idle)
+        alone = not running and (len(self._active) == 1 or (len(sessions) == 1 and not sessions & self._sounded))
+        # The session's earliest unit: the one its listener hears first.
+        keys = [min(idle, key=self._due.__getitem__)] if alone else self._next_keys(self.lanes - len(running), among=idle)
         for key in keys:
             request, pieces = self._active[key]
             self._active.move_to_end(key)
@@ -299,25 +287,15 @@ class UtteranceStage(Stage):
             request.fail(SynthesisFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
 
     def _next_keys(self, count: int, among: list[int] | None = None) -> list[int]:
-        """Up to `count` requests to advance, earliest due first (the earlier arrival among equals: a session's units in order). When the stage holds one
+        """Up to `count` requests to advance, earliest due first (in turn among equals). When the stage holds one
         session alone, its later units not started yet are due with the first of them, longest text first."""
         keys = list(self._active) if among is None else among
-        order = {key: (self._due(key), 0, self._arrived.get(key, 0.0)) for key in keys}
-        later = [key for key in keys if key in self._followers and key not in self._started]
+        order = {key: (self._due.get(key, 0.0), 0) for key in keys}
+        later = [key for key in keys if key in self._followers and key not in self._heard_from]
         if later and len({request.request_id for _, request in self._held()}) == 1:
-            due = min(self._arrived[key] for key in later)
-            order.update({key: (due, -len(self._active[key][0].text), 0.0) for key in later})
+            due = min(self._due[key] for key in later)
+            order.update({key: (due, -len(self._active[key][0].text)) for key in later})
         return sorted(keys, key=order.__getitem__)[: max(0, count)]
-
-
-@dataclass
-class _Listener:
-    """A session's listener, as this stage has fed it: when its first audio came back, the samples since, and when
-    it will have heard them (or, without a sample rate, when its last piece came back)."""
-
-    first_at: float
-    heard: int = 0
-    due: float = 0.0
 
 
 def _advance(pieces: Iterator[np.ndarray | LastPiece], alone: bool) -> object:

@@ -323,33 +323,6 @@ def test_another_session_starts_beside_a_solo_piece_at_once_and_the_solo_session
     assert started["f" * 2][0] >= started["h" * 50][0] + 0.95  # after its session's head
 
 
-class OnePiece:
-    """One LastPiece a request, of `request.stage_input` samples, in 10 ms."""
-
-    def synthesize(self, request: SynthesisRequest, payload: None) -> Iterator[np.ndarray | LastPiece]:
-        time.sleep(0.01)
-        yield LastPiece(np.zeros(int(request.stage_input), dtype=np.float32))
-
-
-def test_a_sessions_units_share_its_listener_so_a_short_request_goes_ahead_of_the_later_ones():
-    """A long text's four sentence units (one session) are in the stage; its first gives 1 s of audio (1000 samples at
-    1 kHz). A short request of another session that comes next is served before the session's other three units:
-    they are due when that second has played, not when they arrived."""
-    async def go() -> list[str]:
-        stage = UtteranceStage("u", OnePiece(), sample_rate=1000)
-        units = [SynthesisRequest(text=f"unit {i}", stage_input=1000, output=AudioOutput(), request_id="long") for i in range(4)]
-        for unit in units:
-            stage.add(StageItem(unit))
-        assert [item.request for item in stage.step()] == [units[0]]
-        stage.add(StageItem(SynthesisRequest(text="short", stage_input=10, output=AudioOutput(), request_id="short")))
-        served = []
-        while stage.has_work():
-            served += [item.request.text for item in stage.step() if item.payload is not None]
-        return served
-
-    assert asyncio.run(go()) == ["short", "unit 1", "unit 2", "unit 3"]
-
-
 def test_a_whole_texts_units_start_with_the_first_alone_then_share_the_lanes():
     """A lone session's units that come together (a whole text): the first runs solo, with every core, for the
     session's first audio; of the later ones, two or more go to the lanes side by side, one left alone runs solo."""

@@ -223,6 +223,13 @@ def test_a_started_request_behind_its_audio_goes_ahead_of_requests_that_arrive_l
     assert order_of_service(sample_rate=1000, pause_s=0.05) == ["r0", "r0", "r1"]
 
 
+def wait_finished(requests: list[SynthesisRequest], timeout_s: float = 5.0) -> None:
+    """Until every request has finished (or `timeout_s` has passed: the test's asserts then say what is missing)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(r.finished_at for r in requests) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class ByLength:
     """One LastPiece per request, taking 20 ms per character of its text; records when each started and whether solo."""
 
@@ -250,12 +257,9 @@ def test_a_sessions_later_units_run_longest_first_after_its_head():
             time.sleep(0.03)  # the head unit runs solo; the later units come while it does
             for request in requests[1:]:
                 worker.put([StageItem(request)])
-            deadline = time.monotonic() + 5
-            while not all(r.finished_at for r in requests) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_finished(requests)
             worker.put([StageItem(other)])  # a new session alone: its one unit is a head, solo again
-            while not other.finished_at and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_finished([other])
             return model.started
         finally:
             worker.stop()
@@ -284,9 +288,7 @@ def test_beside_another_session_later_units_keep_their_arrival_order():
             time.sleep(0.03)
             for request in requests[2:]:
                 worker.put([StageItem(request)])
-            deadline = time.monotonic() + 5
-            while not all(r.finished_at for r in requests) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_finished(requests)
             return model.started
         finally:
             worker.stop()
@@ -310,9 +312,7 @@ def test_another_session_starts_beside_a_solo_piece_at_once_and_the_solo_session
             time.sleep(0.2)  # the head runs solo
             put_at = time.monotonic()
             worker.put([StageItem(follower), StageItem(other)])
-            deadline = time.monotonic() + 5
-            while not all(r.finished_at for r in (head, follower, other)) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_finished([head, follower, other])
             return put_at, model.started
         finally:
             worker.stop()
@@ -334,9 +334,7 @@ def test_a_whole_texts_units_start_with_the_first_alone_then_share_the_lanes():
             units = [SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id="text") for t in texts]
             try:
                 worker.put([StageItem(unit) for unit in units])
-                deadline = time.monotonic() + 5
-                while not all(u.finished_at for u in units) and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                wait_finished(units)
                 return model.started
             finally:
                 worker.stop()

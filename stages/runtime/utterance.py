@@ -208,7 +208,8 @@ class UtteranceStage(Stage):
         self._launch()
         if not self._running:
             return []
-        lanes_full = len(self._running) >= self.lanes
+        # With a solo piece running only new input can start another piece (beside it), and new input wakes the wait.
+        lanes_full = len(self._running) >= self.lanes or any(alone for _, alone in self._running.values())
         # The step's batch: the requests advancing side by side now (what the batch-size metric should show).
         self._batch = [self._active[key][0] for key, _ in self._running.values() if key in self._active]
         # Until a piece is back or new input comes: the input is added even with every lane busy (a session's later

@@ -52,7 +52,7 @@ from bench.report import spread  # noqa: E402
 from tests.serving import free_port, start_server  # noqa: E402
 from vocalis.clients import prompts  # noqa: E402
 from vocalis.clients.errors import VocalisError  # noqa: E402
-from vocalis.clients.load_test import HttpTarget, RequestResult, closed_loop  # noqa: E402
+from vocalis.clients.load_test import HttpTarget, LevelResult, RequestResult, closed_loop  # noqa: E402
 from vocalis.clients.sync import Client  # noqa: E402
 from vocalis.tts.v1 import audio_pb2  # noqa: E402
 from vocalis.tts.v1 import synthesizer_pb2 as pb  # noqa: E402
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {args.out}", file=sys.stderr)
 
 
-def latencies_in_order(level) -> list[float | None]:
+def latencies_in_order(level: LevelResult) -> list[float | None]:
     """Each request's full-response latency in the order the requests were sent (the i-th took prompt i, so two
     servers' lists compare text by text); None for a request that failed."""
     ordered = sorted(level.results, key=lambda result: result.started_at)

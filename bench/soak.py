@@ -182,10 +182,14 @@ async def _capped(call, capped: bool) -> None:
             raise
 
 
+TRIM_AFTER_S = 0.5
+"""The server's --heap-trim-after here."""
+
+
 async def resting_rss(pid: int, samples: int = 5) -> int:
     """The server's RSS with no request in flight: the median of a few samples a quarter second apart, from a second
-    after its heap trim (server/heap_trim.py: half a second idle)."""
-    await asyncio.sleep(1.5)
+    after its heap trim (TRIM_AFTER_S idle)."""
+    await asyncio.sleep(TRIM_AFTER_S + 1.0)
     values = []
     for _ in range(samples):
         values.append(rss_bytes(pid))
@@ -280,7 +284,8 @@ def main() -> None:
     args = parser.parse_args()
     attacks = {kind: ATTACKS[kind] for kind in filter(None, args.attacks.split(","))}
     cap = () if args.max_audio_seconds is None else ("--max-audio-seconds", str(args.max_audio_seconds))
-    server = start_server(Path(tempfile.mkdtemp()), *cap)
+    # The trim soon after the load, so that the RSS at rest is read on a trimmed heap (resting_rss).
+    server = start_server(Path(tempfile.mkdtemp()), *cap, "--heap-trim-after", str(TRIM_AFTER_S))
     try:
         result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks, args.warmup,
                                   capped=args.max_audio_seconds is not None and args.max_audio_seconds > 0))

@@ -9,6 +9,8 @@ PROXY_CHECK_FALL, PROXY_CHECK_INTER_S, PROXY_CHECK_TIMEOUT_S = 2, 1.0, 1.0
 """The health-check timing deploy/haproxy/haproxy.cfg documents (fall 2, inter 1s, timeout check 1s)."""
 DRAIN_DELAY_S = PROXY_CHECK_FALL * (PROXY_CHECK_INTER_S + PROXY_CHECK_TIMEOUT_S)
 """The longest such a proxy takes to mark a replica down: `fall` checks, each up to an interval plus its timeout (4 s)."""
+HEAP_TRIM_AFTER_S = 10.0
+"""Idle seconds before freed heap goes back: long enough that a server with steady traffic keeps it for reuse."""
 
 
 @dataclass(frozen=True)
@@ -125,3 +127,5 @@ class ServerConfig:
     """Then, how long running sessions may take to finish before the process exits."""
     retry_after_s: int = 1
     """Seconds a client is told to wait after RESOURCE_EXHAUSTED."""
+    heap_trim_after_s: float = HEAP_TRIM_AFTER_S
+    """How long the server must have had no session before it gives freed heap back (server/heap_trim.py)."""

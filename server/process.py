@@ -86,10 +86,12 @@ async def run_server(
     # Imported here so that a gateway-only process never loads torch or the engine.
     from vocalis.server.engine import Engine
     from vocalis.server.grpc_server import start_grpc_server
+    from vocalis.server.heap_trim import keep_freed_heap
     from vocalis.server.voice_catalog import build_voice_catalog
     from vocalis.server.warmup import warm_up
     from vocalis.stages.models.registry import load_model
 
+    keep_freed_heap()  # before the model allocates; the idle trim (grpc_server.py) gives it back
     model = await asyncio.to_thread(
         load_model, config.model, config.deploy_config, config.stage_overrides, config.family_modules, config.served_model_names
     )

@@ -11,22 +11,22 @@ With `lanes` > 1 the stage advances up to that many requests at once, each on it
 own lane thread, whenever more than one request is active: a model with
 single-threaded compute per lane (Piper: one single-thread ONNX session run from
 each lane) then uses every core without its runs fighting over one thread pool.
-A lone request still runs alone ("solo"), so that the model can give it all the
-cores for the lowest latency; models read which case they are in with solo().
-So does the first unit of a lone session that has had no audio yet, when its
-later units came with it (a whole text): its first audio comes sooner, and two
-units of unequal size end no later one after the other with every core than side
-by side with one core each (Piper: a one-thread run takes ~1.8x a two-thread one).
-A solo piece holds one lane: a request of another session that arrives while it
-runs starts on a free lane at once, beside it, rather than waiting for the rest
-of the piece; the two share the cores for the rest of the solo piece.
+A lone session (every request held has one request_id: one request, or the units of one
+text) runs alone ("solo"), its units one after another, so that the model can give
+each all the cores: its first audio comes soonest, and its last unit does not end
+alone on one core while the other idles (Piper: a one-thread run takes ~1.7x a
+two-thread one, so two units of unequal size side by side end no sooner, and a
+text's units reach the stage a few at a time, the longest often last). Models read
+which case they are in with solo(). A solo piece holds one lane: a request of
+another session that arrives while it runs starts on a free lane at once, beside
+it, rather than waiting for the rest of the piece; the two share the cores for the
+rest of the solo piece.
 
-When the stage holds one session alone (one request_id), that session's later units (those that arrived while
-another of its units was held) are served longest first among themselves, after the unit before them, all due when
-the first of them arrived: the session's response ends with its last unit, so on lanes the longest should not start
-last and end alone on one core. New input reaches the stage while a solo piece runs, so a session's later units are
-there to order when its head unit ends. With several sessions, every unit keeps its own due time: the other
-sessions' units keep the lanes busy, and a session's long text must not go ahead of theirs.
+When the stage holds one session alone while pieces of it run side by side (the other session that shared the lanes
+has left), that session's later units (those that arrived while another of its units was held) go to the free lanes
+longest first among themselves, all due when the first of them arrived: the session's response ends with its last
+unit, so the longest should not start last and end alone on one core. With several sessions, every unit keeps its
+own due time: the other sessions' units keep the lanes busy, and a session's long text must not go ahead of theirs.
 
 A model that knows which piece is its last says so (yields it as a LastPiece): the request then
 ends with that piece's audio. Otherwise it ends a step later, when its generator is found empty, and
@@ -116,8 +116,6 @@ class UtteranceStage(Stage):
         """When each request's next piece is due (monotonic seconds): see the module docstring."""
         self._heard_from: dict[int, tuple[float, int]] = {}
         """Of each started request: when its first piece came back, and the samples it got since."""
-        self._sounded: set[str] = set()
-        """Sessions (request_id) that have had audio from this stage, while the stage holds a unit of theirs."""
         self.sample_rate = sample_rate
         self._running: dict[Future, tuple[int, bool]] = {}
         """Pieces being computed on lane threads: future -> (request key, solo)."""
@@ -158,8 +156,6 @@ class UtteranceStage(Stage):
         self._heard_from.pop(key, None)
         self._followers.discard(key)
         entry = self._active.pop(key, None)
-        if not any(held.request_id == request.request_id for _, held in self._held()):
-            self._sounded.discard(request.request_id)
         if entry is None:
             return
         if any(running_key == key for running_key, _ in self._running.values()):
@@ -238,7 +234,6 @@ class UtteranceStage(Stage):
 
     def _output(self, request: SynthesisRequest, samples: np.ndarray | LastPiece) -> StageItem:
         """The item for a piece the model made; a LastPiece ends its request (its generator is closed)."""
-        self._sounded.add(request.request_id)
         if isinstance(samples, LastPiece):
             self.drop(request)
             return StageItem(request, piece_samples(samples), finished=True)
@@ -256,10 +251,9 @@ class UtteranceStage(Stage):
         self._due[key] = first_at + (heard + samples) / self.sample_rate
 
     def _launch(self) -> None:
-        """Start pieces on free lanes: alone for a lone request, or for the first unit of a lone session that has
-        had no audio yet (its units came together: a whole text), else one per lane. A solo piece holds one lane:
-        a request of another session that comes meanwhile starts beside it at once (its first audio does not wait
-        for the rest of the solo piece; the cores are shared meanwhile), one of its own session after it."""
+        """Start pieces on free lanes: alone, one at a time, for a lone session; else one per lane. A solo piece holds
+        one lane: a request of another session that comes meanwhile starts beside it at once (its first audio does
+        not wait for the rest of the solo piece; the cores are shared meanwhile), one of its own session after it."""
         assert self._executor is not None
         running = {key for key, _ in self._running.values()}
         solo_sessions = {self._active[key][0].request_id for key, alone in self._running.values() if alone and key in self._active}
@@ -267,7 +261,7 @@ class UtteranceStage(Stage):
         if not idle:
             return
         sessions = {request.request_id for _, request in self._held()}
-        alone = not running and (len(self._active) == 1 or (len(sessions) == 1 and not sessions & self._sounded))
+        alone = not running and len(sessions) == 1
         # The session's earliest unit: the one its listener hears first.
         keys = [min(idle, key=self._due.__getitem__)] if alone else self._next_keys(self.lanes - len(running), among=idle)
         for key in keys:

@@ -242,33 +242,31 @@ class ByLength:
         yield LastPiece(np.zeros(10, dtype=np.float32))
 
 
-def test_a_sessions_later_units_run_longest_first_after_its_head():
-    """A session's head unit runs solo; its three later units, put while it runs, then go to the lanes longest first,
-    so the longest does not start last and end alone on one lane (arrival order would end 0.1 s later here)."""
+def test_a_sessions_later_units_take_the_free_lanes_longest_first_once_it_is_alone():
+    """Two sessions share the lanes; the first's three later units come meanwhile. When the other session is done and
+    the first is alone with its head still running beside nothing, its later units go to the free lane longest first,
+    so the longest does not start last and end alone on one lane (arrival order: 10, 5, 20 characters)."""
     async def go() -> dict[str, tuple[float, bool]]:
         model = ByLength()
         worker = StageWorker(UtteranceStage("u", model, lanes=2))
         worker.start()
         requests = [SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id="session")
-                    for t in ("h" * 5, "a" * 10, "b" * 5, "c" * 20)]
+                    for t in ("h" * 30, "a" * 10, "b" * 5, "c" * 20)]
         other = SynthesisRequest(text="o" * 5, stage_input=None, output=AudioOutput(), request_id="other")
         try:
-            worker.put([StageItem(requests[0])])
-            time.sleep(0.03)  # the head unit runs solo; the later units come while it does
+            worker.put([StageItem(requests[0]), StageItem(other)])  # two sessions: side by side
+            time.sleep(0.03)  # the later units come while both run
             for request in requests[1:]:
                 worker.put([StageItem(request)])
-            wait_finished(requests)
-            worker.put([StageItem(other)])  # a new session alone: its one unit is a head, solo again
-            wait_finished([other])
+            wait_finished([*requests, other])
             return model.started
         finally:
             worker.stop()
 
     started = asyncio.run(go())
-    head, later_10, later_5, later_20 = (started[t] for t in ("h" * 5, "a" * 10, "b" * 5, "c" * 20))
-    assert head[1] and not any(alone for _, alone in (later_10, later_5, later_20))
-    assert later_20[0] < later_5[0] and later_10[0] < later_5[0]  # the two longest side by side first
-    assert started["o" * 5][1]
+    head, later_10, later_5, later_20 = (started[t] for t in ("h" * 30, "a" * 10, "b" * 5, "c" * 20))
+    assert not any(alone for _, alone in (head, later_10, later_5, later_20))  # each began beside a running piece
+    assert later_20[0] < later_10[0] < later_5[0]
 
 
 def test_beside_another_session_later_units_keep_their_arrival_order():
@@ -323,27 +321,24 @@ def test_another_session_starts_beside_a_solo_piece_at_once_and_the_solo_session
     assert started["f" * 2][0] >= started["h" * 50][0] + 0.95  # after its session's head
 
 
-def test_a_whole_texts_units_start_with_the_first_alone_then_share_the_lanes():
-    """A lone session's units that come together (a whole text): the first runs solo, with every core, for the
-    session's first audio; of the later ones, two or more go to the lanes side by side, one left alone runs solo."""
-    def started_of(texts: tuple[str, ...]) -> dict[str, tuple[float, bool]]:
-        async def go() -> dict[str, tuple[float, bool]]:
-            model = ByLength()
-            worker = StageWorker(UtteranceStage("u", model, lanes=2))
-            worker.start()
-            units = [SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id="text") for t in texts]
-            try:
-                worker.put([StageItem(unit) for unit in units])
-                wait_finished(units)
-                return model.started
-            finally:
-                worker.stop()
+def test_a_lone_sessions_units_run_solo_one_after_another():
+    """A lone session's units (a whole text, put together): each runs solo, with every core, in the order its listener
+    hears them, the next when the one before is done; a two-thread Piper run ends two unequal units sooner this way
+    than one thread each side by side."""
+    async def go() -> dict[str, tuple[float, bool]]:
+        model = ByLength()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+        units = [SynthesisRequest(text=t, stage_input=None, output=AudioOutput(), request_id="text")
+                 for t in ("a" * 5, "b" * 10, "c" * 3)]
+        try:
+            worker.put([StageItem(unit) for unit in units])
+            wait_finished(units)
+            return model.started
+        finally:
+            worker.stop()
 
-        return asyncio.run(go())
-
-    two = started_of(("a" * 5, "b" * 10))
-    assert two["a" * 5][1] and two["b" * 10][1]
-    assert two["b" * 10][0] >= two["a" * 5][0] + 0.1  # after the first: 5 characters take 0.1 s
-    three = started_of(("a" * 5, "b" * 10, "c" * 10))
-    assert three["a" * 5][1] and not three["b" * 10][1] and not three["c" * 10][1]
-    assert abs(three["b" * 10][0] - three["c" * 10][0]) < 0.05  # side by side
+    started = asyncio.run(go())
+    (a, a_solo), (b, b_solo), (c, c_solo) = (started[t] for t in ("a" * 5, "b" * 10, "c" * 3))
+    assert a_solo and b_solo and c_solo
+    assert b >= a + 0.1 and c >= b + 0.2  # each after the one before: 20 ms a character

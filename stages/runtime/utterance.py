@@ -138,7 +138,9 @@ class UtteranceStage(Stage):
             raise ValueError(f"stage {self.name} takes one input per request (a whole unit)")
 
     def has_work(self) -> bool:
-        return bool(self._waiting or self._active)
+        # A piece still running counts, even of a request dropped meanwhile: until it is back its lane is taken, and
+        # an idle worker would leave it in _running, where the next request would find a lane busy (and not run solo).
+        return bool(self._waiting or self._active or self._running)
 
     def batch_requests(self) -> list[SynthesisRequest]:
         return list(self._batch)

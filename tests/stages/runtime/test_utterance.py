@@ -342,3 +342,30 @@ def test_a_lone_sessions_units_run_solo_one_after_another():
     (a, a_solo), (b, b_solo), (c, c_solo) = (started[t] for t in ("a" * 5, "b" * 10, "c" * 3))
     assert a_solo and b_solo and c_solo
     assert b >= a + 0.1 and c >= b + 0.2  # each after the one before: 20 ms a character
+
+
+def test_a_lane_is_free_again_once_a_cancelled_requests_piece_is_back():
+    """A lone request is cancelled in the middle of its (solo) piece and nothing else is held: the stage still takes
+    the piece back when it ends, so a request that comes later finds both lanes free and runs solo at once."""
+    async def go() -> tuple[float, dict[str, tuple[float, bool]]]:
+        model = ByLength()
+        worker = StageWorker(UtteranceStage("u", model, lanes=2))
+        worker.start()
+        first = SynthesisRequest(text="a" * 15, stage_input=None, output=AudioOutput(), request_id="first")
+        later = SynthesisRequest(text="b" * 5, stage_input=None, output=AudioOutput(), request_id="later")
+        try:
+            first.on_cancel(worker.wake)  # as the pipeline wakes its workers
+            worker.put([StageItem(first)])
+            time.sleep(0.1)
+            first.cancel()  # dropped at once; its piece runs on for another 0.2 s
+            time.sleep(0.5)
+            put_at = time.monotonic()
+            worker.put([StageItem(later)])
+            wait_finished([later])
+            return put_at, model.started
+        finally:
+            worker.stop()
+
+    put_at, started = asyncio.run(go())
+    at, alone = started["b" * 5]
+    assert alone and at - put_at < 0.1

@@ -340,8 +340,10 @@ class LMSteps:
 
 def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str | None = None,
                 prompt_out: Path | None = None) -> dict:
+    from vocalis.server.heap_trim import keep_freed_heap
     from vocalis.stages.models.registry import load_model
 
+    keep_freed_heap()  # the heap as `vocalis serve` keeps it
     family = FAMILIES[key]
     start = time.perf_counter()
     model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype or family.dtype, max(levels), family.dtype_stages)))

@@ -1,7 +1,7 @@
 """Piper's ONNX runs on a heap that keeps freed blocks (server/heap_trim.py) against glibc's defaults.
 
-The served voice's two sessions (all cores: a lone request; one thread: a lane beside others) run the three medium
-prompts' sentences from a worker thread, as the stage's lanes do. Each sample is a fresh child process, so glibc's
+The served voice's two sessions (all cores: a lone request; one thread: a lane beside others) run the first medium
+prompt's sentences (43, 195 and 231 phoneme ids) from a worker thread, as the stage's lanes do. Each sample is a fresh child process, so glibc's
 settings are the process's own; the variants take turns, rep by rep:
   - default: glibc as it starts (large blocks mmap'd and unmapped, a heap's free top given back);
   - kept: keep_freed_heap(), what `vocalis serve` sets;
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                 "median_s": statistics.median(values), "ratio_to_kept": statistics.median(ratios),
                 "ratio_min": min(ratios), "ratio_max": max(ratios),
             })
-    print(f"Piper (en_US-joe-medium), the medium prompts' sentences per pass; {args.reps} reps, {args.passes} passes each")
+    print(f"Piper (en_US-joe-medium), the first medium prompt's sentences per pass; {args.reps} reps, {args.passes} passes each")
     print("| session | heap | pass, median s | / kept, median [min-max] |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row['session']} | {row['variant']} | {row['median_s']:.3f} | "

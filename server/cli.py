@@ -85,7 +85,7 @@ def main() -> None:
                    "deploy/haproxy/haproxy.cfg, 2 x (1 s + 1 s)).")
 @click.option("--heap-trim-after", default=HEAP_TRIM_AFTER_S, show_default=True, type=click.FloatRange(min=0),
               help="Seconds with no session before the server gives freed heap back to the OS. Until then a request "
-                   "reuses what the last ones freed (Piper's runs take ~1.15-1.3x as long on fresh memory).")
+                   "reuses what the last ones freed (Piper's runs take ~1.1-1.25x as long on fresh memory).")
 @click.option("--drain-grace", default=30.0, show_default=True, type=float,
               help="Then, seconds running sessions get to finish before the process exits.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))

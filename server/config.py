@@ -40,11 +40,11 @@ class Limits:
     max_pending_marks: int = 256
     """Flushes and clears of one session not yet answered (a client that sends them and reads nothing is refused)."""
     max_plan_entries: int = 2048
+    """Units and marks of one session waiting to be spoken, beyond what max_buffered_chars already bounds."""
     max_audio_seconds: float = 1800.0
     """Audio one session may produce, in seconds at its output speed, checked as it is made; past it the session
     ends with RESOURCE_EXHAUSTED (AUDIO_TOO_LONG; HTTP 413). 0: no cap. The longest text (5,000 characters) at the
     slowest speed (0.25) makes about 1,300 s; a model that runs away (no end token) is stopped here."""
-    """Units and marks of one session waiting to be spoken, beyond what max_buffered_chars already bounds."""
 
 
 def default_voice_dir() -> Path:

@@ -3,8 +3,8 @@
 While busy: by default glibc serves every block above a sliding threshold (128 KiB up to 32 MiB) with its own
 mmap and unmaps it when freed, and gives the top of a heap back once 128 KiB of it is free. A model whose runs
 allocate and free large buffers every time then page-faults its way through fresh zeroed memory on each run:
-Piper's ONNX runs (its CPU arena is off, voice.py) took 1.14x as long on two threads and 1.3x on one as with the
-blocks kept (bench/heap_reuse.py). keep_freed_heap() has such blocks come from the heap and stay there when freed
+Piper's ONNX runs (its CPU arena is off, voice.py) took ~1.25x as long on two threads and ~1.1x on one as with the
+blocks kept (bench/heap_reuse.py, medians of 3 fresh processes each). keep_freed_heap() has such blocks come from the heap and stay there when freed
 (mmap only above 32 MiB, glibc's largest threshold; no trim of a heap's top below 1 GiB), so the next run reuses them.
 
 A burst of requests leaves what it freed in glibc's arenas (one per thread that allocated: Piper's lanes, the stage
@@ -29,7 +29,6 @@ MMAP_THRESHOLD = 32 * 1024 * 1024
 """Blocks at least this large still get their own mapping (the largest threshold glibc accepts on 64-bit)."""
 TRIM_THRESHOLD = 1024 * 1024 * 1024
 """Free memory at a heap's top that glibc keeps while busy; the idle trim gives it back."""
-
 
 
 def malloc_trim() -> Callable[[int], int] | None:

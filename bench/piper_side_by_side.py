@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 import wave
+from collections.abc import Awaitable
 from pathlib import Path
 
 import httpx
@@ -48,6 +49,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.onnx_run_timer import seconds_between  # noqa: E402
 from bench.report import spread  # noqa: E402
 from tests.serving import free_port, start_server  # noqa: E402
 from vocalis.clients import prompts  # noqa: E402
@@ -108,11 +110,12 @@ class CpuMeter:
 # ----------------------------------------------------------------------------- Piper's own server
 
 
-def start_piper(model_path: str, log_dir: Path) -> tuple[subprocess.Popen, str]:
+def start_piper(model_path: str, log_dir: Path, launcher: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """Piper's server on a free loopback port; `launcher`: a script and its arguments that run its module for it."""
     port = free_port()
     log = (log_dir / "piper-http.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "piper.http_server", "-m", model_path, "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, *launcher, "-m", "piper.http_server", "-m", model_path, "--host", "127.0.0.1", "--port", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -254,6 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-foreign", type=float, default=0.2, help="a run with more foreign load than this is repeated")
     parser.add_argument("--retries", type=int, default=4, help="repeats of a run spoiled by foreign load")
     parser.add_argument("--vocalis-args", default="", help="extra arguments for `vocalis serve`")
+    parser.add_argument("--onnx-times", action="store_true",
+                        help="time every onnxruntime run inside both servers (bench/onnx_run_timer.py), to split each "
+                             "run's latency into model time and the rest")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "piper_side_by_side.json")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the tables here")
     args = parser.parse_args(argv)
@@ -266,8 +272,11 @@ def main(argv: list[str] | None = None) -> None:
     cores = os.cpu_count() or 1
     mix = prompts.bundled()
     log_dir = Path(tempfile.mkdtemp(prefix="side-by-side-"))
-    piper_process, piper_url = start_piper(model_path, log_dir)
-    vocalis = start_server(log_dir, *args.vocalis_args.split())
+    onnx_logs = {name: log_dir / f"onnx-runs-{name}.log" for name in ("piper", "vocalis")}
+    timer = str(ROOT / "bench" / "onnx_run_timer.py")
+    launchers = {name: (timer, str(path)) if args.onnx_times else () for name, path in onnx_logs.items()}
+    piper_process, piper_url = start_piper(model_path, log_dir, launchers["piper"])
+    vocalis = start_server(log_dir, *args.vocalis_args.split(), launcher=launchers["vocalis"])
     meter = CpuMeter([os.getpid(), piper_process.pid, vocalis.process.pid])
     voices = ceiling_voices(model_path, cores)
     runs: list[dict] = []
@@ -302,11 +311,13 @@ def main(argv: list[str] | None = None) -> None:
                     if (rep + levels.index(concurrency)) % 2:
                         order.reverse()
                     for name, target in order:
-                        level, cpu, tries = await measured(
+                        (level, started, ended), cpu, tries = await measured(
                             f"rep {rep} c={concurrency} {name}",
-                            lambda target=target, chosen=chosen, c=concurrency: closed_loop(target, chosen, c, len(chosen)),
+                            lambda target=target, chosen=chosen, c=concurrency: timed(closed_loop(target, chosen, c, len(chosen))),
                         )
                         summary = level.summary()
+                        if args.onnx_times:
+                            summary["onnx_s"] = seconds_between(onnx_logs[name], started, ended)
                         runs.append({"server": name, "rep": rep, "concurrency": concurrency, "cpu": cpu, "tries": tries,
                                      **summary, "latencies_in_order": latencies_in_order(level)})
                         print(f"  rep {rep} c={concurrency:<2} {name:<7} {summary['audio_s_per_s']:6.1f} audio s/s  "
@@ -364,6 +375,13 @@ def main(argv: list[str] | None = None) -> None:
         "runs": runs, "ttfa": ttfa_rows,
     }, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
+
+
+async def timed(work: Awaitable[LevelResult]) -> tuple[LevelResult, float, float]:
+    """`work`'s result, with time.monotonic() before and after it (the clock bench/onnx_run_timer.py logs)."""
+    started = time.monotonic()
+    level = await work
+    return level, started, time.monotonic()
 
 
 def latencies_in_order(level: LevelResult) -> list[float | None]:
@@ -434,7 +452,33 @@ def throughput_tables(runs: list[dict], levels: list[int], cores: int) -> list[s
         throughput = paired(runs, c, lambda r: r["audio_s_per_s"])
         lines.append(f"| {c} | {len(p50)} | {spread(p50)} | {spread(mean)} | {spread(same)} | {spread(throughput)} |")
     lines += ["", "E2E, same prompt: the median over a pair's prompts of Vocalis's latency over Piper's for the same text."]
+    if 1 in levels and any("onnx_s" in r for r in runs):
+        lines += onnx_table(runs)
     return lines
+
+
+def outside_onnx_ms(run: dict) -> float:
+    """A run of one request at a time: a request's latency less the server's time in onnxruntime, ms per request."""
+    latencies = [v for v in run["latencies_in_order"] if v]
+    return (sum(latencies) - run["onnx_s"]) / len(latencies) * 1000
+
+
+def onnx_table(runs: list[dict]) -> list[str]:
+    """One request at a time: each server's time in onnxruntime (bench/onnx_run_timer.py around both) and the rest.
+    (With several at once the runs overlap, and their summed time says nothing of either server.)"""
+    found = [(ours, piper) for ours, piper in pairs(runs, 1) if "onnx_s" in ours and "onnx_s" in piper]
+    ratio = [ours["onnx_s"] / piper["onnx_s"] for ours, piper in found if piper["onnx_s"] > 0]
+    rest = {"vocalis": [outside_onnx_ms(ours) for ours, _ in found], "piper": [outside_onnx_ms(piper) for _, piper in found]}
+    return [
+        "",
+        "One request at a time, each latency split (`--onnx-times`: the same timer around both servers' "
+        "`InferenceSession.run`): the time in onnxruntime, Vocalis over Piper per pair, and the rest of a request's "
+        "latency (HTTP, phonemes, moving the audio) in ms per request; median [min–max] over the pairs.",
+        "",
+        "| pairs | onnxruntime s, Vocalis / Piper | Piper outside onnxruntime, ms | Vocalis outside onnxruntime, ms |",
+        "|---|---|---|---|",
+        f"| {len(found)} | {spread(ratio)} | {spread(rest['piper'], 1)} | {spread(rest['vocalis'], 1)} |",
+    ]
 
 
 def render(runs: list[dict], ttfa_rows: list[dict], levels: list[int], cores: int) -> str:

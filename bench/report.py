@@ -15,6 +15,8 @@ def write_json(path: Path, result: Any, indent: int = 2) -> None:
     print(f"wrote {path}")
 
 
-def spread(values: list[float]) -> str:
-    """median [min–max]"""
-    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]" if values else "-"
+def spread(values: list[float], digits: int = 2) -> str:
+    """median [min–max], each with `digits` decimals"""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"

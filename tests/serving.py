@@ -62,14 +62,16 @@ def start_server(
     health_metadata: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
     ports: tuple[int, int] | None = None,
+    launcher: tuple[str, ...] = (),
 ) -> RunningServer:
     """Start `vocalis serve` with `args`; `health_metadata` (a key) when its health checks need one (--closed-health);
     `env`: variables set for the server beside the test's own (HF_HOME, HF_HUB_OFFLINE, ...); `ports`: (gRPC, HTTP)
-    to listen on, e.g. a replica's own again after a restart (default: free ones)."""
+    to listen on, e.g. a replica's own again after a restart (default: free ones); `launcher`: a script and its
+    arguments that run the server's module for it (`python SCRIPT ARGS -m vocalis.server ...`)."""
     grpc_port, http_port = ports or (free_port(), free_port())
     log_path = log_dir / f"server-{grpc_port}.log"
     command = [
-        sys.executable, "-m", "vocalis.server", "serve",
+        sys.executable, *launcher, "-m", "vocalis.server", "serve",
         "--grpc-address", f"127.0.0.1:{grpc_port}", "--host", "127.0.0.1", "--port", str(http_port),
         *(() if "--voice-dir" in args or "--voice-store" in args else ("--voice-dir", str(log_dir / f"voices-{grpc_port}"))), *args,
     ]

@@ -284,8 +284,9 @@ def main() -> None:
     args = parser.parse_args()
     attacks = {kind: ATTACKS[kind] for kind in filter(None, args.attacks.split(","))}
     cap = () if args.max_audio_seconds is None else ("--max-audio-seconds", str(args.max_audio_seconds))
-    # The trim soon after the load, so that the RSS at rest is read on a trimmed heap (resting_rss).
-    server = start_server(Path(tempfile.mkdtemp()), *cap, "--heap-trim-after", str(TRIM_AFTER_S))
+    # The trim soon after the load, whatever the RSS grew by, so that the RSS at rest is read on a trimmed heap
+    # (resting_rss).
+    server = start_server(Path(tempfile.mkdtemp()), *cap, "--heap-trim-after", str(TRIM_AFTER_S), "--heap-trim-above", "0")
     try:
         result = asyncio.run(soak(server, args.duration, args.concurrency, args.seed, attacks, args.warmup,
                                   capped=args.max_audio_seconds is not None and args.max_audio_seconds > 0))

@@ -11,6 +11,8 @@ DRAIN_DELAY_S = PROXY_CHECK_FALL * (PROXY_CHECK_INTER_S + PROXY_CHECK_TIMEOUT_S)
 """The longest such a proxy takes to mark a replica down: `fall` checks, each up to an interval plus its timeout (4 s)."""
 HEAP_TRIM_AFTER_S = 10.0
 """Idle seconds before freed heap goes back: long enough that a server with steady traffic keeps it for reuse."""
+HEAP_TRIM_ABOVE_MIB = 256
+"""...and only once the RSS has grown this much since the last trim: what usual requests reuse stays (heap_trim.py)."""
 
 
 @dataclass(frozen=True)
@@ -129,3 +131,5 @@ class ServerConfig:
     """Seconds a client is told to wait after RESOURCE_EXHAUSTED."""
     heap_trim_after_s: float = HEAP_TRIM_AFTER_S
     """How long the server must have had no session before it gives freed heap back (server/heap_trim.py)."""
+    heap_trim_above_mib: int = HEAP_TRIM_ABOVE_MIB
+    """How far the RSS must have grown since the last trim for the idle trim to run (server/heap_trim.py)."""

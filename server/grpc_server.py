@@ -81,7 +81,9 @@ class GrpcServer:
 async def start_grpc_server(engine: Engine, config: ServerConfig, catalog: VoiceCatalog) -> GrpcServer:
     """Start listening, NOT_SERVING until ready() is called (after warm-up)."""
     max_bytes = config.limits.max_message_bytes
-    trimmer = HeapTrimmer(lambda: lifecycle.in_flight == 0, malloc_trim(), config.heap_trim_after_s)
+    trimmer = HeapTrimmer(
+        lambda: lifecycle.in_flight == 0, malloc_trim(), config.heap_trim_after_s, config.heap_trim_above_mib * 1024 * 1024
+    )
     lifecycle = Lifecycle(config.limits.max_sessions_per_key, config.retry_after_s, on_idle=trimmer.went_idle)
     metrics = ServerMetrics(engine)
     metrics.registry.register(AdmissionCollector(lifecycle, engine))

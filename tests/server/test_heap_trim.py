@@ -1,5 +1,5 @@
 """The server keeps freed heap for reuse while busy and gives it back once idle: after idle_s with no session, not
-while one runs."""
+while one runs, and only once the RSS has grown past where the last trim left it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from vocalis.server.heap_trim import HeapTrimmer, malloc_trim
+from vocalis.server.heap_trim import HeapTrimmer, malloc_trim, resident_bytes
 
 
 def test_trims_once_idle_and_not_when_work_came_back():
@@ -20,7 +20,7 @@ def test_trims_once_idle_and_not_when_work_came_back():
     busy = [False]
 
     async def go() -> int:
-        trimmer = HeapTrimmer(lambda: not busy[0], calls.append, idle_s=0.05)
+        trimmer = HeapTrimmer(lambda: not busy[0], calls.append, idle_s=0.05, grown_bytes=0)
         trimmer.went_idle()
         await asyncio.sleep(0.2)
         assert calls == [0] and trimmer.trims == 1
@@ -36,7 +36,7 @@ def test_went_idle_again_restarts_the_wait():
     calls: list[int] = []
 
     async def go() -> None:
-        trimmer = HeapTrimmer(lambda: True, calls.append, idle_s=0.1)
+        trimmer = HeapTrimmer(lambda: True, calls.append, idle_s=0.1, grown_bytes=0)
         for _ in range(3):
             trimmer.went_idle()
             await asyncio.sleep(0.05)
@@ -45,6 +45,57 @@ def test_went_idle_again_restarts_the_wait():
         assert calls == [0]
 
     asyncio.run(go())
+
+
+def test_trims_only_once_the_rss_has_grown_past_the_last_trim():
+    calls: list[int] = []
+    mib = 1024 * 1024
+    rss = [500 * mib]
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        rss[0] = 520 * mib  # what malloc_trim leaves: the next floor
+        return 1
+
+    async def go() -> None:
+        trimmer = HeapTrimmer(lambda: True, trim, idle_s=0.02, grown_bytes=256 * mib, resident=lambda: rss[0])
+        rss[0] = 700 * mib  # 200 MiB above the floor at start: what the next request would reuse
+        trimmer.went_idle()
+        await asyncio.sleep(0.1)
+        assert calls == []
+        rss[0] = 800 * mib  # 300 MiB above it: a burst's leftovers
+        trimmer.went_idle()
+        await asyncio.sleep(0.1)
+        assert calls == [0] and trimmer.trims == 1
+        rss[0] = 700 * mib  # 180 MiB above the floor the trim left (520)
+        trimmer.went_idle()
+        await asyncio.sleep(0.1)
+        assert calls == [0]
+        rss[0] = 780 * mib  # 260 above it
+        trimmer.went_idle()
+        await asyncio.sleep(0.1)
+        assert calls == [0, 0]
+
+    asyncio.run(go())
+
+
+def test_trims_on_every_idle_where_the_rss_cannot_be_read():
+    calls: list[int] = []
+
+    async def go() -> None:
+        trimmer = HeapTrimmer(lambda: True, calls.append, idle_s=0.02, grown_bytes=256 * 1024 * 1024, resident=lambda: None)
+        for _ in range(2):
+            trimmer.went_idle()
+            await asyncio.sleep(0.1)
+
+    asyncio.run(go())
+    assert calls == [0, 0]
+
+
+def test_the_rss_reads_here():
+    if platform.system() != "Linux":
+        pytest.skip("read from /proc")
+    assert resident_bytes() > 10 * 1024 * 1024  # an interpreter with this test suite loaded
 
 
 def test_the_c_library_trim_runs_here():

@@ -9,8 +9,8 @@ PROXY_CHECK_FALL, PROXY_CHECK_INTER_S, PROXY_CHECK_TIMEOUT_S = 2, 1.0, 1.0
 """The health-check timing deploy/haproxy/haproxy.cfg documents (fall 2, inter 1s, timeout check 1s)."""
 DRAIN_DELAY_S = PROXY_CHECK_FALL * (PROXY_CHECK_INTER_S + PROXY_CHECK_TIMEOUT_S)
 """The longest such a proxy takes to mark a replica down: `fall` checks, each up to an interval plus its timeout (4 s)."""
-HEAP_TRIM_AFTER_S = 10.0
-"""Idle seconds before freed heap goes back: long enough that a server with steady traffic keeps it for reuse."""
+HEAP_TRIM_AFTER_S = 60.0
+"""Idle seconds before freed heap goes back: long enough that bursty traffic keeps it for reuse (heap_trim.py)."""
 HEAP_TRIM_ABOVE_MIB = 256
 """...and only once the RSS has grown this much since the last trim: what usual requests reuse stays (heap_trim.py)."""
 

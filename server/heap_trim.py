@@ -10,15 +10,17 @@ blocks kept (bench/heap_reuse.py, medians of 3 fresh processes each). keep_freed
 A burst of requests leaves what it freed in glibc's arenas (one per thread that allocated: Piper's lanes, the stage
 workers, gRPC's threads), and the RSS stays near the burst's peak until that memory is reused: from one idle moment
 to the next it differs by hundreds of MB with nothing held. malloc_trim(0) gives the free pages of every arena back.
-The server calls it once it has been idle for `idle_s` (`serve --heap-trim-after`, 10 s: traffic that pauses for less
-keeps its heap), on a thread, not on the event loop; where the C library has no malloc_trim (musl, macOS) nothing is
-done.
+The server calls it once it has been idle for `idle_s` (`serve --heap-trim-after`, 60 s), on a thread, not on the
+event loop; where the C library has no malloc_trim (musl, macOS) nothing is done.
 
 A trim costs the next request: what it gives back, that request faults in again. After a 12 s pause, a short Piper
 prompt took 1.26x Piper's own server's time when the pause had ended in a trim, 1.06x when it had not (median of 6,
-one request per server in turn). So the idle trim runs only once the RSS has grown `grown_bytes` (`serve
---heap-trim-above`, 256 MiB) past what it was after the last trim (or when the trimmer was made): sporadic requests
-of the usual sizes keep their few hundred MB, and what a burst of long ones left still goes back.
+one request per server in turn); in bench/piper_side_by_side.py's closed runs, whose servers idle 10-30 s between
+runs, the first two requests of each run took 1.2-1.5x with a 10 s delay. Hence the two conditions: a minute with no
+session (traffic that pauses for less keeps its heap; what counts against a memory limit is the peak, not the rest),
+and an RSS grown `grown_bytes` (`serve --heap-trim-above`, 256 MiB) past what it was after the last trim (or when the
+trimmer was made), so that sporadic requests of the usual sizes keep their few hundred MB while what a burst of long
+ones left still goes back.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
 bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Fish Speech S2 Pro: bench/configs/fish_speech_s2_pro.json; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
 cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/; GLM-TTS: the published Llama and flow configs of
-tests/goldens/glm_tts/real/; Fish Audio Drama 3: assumed sizes, bench/drama3_build.py (its published ones are not
-known here), only when named in --families), loads it as the
+tests/goldens/glm_tts/real/; Gepard-1.0: bench/configs/gepard_real_sizes.json (its backbone as its vendor's model guide
+gives it, the rest assumed from Qwen3.5-0.8B; the tiny NanoCodec); Fish Audio Drama 3: assumed sizes,
+bench/drama3_build.py (its published ones are not known here), only when named in --families), loads it as the
 server would (family loader, deploy defaults, --device/--dtype overrides), and serves
 closed-loop callers in process at each concurrency. Random weights make random audio:
 stop heads are silenced so every request runs to --frames, and the figures measure speed only.
@@ -86,6 +87,7 @@ CASES = {
     "cosyvoice3": Case("Fun-CosyVoice3-0.5B-2512", tiny.cosyvoice3, clone=True, layout=_committed(GOLDENS / "cosyvoice3" / "real")),
     "glm-tts": Case("GLM-TTS", tiny.glm_tts, clone=True, layout=lambda work: None),  # _build_glm_tts builds its base
     "drama-3": Case("drama-3", tiny.drama3),
+    "gepard": Case("gepard-1.0", tiny.gepard),
 }
 NO_REAL_SIZES = {"drama-3": "the published sizes of fishaudio/drama-3 are not known here: bench/drama3_build.py builds "
                              "assumed ones (Qwen3.5-35B-A3B's backbone, ~33 GiB of FP8 experts)"}
@@ -188,6 +190,8 @@ def build_real(key: str, work: Path, device: str, layers: int | None = None) -> 
             _build_glm_tts(out)
         elif key == "fish-speech-s2-pro":
             _build_fish(out)
+        elif key == "gepard":
+            _build_gepard(out)
         elif key == "drama-3":
             from bench import drama3_build
 
@@ -331,6 +335,23 @@ def _build_auk(out: Path) -> None:
     (out / "auk.safetensors").symlink_to("auk_base.safetensors")
     vae = {k: v for k, v in _save(AuKVAE(parsed.vae), out, "", {}).items()}
     save_file(vae, str(out / "vae.safetensors"))
+
+
+def _build_gepard(out: Path) -> None:
+    """Gepard's talker at bench/configs/gepard_real_sizes.json (the tokenizer and NanoCodec stay the tiny ones); its stop
+    head silenced. The published file also holds the voice compressor and training-only heads, which the server
+    declares unused (talker.UNUSED): left out here, they would only be read past."""
+    from vocalis.stages.models.gepard.config import SIDECAR, GepardConfig
+    from vocalis.stages.models.gepard.talker import GepardTalker
+
+    sizes = json.loads((ROOT / "bench" / "configs" / "gepard_real_sizes.json").read_text())
+    for name, top in (("config.json", sizes["config"]), (SIDECAR, sizes["sidecar"])):
+        (out / name).write_text(json.dumps(_overlay(json.loads((out / name).read_text()), top), indent=2))
+    with _built_in(torch.bfloat16):
+        talker = GepardTalker(GepardConfig.from_dir(out))
+    talker.stop_head.weight.zero_()
+    talker.stop_head.bias.fill_(-30.0)  # sigmoid ~ 1e-13: every request runs to --frames
+    _save(talker, out / "model.safetensors")
 
 
 def _build_higgs(out: Path) -> None:

@@ -153,6 +153,9 @@ FAMILIES = {
     # and the DiT in bfloat16, as float32 would not fit beside the replay; 50 latent frames per second of audio
     "auk": Family("auk", "AuK", Path("tiny") / "auk", "", 50.0, "", built=True, dtype="bfloat16", dtype_stages=("0", "1"),
                   timed_stage="flow", told_length=True),
+    # no reference (none installs: the vendor's runner is GitHub-only and needs NeMo): Vocalis only; the backbone at
+    # its published size, the NanoCodec tiny (bench/configs/gepard_real_sizes.json); 21.5 frames per second
+    "gepard": Family("gepard", "gepard-1.0", Path("tiny") / "gepard", "", 21.5, "", built=True),
 }
 LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
              "glm-tts": {"sampler": "topk", "temperature": 0.0},

@@ -34,6 +34,28 @@ def test_drama3_is_left_out_of_a_default_real_size_run_and_only_it_builds_shallo
         bench.build_real("voxcpm2", ROOT / "nonexistent", "cpu", layers=8)
 
 
+def test_gepards_real_sizes_give_its_published_backbone(tmp_path):
+    """bench/configs/gepard_real_sizes.json over the tiny checkpoint: the vendor's 14 full-attention layers of width 1024
+    with 8 / 2 heads and full rotary, the published special and speaker ids, and with the assumed widths the ~0.5 B
+    backbone parameters the parity survey records (counted on the meta device: nothing allocated)."""
+    import torch
+
+    from vocalis.stages.models.gepard.config import SIDECAR, GepardConfig
+    from vocalis.stages.models.gepard.talker import GepardTalker
+
+    tiny = bench.tiny_checkpoint("gepard", tmp_path)
+    sizes = json.loads((ROOT / "bench" / "configs" / "gepard_real_sizes.json").read_text())
+    config = GepardConfig.from_dict(bench._overlay(json.loads((tiny / "config.json").read_text()), sizes["config"]),
+                                    bench._overlay(json.loads((tiny / SIDECAR).read_text()), sizes["sidecar"]))
+    backbone = config.backbone
+    assert (backbone.num_hidden_layers, backbone.hidden_size, backbone.num_attention_heads, backbone.num_key_value_heads) == (14, 1024, 8, 2)
+    assert set(backbone.layer_types) == {"full_attention"} and backbone.partial_rotary_factor == 1.0
+    assert (config.start_of_speech, config.speaker_token_base, config.num_speaker_prefix, config.audio_embed_dim) == (248070, 248077, 8, 32)
+    with torch.device("meta"):
+        talker = GepardTalker(config)
+    assert 0.50e9 < sum(p.numel() for p in talker.model.parameters()) < 0.53e9
+
+
 def test_the_builders_writer_reads_back_as_safetensors_writes(tmp_path):
     """bench/gpu.py's save_file streams tensors from their own memory; safetensors reads back each one (tied and
     strided tensors, bfloat16, integers, empty and scalar ones) as it was."""

@@ -12,7 +12,9 @@ stream EOS silenced; both sides in bfloat16, as its 5.4 B-parameter talker is 20
 through the deploy override of stage 0's dtype, the reference's through from_pretrained's), Fish Speech S2 Pro (plain
 text, greedy; the dual AR in bfloat16 on both sides, 18 GiB in float32; the stop's tied embedding row is zero, so its
 logit never leads and every request runs to --frames), and AuK (no reference exists, so Vocalis only: told its
-length, --frames latent frames at 50 a second, and --omnivoice-steps flow steps; the thinker and the DiT in bfloat16).
+length, --frames latent frames at 50 a second, and --omnivoice-steps flow steps; the thinker and the DiT in bfloat16), and
+Gepard-1.0 (none installs either: Vocalis only; its backbone at the size its vendor's model guide gives, the rest of
+bench/configs/gepard_real_sizes.json assumed, the NanoCodec tiny; stop head silenced, --frames frames at 21.5 a second).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
@@ -43,6 +45,7 @@ Each side runs in its own child process, one model in memory at a time, and repo
     python bench/real_size_cpu.py --families higgs-audio-v2 --frames 16 --reps 3      # bfloat16 on both sides
     python bench/real_size_cpu.py --families fish-speech-s2-pro --frames 16 --reps 3  # bfloat16 on both sides
     python bench/real_size_cpu.py --families auk --reference-python '' --frames 50 --omnivoice-steps 4 --reps 3
+    python bench/real_size_cpu.py --families gepard --reference-python '' --frames 48 --reps 3
 
 With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
 pair to pair; the ratios are taken within each pair and given as median [min-max] over the pairs, so that a load that

@@ -181,10 +181,11 @@ class HybridDecoder(nn.Module):
         c = self.config
         return CacheShape(c.num_full_layers, c.num_key_value_heads, c.head_dim, min(max_len, c.max_position_embeddings))
 
-    def state_shape(self) -> StateShape:
-        """The per-sequence recurrent state of the linear-attention layers."""
-        first = next(layer for layer in self.layers if layer.layer_type == LINEAR)
-        return first.linear_attn.state_shape(self.config.num_linear_layers)
+    def state_shape(self) -> StateShape | None:
+        """The per-sequence recurrent state of the linear-attention layers; None where every layer is full attention
+        (Gepard-1.0's published backbone: then the runtime keeps no state slots)."""
+        first = next((layer for layer in self.layers if layer.layer_type == LINEAR), None)
+        return None if first is None else first.linear_attn.state_shape(self.config.num_linear_layers)
 
     def _rope(self, positions: torch.Tensor):
         return rope(positions, self.config.rotary_dim, self.config.rope_theta)

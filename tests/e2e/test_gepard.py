@@ -8,6 +8,7 @@ sampling with seed.
 from __future__ import annotations
 
 import io
+import json
 
 import grpc
 import httpx
@@ -15,7 +16,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.family_servers import ONE_THREAD
 from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
+from tests.serving import start_server
+from tests.tiny_gepard.build import build_checkpoint
 from vocalis.clients.errors import VocalisError
 from vocalis.clients.sync import Client
 from vocalis.tts.v1 import audio_pb2
@@ -70,6 +74,21 @@ def test_grpc_streams_chunks_that_join_to_the_whole(gepard):
     assert started.sample_rate == 22050
     assert len(chunks) > 2 and chunks[0].num_samples == 4 * FRAME
     assert b"".join(c.audio for c in chunks) == whole  # streamed with left context == one whole decode
+
+
+def test_a_backbone_of_full_attention_only_serves(tmp_path):
+    """The published backbone has no linear-attention layer (its vendor's model guide: 14 full-attention layers); such a
+    checkpoint failed to load (the talker asked its decoder for a recurrent-state shape it does not have). Served here
+    over HTTP: 22.05 kHz audio of the pinned length."""
+    checkpoint = build_checkpoint(tmp_path / "gepard-full-attention", full_attention_only=True)
+    server = start_server(tmp_path, "--stage-overrides", json.dumps({"gepard": {"max_len": 96}}), str(checkpoint), env=ONE_THREAD)
+    try:
+        response = speak(server)
+    finally:
+        server.stop()
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    assert rate == 22050 and len(samples) == FRAMES * FRAME and 0.01 < samples.std() < 0.9
 
 
 def test_opus_is_resampled(gepard):

@@ -21,6 +21,7 @@ import yaml
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from vocalis.stages.components.hybrid import HybridConfig, HybridDecoder
 from vocalis.stages.models.gepard.nanocodec import read_nemo
 
 GOLDENS = Path(__file__).resolve().parents[1] / "goldens" / "qwen3_5"
@@ -44,9 +45,13 @@ SIDECAR = {
 }
 
 
-def build_checkpoint(path: Path, seed: int = 7, with_codec: bool = True) -> Path:
+def build_checkpoint(path: Path, seed: int = 7, with_codec: bool = True, full_attention_only: bool = False) -> Path:
+    """With `full_attention_only`, every backbone layer is full attention, as in the published checkpoint (its vendor's
+    model guide: 14 full-attention layers); its `model.*` weights are then random (seeded), not the goldens'."""
     path.mkdir(parents=True, exist_ok=True)
     config = json.loads((GOLDENS / "config.json").read_text())
+    if full_attention_only:
+        config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
     (path / "config.json").write_text(json.dumps(config, indent=2))
     (path / "gepard_config.json").write_text(json.dumps(SIDECAR, indent=2))
     vocab = {word: i for i, word in enumerate(["<unk>", *WORDS])}
@@ -61,6 +66,10 @@ def build_checkpoint(path: Path, seed: int = 7, with_codec: bool = True) -> Path
         return torch.randn(*shape, generator=g) * gain / fan_in**0.5
 
     weights = {k: v for k, v in load_file(str(GOLDENS / "goldens.safetensors")).items() if k.startswith("model.")}
+    if full_attention_only:
+        torch.manual_seed(seed)
+        backbone = HybridDecoder(HybridConfig.from_dict(config))
+        weights = {f"model.{k}": v.detach() for k, v in backbone.state_dict().items()}
     heads = [LEVELS[i % 4] for i in range(4 * GROUPS)]
     for i, levels in enumerate(heads):
         weights[f"audio_embeddings.{i}.weight"] = torch.randn(levels, dim, generator=g)

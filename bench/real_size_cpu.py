@@ -14,7 +14,8 @@ text, greedy; the dual AR in bfloat16 on both sides, 18 GiB in float32; the stop
 logit never leads and every request runs to --frames), and AuK (no reference exists, so Vocalis only: told its
 length, --frames latent frames at 50 a second, and --omnivoice-steps flow steps; the thinker and the DiT in bfloat16), and
 Gepard-1.0 (none installs either: Vocalis only; its backbone at the size its vendor's model guide gives, the rest of
-bench/configs/gepard_real_sizes.json assumed, the NanoCodec tiny; stop head silenced, --frames frames at 21.5 a second).
+bench/configs/gepard_real_sizes.json assumed, the NanoCodec tiny, its audio counted at the published 1024 samples a frame;
+stop head silenced, --frames frames at 21.5 a second).
 - Vocalis: the family loader and the staged pipeline as the server runs it, c callers at once;
 - the reference package (bench/real_size_reference.py in its own venv, --reference-python): no server
   and no streaming, so c requests run one after another in one process, as a user would.
@@ -120,6 +121,10 @@ class Family:
     told_length: bool = False
     """The request says its length in seconds (duration_seconds: --frames / frame_rate) and its passes (--omnivoice-steps
     as num_inference_steps), not a token budget."""
+    published_samples_per_frame: int | None = None
+    """Where the checkpoint's codec is a smaller stand-in (Gepard's tiny NanoCodec: the published one's module graph is
+    not known here), the published codec's samples per frame: the Vocalis side counts each request's audio at it, so
+    that frames/s, audio-s/s and RTF describe the published model's output."""
 
 
 FAMILIES = {
@@ -158,7 +163,8 @@ FAMILIES = {
                   timed_stage="flow", told_length=True),
     # no reference (none installs: the vendor's runner is GitHub-only and needs NeMo): Vocalis only; the backbone at
     # its published size, the NanoCodec tiny (bench/configs/gepard_real_sizes.json); 21.5 frames per second
-    "gepard": Family("gepard", "gepard-1.0", Path("tiny") / "gepard", "", 21.5, "", built=True),
+    "gepard": Family("gepard", "gepard-1.0", Path("tiny") / "gepard", "", 22050 / 1024, "", built=True,
+                     published_samples_per_frame=1024),
 }
 LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
              "glm-tts": {"sampler": "topk", "temperature": 0.0},
@@ -363,11 +369,17 @@ def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, step
         if family.lm_only_reference:
             lm_steps = LMSteps(model)
             model.pipeline.observe(lm_steps)
+        scale = 1.0
+        if family.published_samples_per_frame:
+            from vocalis.stages.runtime.chunk_stage import ChunkStage
+
+            scale = family.published_samples_per_frame / stage_of(model, ChunkStage).decoder.samples_per_frame
 
         async def level(clients: int) -> dict:
             start = time.perf_counter()
             requests = await asyncio.gather(*(one(model, family, frames, steps) for _ in range(clients)))
-            out = {"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": [list(r) for r in requests]}
+            out = {"concurrency": clients, "wall_s": time.perf_counter() - start,
+                   "requests": [[ttfa, latency, audio * scale] for ttfa, latency, audio in requests]}
             if lm_steps is not None:
                 out["lm_wall_s"] = lm_steps.last - start
             return out

@@ -7,12 +7,13 @@ in a module or is declared unused (talker.UNUSED).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer
 
-from vocalis.stages.layers.weights import load_strict, read_safetensors
+from vocalis.stages.layers.weights import DerivedWeights, SafetensorsReader, build_empty, load_strict, merged, renamed
 from vocalis.stages.models.gepard.config import GepardConfig, is_gepard
 from vocalis.stages.models.gepard.talker import UNUSED, GepardTalker
 
@@ -22,11 +23,13 @@ def load_talker(path: Path, dtype: torch.dtype = torch.float32, device: str = "c
     if not is_gepard(path):
         raise ValueError(f"{path}: not a Gepard checkpoint (no gepard_config.json beside config.json)")
     config = GepardConfig.from_dir(path)
-    weights = read_safetensors(path)
-    scale = weights.get("audio_embed_scale")
-    if scale is not None and scale.ndim == 0:  # older checkpoints store the scale 0-dim
-        weights["audio_embed_scale"] = scale.reshape(1)
-    talker = load_strict(GepardTalker(config), weights, path, unused=UNUSED)
+    reader = SafetensorsReader(path)
+    weights: Mapping[str, torch.Tensor] = reader
+    if "audio_embed_scale" in reader and reader.shape("audio_embed_scale") == ():  # older checkpoints store it 0-dim
+        weights = merged(renamed(reader, lambda key: None if key == "audio_embed_scale" else key),
+                         DerivedWeights({"audio_embed_scale": ((1,), lambda: reader["audio_embed_scale"].reshape(1))}))
+    # built in its dtype and read one tensor at a time: the load never holds a float32 talker or the file beside it
+    talker = load_strict(build_empty(lambda: GepardTalker(config), dtype), weights, path, unused=UNUSED)
     return talker.to(device=device, dtype=dtype).eval()
 
 

@@ -129,6 +129,20 @@ def test_unknown_or_missing_tensors_fail_by_name(gepard_dir, tmp_path):
         load_talker(broken)
 
 
+def test_a_zero_dim_embed_scale_loads_as_the_vector_and_in_the_asked_dtype(gepard_dir, tmp_path, talker):
+    """Older checkpoints store audio_embed_scale 0-dim; the talker is built in the asked dtype, every tensor read."""
+    older = tmp_path / "older"
+    shutil.copytree(gepard_dir, older)
+    weights = load_file(str(older / "model.safetensors"))
+    weights["audio_embed_scale"] = weights["audio_embed_scale"].reshape(())
+    save_file(weights, str(older / "model.safetensors"))
+    loaded = load_talker(older, dtype=torch.bfloat16)
+    assert loaded.audio_embed_scale.shape == (1,) and loaded.audio_embed_scale.item() == pytest.approx(0.8, rel=1e-2)
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, talker.state_dict()[name].to(torch.bfloat16)), name
+
+
 def test_seeded_frames_are_reproducible_and_batch_invariant(talker, gepard_dir):
     text = "hello world the quick brown fox jumps over a lazy dog"
     alone_request = request(text, 8, seed=3)

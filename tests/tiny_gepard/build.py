@@ -67,8 +67,9 @@ def build_checkpoint(path: Path, seed: int = 7, with_codec: bool = True, full_at
 
     weights = {k: v for k, v in load_file(str(GOLDENS / "goldens.safetensors")).items() if k.startswith("model.")}
     if full_attention_only:
-        torch.manual_seed(seed)
-        backbone = HybridDecoder(HybridConfig.from_dict(config))
+        with torch.random.fork_rng():  # seeded here, the caller's generator left as it was
+            torch.manual_seed(seed)
+            backbone = HybridDecoder(HybridConfig.from_dict(config))
         weights = {f"model.{k}": v.detach() for k, v in backbone.state_dict().items()}
     heads = [LEVELS[i % 4] for i in range(4 * GROUPS)]
     for i, levels in enumerate(heads):

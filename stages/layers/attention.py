@@ -9,6 +9,8 @@ Two backends, chosen per call:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,8 +50,11 @@ class QKVAttention(nn.Module):
     `bias`: on all four projections, or on q/k/v only with `o_bias=False` (Qwen2); `rope_upcast`: rotate in float32
     (see `apply_rotary`). `output_gate` (Qwen3.5): `q_proj` also yields a per-channel gate (each head's query then its
     gate), and the attention output is multiplied by sigmoid(gate) before `o_proj`. `norm_weight_offset`: the q/k-norms
-    store their weight as an offset (Qwen3.5's zero-centred `1 + weight`).
+    store their weight as an offset (Qwen3.5's zero-centred `1 + weight`). `qkv_proj`: set (in place of the three) by
+    the int8 deploy option, which joins them into one product (`fused_inputs`, stages/layers/int8_linear.py).
     """
+
+    fused_inputs: ClassVar[dict[str, tuple[str, ...]]] = {"qkv_proj": ("q_proj", "k_proj", "v_proj")}
 
     def __init__(self, hidden: int, heads: int, kv_heads: int, head_dim: int, bias: bool = False,
                  qk_norm_eps: float | None = None, rope_upcast: bool = False, output_gate: bool = False,
@@ -62,6 +67,8 @@ class QKVAttention(nn.Module):
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias if o_bias is None else o_bias)
+        self.qkv_proj: nn.Module | None = None
+        self._qkv_widths = (self.q_proj.out_features, self.k_proj.out_features, self.v_proj.out_features)
         if qk_norm_eps is not None:
             self.q_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
             self.k_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
@@ -72,13 +79,17 @@ class QKVAttention(nn.Module):
         """q [..., T, Hq, D], k/v [..., T, Hkv, D] of x [..., T, hidden]: projected, q/k-normed, rotated; and the
         output gate [..., T, Hq * D] (None without `output_gate`)."""
         lead = x.shape[:-1]
-        q, gate = self.q_proj(x), None
+        if self.qkv_proj is not None:
+            q, k, v = self.qkv_proj(x).split(self._qkv_widths, dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        gate = None
         if self.output_gate:
             q, gate = q.view(*lead, self.heads, 2 * self.head_dim).chunk(2, dim=-1)
             gate = gate.reshape(*lead, self.heads * self.head_dim)
         q = q.reshape(*lead, self.heads, self.head_dim)
-        k = self.k_proj(x).view(*lead, self.kv_heads, self.head_dim)
-        v = self.v_proj(x).view(*lead, self.kv_heads, self.head_dim)
+        k = k.view(*lead, self.kv_heads, self.head_dim)
+        v = v.view(*lead, self.kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:

@@ -20,6 +20,8 @@ sizes a decode step runs but in one shape (see BENCHMARKS.md).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 from torch import nn
 
@@ -27,16 +29,25 @@ INT8_MAX = 127
 
 
 class Int8DynamicLinear(nn.Module):
-    """y = x W^T + b with W held as int8 (per output channel) and x rounded to int8 per row at each call."""
+    """y = x W^T + b with W held as int8 (per output channel) and x rounded to int8 per row at each call.
 
-    def __init__(self, linear: nn.Linear) -> None:
+    Given several linears of one input (a layer's q, k and v), it is their concatenation: one rounding of the input
+    and one product for all of them. Each output channel keeps its own scale and the products are exact integers,
+    so each part of the output is what that linear alone would give, bit for bit."""
+
+    def __init__(self, *linears: nn.Linear) -> None:
         super().__init__()
-        weight = linear.weight.detach().float()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        if not linears or len({linear.in_features for linear in linears}) != 1:
+            raise ValueError("Int8DynamicLinear takes one linear, or several of the same input width")
+        if len({linear.bias is None for linear in linears}) != 1:
+            raise ValueError("Int8DynamicLinear: the linears it joins must all have a bias or none")
+        weight = torch.cat([linear.weight.detach().float() for linear in linears])
+        self.in_features, self.out_features = linears[0].in_features, weight.shape[0]
         scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / INT8_MAX
         self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).to(torch.int8))  # [out, in]
         self.register_buffer("weight_scale", scale)
-        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone())
+        bias = None if linears[0].bias is None else torch.cat([linear.bias.detach() for linear in linears])
+        self.register_buffer("bias", bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Few ops and in place where it can: at one row each op's dispatch costs about what the product does.
@@ -56,15 +67,31 @@ class Int8DynamicLinear(nn.Module):
 
 def quantize_linears(*modules: nn.Module, keep: tuple[nn.Module, ...] = ()) -> int:
     """Replace every nn.Linear under `modules` (in place) by an Int8DynamicLinear, a linear shared by two parents by
-    one; the number replaced (0: none found). The float weights are freed unless something else (a tied embedding)
-    still holds them. `keep`: linears left in float, those whose weight the caller reads directly (a head indexed by
-    rows, a dtype or device read from it)."""
+    one; the number of linears replaced (0: none found). The float weights are freed unless something else (a tied
+    embedding) still holds them. `keep`: linears left in float, those whose weight the caller reads directly (a head
+    indexed by rows, a dtype or device read from it).
+
+    A module that reads several linears of one input declares them in `fused_inputs` ({attribute: (names, ...)}, see
+    QKVAttention and GatedMLP) and uses that attribute when it is set: those linears become one Int8DynamicLinear
+    there and leave the module, where each is plain, in no other parent and not kept."""
+    parents = list({id(m): m for module in modules for m in module.modules()}.values())
+    references = Counter(id(child) for parent in parents for child in parent.children())
+    kept = {id(module) for module in keep}
+    replaced = 0
+    for parent in parents:
+        for fused, names in getattr(parent, "fused_inputs", {}).items():
+            members = [getattr(parent, name) for name in names]
+            if all(type(m) is nn.Linear and id(m) not in kept and references[id(m)] == 1 for m in members) and \
+                    len({m.bias is None for m in members}) == 1:
+                setattr(parent, fused, Int8DynamicLinear(*members))
+                for name in names:
+                    delattr(parent, name)
+                replaced += len(members)
     replacements: dict[int, Int8DynamicLinear] = {}
-    for module in modules:
-        for parent in list(module.modules()):
-            for name, child in list(parent.named_children()):
-                if type(child) is nn.Linear and not any(child is kept for kept in keep):
-                    if id(child) not in replacements:
-                        replacements[id(child)] = Int8DynamicLinear(child)
-                    setattr(parent, name, replacements[id(child)])
-    return len(replacements)
+    for parent in parents:
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear and id(child) not in kept:
+                if id(child) not in replacements:
+                    replacements[id(child)] = Int8DynamicLinear(child)
+                setattr(parent, name, replacements[id(child)])
+    return replaced + len(replacements)

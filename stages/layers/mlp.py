@@ -4,6 +4,7 @@ Mistral's and gpt-fast's (SwiGLU)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +12,11 @@ from torch import nn
 
 
 class GatedMLP(nn.Module):
+    """`gate_up_proj`: set (in place of the two) by the int8 deploy option, which joins them into one product
+    (`fused_inputs`, stages/layers/int8_linear.py)."""
+
+    fused_inputs: ClassVar[dict[str, tuple[str, ...]]] = {"gate_up_proj": ("gate_proj", "up_proj")}
+
     def __init__(self, hidden: int, intermediate: int, act: Callable[[torch.Tensor], torch.Tensor] = F.silu,
                  bias: bool = False) -> None:
         super().__init__()
@@ -18,8 +24,12 @@ class GatedMLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
         self.act = act
+        self.gate_up_proj: nn.Module | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up_proj is not None:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(self.act(gate) * up)
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 

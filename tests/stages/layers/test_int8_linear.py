@@ -3,11 +3,15 @@ output within the error that int8 rounding of weights and inputs allows."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
 
+from vocalis.stages.layers.attention import QKVAttention, causal_mask
 from vocalis.stages.layers.int8_linear import INT8_MAX, Int8DynamicLinear, quantize_linears
+from vocalis.stages.layers.mlp import GatedMLP
 
 
 def tiny_model() -> nn.Module:
@@ -68,3 +72,52 @@ def test_kept_linears_stay_float_and_a_module_without_linears_quantises_none():
     assert model[6][1] is head and type(head) is nn.Linear
     assert [type(m) for m in (model[1], model[3], model[5])] == [Int8DynamicLinear] * 3 and model[5] is model[6][0]
     assert quantize_linears(nn.Conv1d(2, 2, 3)) == 0
+
+
+def separately_quantized(module: nn.Module) -> nn.Module:
+    """Every linear of `module` its own Int8DynamicLinear (no joined products)."""
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                setattr(parent, name, Int8DynamicLinear(child))
+    return module
+
+
+@pytest.mark.parametrize("options", [{}, {"bias": True, "o_bias": False}, {"output_gate": True, "qk_norm_eps": 1e-6}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_attentions_q_k_v_join_into_one_product_with_the_same_output(options, dtype):
+    torch.manual_seed(2)
+    attention = QKVAttention(64, heads=4, kv_heads=2, head_dim=16, **options).to(dtype)
+    x = torch.randn(2, 5, 64, dtype=dtype)
+    rope = tuple(t.to(dtype) for t in (torch.randn(5, 16), torch.randn(5, 16)))
+    separate = separately_quantized(copy.deepcopy(attention))
+    assert quantize_linears(attention) == 4
+    assert isinstance(attention.qkv_proj, Int8DynamicLinear) and not hasattr(attention, "q_proj")
+    assert attention.qkv_proj.out_features == sum(getattr(separate, n).out_features for n in ("q_proj", "k_proj", "v_proj"))
+    with torch.inference_mode():
+        joined, alone = attention.dense(x, rope, causal_mask(5)), separate.dense(x, rope, causal_mask(5))
+    assert torch.equal(joined, alone)
+
+
+def test_a_gated_mlps_gate_and_up_join_into_one_product_with_the_same_output():
+    torch.manual_seed(3)
+    mlp = GatedMLP(32, 80, bias=True)
+    x = torch.randn(3, 32)
+    separate = separately_quantized(copy.deepcopy(mlp))
+    assert quantize_linears(mlp) == 3
+    assert isinstance(mlp.gate_up_proj, Int8DynamicLinear) and not hasattr(mlp, "gate_proj")
+    with torch.inference_mode():
+        assert torch.equal(mlp(x), separate(x))
+
+
+def test_a_kept_or_shared_linear_is_not_joined():
+    mlp = GatedMLP(16, 24)
+    gate = mlp.gate_proj
+    assert quantize_linears(mlp, keep=(gate,)) == 2
+    assert mlp.gate_up_proj is None and mlp.gate_proj is gate and isinstance(mlp.up_proj, Int8DynamicLinear)
+    shared = GatedMLP(16, 24)
+    model = nn.ModuleList([shared, nn.Sequential(shared.up_proj)])
+    assert quantize_linears(model) == 3
+    assert shared.gate_up_proj is None and model[1][0] is shared.up_proj and isinstance(shared.up_proj, Int8DynamicLinear)
+    with pytest.raises(ValueError, match="all have a bias or none"):
+        Int8DynamicLinear(nn.Linear(4, 4), nn.Linear(4, 4, bias=False))

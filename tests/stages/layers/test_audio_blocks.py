@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -107,3 +108,19 @@ def test_residual_encode_recovers_codes_of_an_exact_sum():
 
     stages = [Table(t) for t in tables]
     assert torch.equal(torch.stack(residual_encode(x, stages), dim=-1), codes)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_snakes_give_their_formulas_values_bit_for_bit(dtype):
+    torch.manual_seed(4)
+    x = torch.randn(2, 6, 50, dtype=dtype) * 3
+    snake, beta = Snake(6), SnakeBeta(6)
+    with torch.no_grad():
+        snake.alpha.uniform_(0.2, 2.0)
+        beta.alpha.normal_(), beta.beta.normal_()
+    snake, beta = snake.to(dtype), beta.to(dtype)
+    with torch.inference_mode():
+        alpha = snake.alpha.view(1, -1, 1)
+        assert torch.equal(snake(x), x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2))
+        a, b = beta.alpha.exp()[None, :, None], beta.beta.exp()[None, :, None]
+        assert torch.equal(beta(x), x + torch.sin(x * a).pow(2) / (b + 1e-9))

@@ -1,5 +1,6 @@
 """The precision deploy options at real size on this CPU: speed, memory and weights of one family's generator stage
-in float32 (the parity default), bfloat16, int8-dynamic and both, on random weights at the published sizes.
+in float32 (the parity default), bfloat16, int8-dynamic and both, on random weights at the published sizes; for
+Qwen3-TTS also with its decoder stage in bfloat16 (`--variants`, not run by default).
 
 The checkpoint is bench/real_size_cpu.py's (its builders: the committed tiny checkpoint's files with the published
 sizes laid over, stop heads silenced so every request runs to --frames); requests are its greedy ones. Each variant
@@ -10,7 +11,7 @@ loads in its own child process (one model in memory at a time, its own peak RSS)
     python bench/precision_real_size.py --tiny --repeats 1    # CI-sized: the tiny checkpoint
 
 Figures per variant and level: frames/s (total over wall time), RTF p50 (end-to-end latency over audio duration),
-TTFA p50, the model's weight bytes (every stage, each storage once: the decoder stays float32) and peak RSS.
+TTFA p50, the model's weight bytes (every stage, each storage once) and peak RSS.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ VARIANTS: dict[str, dict[str, str]] = {
     "bfloat16": {"dtype": "bfloat16"},
     "int8-dynamic": {"quantize": "int8-dynamic"},
     "bfloat16 + int8-dynamic": {"dtype": "bfloat16", "quantize": "int8-dynamic"},
+    "int8-dynamic + bfloat16 decoder": {"quantize": "int8-dynamic", "decoder_dtype": "bfloat16"},
+    "bfloat16 + int8-dynamic + bfloat16 decoder": {"dtype": "bfloat16", "quantize": "int8-dynamic", "decoder_dtype": "bfloat16"},
 }
+"""Each variant's settings of the generator stage; `decoder_dtype`: the decoder stage's dtype (Qwen3-TTS's code2wav)."""
+DEFAULT_VARIANTS = ("float32", "bfloat16", "int8-dynamic", "bfloat16 + int8-dynamic")
 
 
 def run_variant(key: str, checkpoint: Path, settings: dict[str, str], levels: list[int], frames: int) -> dict:
@@ -48,8 +53,14 @@ def run_variant(key: str, checkpoint: Path, settings: dict[str, str], levels: li
     from vocalis.stages.models.registry import load_model
 
     family = real_size_cpu.FAMILIES[key]
-    generator = "talker" if family.reference.startswith("qwen3") else "0"
-    overrides = {generator: {"device": "cpu", "max_num_seqs": max(levels), **settings}}
+    qwen3 = family.reference.startswith("qwen3")
+    generator = "talker" if qwen3 else "0"
+    decoder_dtype = settings.get("decoder_dtype")
+    overrides = {generator: {"device": "cpu", "max_num_seqs": max(levels), **{k: v for k, v in settings.items() if k != "decoder_dtype"}}}
+    if decoder_dtype:
+        if not qwen3:
+            raise SystemExit(f"{key}: the decoder variants name Qwen3-TTS's decoder stage (code2wav) only")
+        overrides["code2wav"] = {"dtype": decoder_dtype}
     start = time.perf_counter()
     model = load_model(str(checkpoint), stage_overrides=json.dumps(overrides))
     load_s = time.perf_counter() - start
@@ -87,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", default="qwen3-0.6b-customvoice", choices=[k for k, f in real_size_cpu.FAMILIES.items()
                                                                                  if not f.length_from_text])
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
     parser.add_argument("--repeats", type=int, default=2, help="rounds of every variant, interleaved")

@@ -21,11 +21,20 @@ sizes a decode step runs but in one shape (see BENCHMARKS.md).
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
 INT8_MAX = 127
+
+
+@runtime_checkable
+class JoinsInputs(Protocol):
+    """A layer that reads several linears of one input and runs them as one when the attribute is set:
+    {attribute: (names of the linears, in output order)} (QKVAttention, GatedMLP)."""
+
+    fused_inputs: ClassVar[dict[str, tuple[str, ...]]]
 
 
 class Int8DynamicLinear(nn.Module):
@@ -71,15 +80,14 @@ def quantize_linears(*modules: nn.Module, keep: tuple[nn.Module, ...] = ()) -> i
     embedding) still holds them. `keep`: linears left in float, those whose weight the caller reads directly (a head
     indexed by rows, a dtype or device read from it).
 
-    A module that reads several linears of one input declares them in `fused_inputs` ({attribute: (names, ...)}, see
-    QKVAttention and GatedMLP) and uses that attribute when it is set: those linears become one Int8DynamicLinear
-    there and leave the module, where each is plain, in no other parent and not kept."""
+    In a layer that `JoinsInputs`, the linears it names become one Int8DynamicLinear under its attribute and leave the
+    layer, where each is plain, in no other parent and not kept."""
     parents = list({id(m): m for module in modules for m in module.modules()}.values())
     references = Counter(id(child) for parent in parents for child in parent.children())
     kept = {id(module) for module in keep}
     replaced = 0
     for parent in parents:
-        for fused, names in getattr(parent, "fused_inputs", {}).items():
+        for fused, names in (parent.fused_inputs if isinstance(parent, JoinsInputs) else {}).items():
             members = [getattr(parent, name) for name in names]
             if all(type(m) is nn.Linear and id(m) not in kept and references[id(m)] == 1 for m in members) and \
                     len({m.bias is None for m in members}) == 1:

@@ -9,7 +9,7 @@ Two backends, chosen per call:
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,9 @@ from torch import nn
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import apply_rotary
 from vocalis.stages.runtime.attention import AttentionBatch, cached_attention
+
+if TYPE_CHECKING:
+    from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 """(cos, sin), each [T, head_dim]: one row per query position (or [B, T, head_dim]: per batch row, for `dense`)."""
@@ -67,8 +70,7 @@ class QKVAttention(nn.Module):
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias if o_bias is None else o_bias)
-        self.qkv_proj: nn.Module | None = None
-        self._qkv_widths = (self.q_proj.out_features, self.k_proj.out_features, self.v_proj.out_features)
+        self.qkv_proj: Int8DynamicLinear | None = None
         if qk_norm_eps is not None:
             self.q_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
             self.k_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
@@ -80,7 +82,7 @@ class QKVAttention(nn.Module):
         output gate [..., T, Hq * D] (None without `output_gate`)."""
         lead = x.shape[:-1]
         if self.qkv_proj is not None:
-            q, k, v = self.qkv_proj(x).split(self._qkv_widths, dim=-1)
+            q, k, v = self.qkv_proj(x).split(self.qkv_proj.parts, dim=-1)
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         gate = None

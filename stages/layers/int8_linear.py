@@ -14,7 +14,7 @@ CUDA. Weight-only int8 (`aten._weight_int8pack_mm`) was 2-10x slower than float3
 not offered. torchao itself is not a dependency of this project.
 
 The weight is held as nn.Linear holds it, [out, in], and handed to `_int_mm` transposed: oneDNN's one-row product
-reads that layout 1.4-2.3x faster than a contiguous [in, out] (bench/int8_layout.py), and no slower at the batch
+reads that layout 1.4-2.1x faster than a contiguous [in, out] (bench/int8_layout.py), and no slower at the batch
 sizes a decode step runs but in one shape (see BENCHMARKS.md).
 """
 
@@ -52,6 +52,8 @@ class Int8DynamicLinear(nn.Module):
             raise ValueError("Int8DynamicLinear: the linears it joins must all have a bias or none")
         weight = torch.cat([linear.weight.detach().float() for linear in linears])
         self.in_features, self.out_features = linears[0].in_features, weight.shape[0]
+        self.parts = tuple(linear.out_features for linear in linears)
+        """Each joined linear's output width, in order (split the output by these)."""
         scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / INT8_MAX
         self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).to(torch.int8))  # [out, in]
         self.register_buffer("weight_scale", scale)

@@ -24,7 +24,7 @@ class GatedMLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
         self.act = act
-        self.gate_up_proj: nn.Module | None = None
+        self.gate_up_proj: nn.Module | None = None  # an Int8DynamicLinear of [gate; up]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up_proj is not None:

@@ -26,14 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import real_size_cpu  # noqa: E402
+from bench.half_precision_drift import ser_db  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
 FAMILY = "qwen3-0.6b-customvoice"
-
-
-def signal_to_error_db(reference: torch.Tensor, other: torch.Tensor) -> float:
-    error = (reference - other).pow(2).sum()
-    return float("inf") if error == 0 else float(10 * torch.log10(reference.pow(2).sum() / error))
 
 
 def measure(checkpoint: Path, frames: int, batch: int, repeats: int, seed: int = 0) -> dict:
@@ -54,7 +50,7 @@ def measure(checkpoint: Path, frames: int, batch: int, repeats: int, seed: int =
     return {"frames": frames, "batch": batch, "samples": reference.shape[-1], "float32_s": best["float32"],
             "bfloat16_s": best["bfloat16"], "bfloat16_over_float32": best["bfloat16"] / best["float32"],
             "ms_per_frame": {k: 1000 * v / (frames * batch) for k, v in best.items()},
-            "snr_db": signal_to_error_db(reference, other),
+            "snr_db": ser_db(reference.flatten().numpy(), other.flatten().numpy()),
             "max_abs_error": float((reference - other).abs().max()), "peak": float(reference.abs().max())}
 
 

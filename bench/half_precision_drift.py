@@ -98,6 +98,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "float16": {"dtype": "float16"},
     "int8-dynamic": {"quantize": "int8-dynamic"},
     "bfloat16 + int8-dynamic": {"dtype": "bfloat16", "quantize": "int8-dynamic"},
+    "int4-weight": {"quantize": "int4-weight"},
 }
 
 

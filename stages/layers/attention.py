@@ -20,7 +20,7 @@ from vocalis.stages.layers.rotary import apply_rotary
 from vocalis.stages.runtime.attention import AttentionBatch, cached_attention
 
 if TYPE_CHECKING:
-    from vocalis.stages.layers.int8_linear import Int8DynamicLinear
+    from vocalis.stages.layers.quantized_linear import QuantizedLinear
 
 Rope = tuple[torch.Tensor, torch.Tensor]
 """(cos, sin), each [T, head_dim]: one row per query position (or [B, T, head_dim]: per batch row, for `dense`)."""
@@ -54,7 +54,7 @@ class QKVAttention(nn.Module):
     (see `apply_rotary`). `output_gate` (Qwen3.5): `q_proj` also yields a per-channel gate (each head's query then its
     gate), and the attention output is multiplied by sigmoid(gate) before `o_proj`. `norm_weight_offset`: the q/k-norms
     store their weight as an offset (Qwen3.5's zero-centred `1 + weight`). `qkv_proj`: set (in place of the three) by
-    the int8 deploy option, which joins them into one product (`fused_inputs`, stages/layers/int8_linear.py).
+    a quantising deploy option, which joins them into one product (`fused_inputs`, stages/layers/quantized_linear.py).
     """
 
     fused_inputs: ClassVar[dict[str, tuple[str, ...]]] = {"qkv_proj": ("q_proj", "k_proj", "v_proj")}
@@ -70,7 +70,7 @@ class QKVAttention(nn.Module):
         self.k_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden, kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias if o_bias is None else o_bias)
-        self.qkv_proj: Int8DynamicLinear | None = None
+        self.qkv_proj: QuantizedLinear | None = None
         if qk_norm_eps is not None:
             self.q_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)
             self.k_norm = RMSNorm(head_dim, qk_norm_eps, weight_offset=norm_weight_offset)

@@ -1,5 +1,5 @@
-"""int8 weights for linear layers: the kernel behind the `quantize: int8-dynamic` deploy setting (which stages get
-it, and the refusal of a stage that cannot, are decided in stages/models/quantizable.py; this module knows no stage).
+"""int8 weights for linear layers: the kernel behind the `quantize: int8-dynamic` deploy setting (which linears it
+replaces: stages/layers/quantized_linear.py; which stages get it: stages/models/quantizable.py).
 
 Each nn.Linear becomes an Int8DynamicLinear: its weight rounded to int8 with one symmetric scale per output channel
 (a quarter of float32's bytes), and at each call its input rounded to int8 with one scale per row, multiplied by
@@ -20,21 +20,12 @@ sizes a decode step runs but in one shape (see BENCHMARKS.md).
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import ClassVar, Protocol, runtime_checkable
-
 import torch
 from torch import nn
 
+from vocalis.stages.layers.quantized_linear import check_joinable
+
 INT8_MAX = 127
-
-
-@runtime_checkable
-class JoinsInputs(Protocol):
-    """A layer that reads several linears of one input and runs them as one when the attribute is set:
-    {attribute: (names of the linears, in output order)} (QKVAttention, GatedMLP)."""
-
-    fused_inputs: ClassVar[dict[str, tuple[str, ...]]]
 
 
 class Int8DynamicLinear(nn.Module):
@@ -46,10 +37,7 @@ class Int8DynamicLinear(nn.Module):
 
     def __init__(self, *linears: nn.Linear) -> None:
         super().__init__()
-        if not linears or len({linear.in_features for linear in linears}) != 1:
-            raise ValueError("Int8DynamicLinear takes one linear, or several of the same input width")
-        if len({linear.bias is None for linear in linears}) != 1:
-            raise ValueError("Int8DynamicLinear: the linears it joins must all have a bias or none")
+        check_joinable("Int8DynamicLinear", linears)
         weight = torch.cat([linear.weight.detach().float() for linear in linears])
         self.in_features, self.out_features = linears[0].in_features, weight.shape[0]
         self.parts = tuple(linear.out_features for linear in linears)
@@ -59,6 +47,11 @@ class Int8DynamicLinear(nn.Module):
         self.register_buffer("weight_scale", scale)
         bias = None if linears[0].bias is None else torch.cat([linear.bias.detach() for linear in linears])
         self.register_buffer("bias", bias)
+
+    @staticmethod
+    def accepts(linear: nn.Linear) -> bool:
+        """Every shape."""
+        return True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Few ops and in place where it can: at one row each op's dispatch costs about what the product does.
@@ -74,34 +67,3 @@ class Int8DynamicLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-def quantize_linears(*modules: nn.Module, keep: tuple[nn.Module, ...] = ()) -> int:
-    """Replace every nn.Linear under `modules` (in place) by an Int8DynamicLinear, a linear shared by two parents by
-    one; the number of linears replaced (0: none found). The float weights are freed unless something else (a tied
-    embedding) still holds them. `keep`: linears left in float, those whose weight the caller reads directly (a head
-    indexed by rows, a dtype or device read from it).
-
-    In a layer that `JoinsInputs`, the linears it names become one Int8DynamicLinear under its attribute and leave the
-    layer, where each is plain, in no other parent and not kept."""
-    parents = list({id(m): m for module in modules for m in module.modules()}.values())
-    references = Counter(id(child) for parent in parents for child in parent.children())
-    kept = {id(module) for module in keep}
-    replaced = 0
-    for parent in parents:
-        for fused, names in (parent.fused_inputs if isinstance(parent, JoinsInputs) else {}).items():
-            members = [getattr(parent, name) for name in names]
-            if all(type(m) is nn.Linear and id(m) not in kept and references[id(m)] == 1 for m in members) and \
-                    len({m.bias is None for m in members}) == 1:
-                setattr(parent, fused, Int8DynamicLinear(*members))
-                for name in names:
-                    delattr(parent, name)
-                replaced += len(members)
-    replacements: dict[int, Int8DynamicLinear] = {}
-    for parent in parents:
-        for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear and id(child) not in kept:
-                if id(child) not in replacements:
-                    replacements[id(child)] = Int8DynamicLinear(child)
-                setattr(parent, name, replacements[id(child)])
-    return replaced + len(replacements)

@@ -4,16 +4,19 @@ Mistral's and gpt-fast's (SwiGLU)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+if TYPE_CHECKING:
+    from vocalis.stages.layers.quantized_linear import QuantizedLinear
+
 
 class GatedMLP(nn.Module):
-    """`gate_up_proj`: set (in place of the two) by the int8 deploy option, which joins them into one product
-    (`fused_inputs`, stages/layers/int8_linear.py)."""
+    """`gate_up_proj`: set (in place of the two) by a quantising deploy option, which joins them into one product
+    (`fused_inputs`, stages/layers/quantized_linear.py)."""
 
     fused_inputs: ClassVar[dict[str, tuple[str, ...]]] = {"gate_up_proj": ("gate_proj", "up_proj")}
 
@@ -24,7 +27,7 @@ class GatedMLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
         self.act = act
-        self.gate_up_proj: nn.Module | None = None  # an Int8DynamicLinear of [gate; up]
+        self.gate_up_proj: QuantizedLinear | None = None  # [gate; up]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up_proj is not None:

@@ -19,8 +19,13 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from vocalis.stages.layers.int8_linear import quantize_linears
+from vocalis.stages.layers.int4_linear import Int4WeightLinear
+from vocalis.stages.layers.int8_linear import Int8DynamicLinear
+from vocalis.stages.layers.quantized_linear import QuantizedLinear, quantize_linears
 from vocalis.stages.runtime.deploy import DeployConfig
+
+KERNELS: dict[str, type[QuantizedLinear]] = {"int8-dynamic": Int8DynamicLinear, "int4-weight": Int4WeightLinear}
+"""The linear each `quantize` choice but none puts in place (weight_quantization.QUANTIZE_CHOICES says what each does)."""
 
 
 @dataclass(frozen=True)
@@ -42,9 +47,10 @@ def quantize_stages(deploy: DeployConfig, *declared: Quantizable) -> frozenset[s
     as it is, for load_model to refuse."""
     quantized: set[str] = set()
     for item in declared:
-        if deploy.stage(item.stage).quantize == "none":  # else "int8-dynamic", the one other choice deploy.py accepts
+        choice = deploy.stage(item.stage).quantize
+        if choice == "none":
             continue
-        if not quantize_linears(*item.modules, keep=item.keep):
-            raise ValueError(f"stage {item.stage!r}: quantize int8-dynamic found no linear layer to quantise")
+        if not quantize_linears(*item.modules, kind=KERNELS[choice], keep=item.keep):
+            raise ValueError(f"stage {item.stage!r}: quantize {choice} found no linear layer to quantise")
         quantized.add(item.stage)
     return frozenset(quantized)

@@ -39,8 +39,9 @@ class StageDeploy:
     """The stage's weights and compute: float32 (the parity path), bfloat16 or float16. On a CPU without native
     instructions for a half precision the stage still runs, slower than float32, with a warning (cpu_features)."""
     quantize: str = "none"
-    """Weight quantisation of the stage's generator (weight_quantization.QUANTIZE_CHOICES): none, or int8-dynamic
-    (int8 linear weights, inputs quantised per row at each call; CPU only). Families that cannot quantise a stage
+    """Weight quantisation of the stage's generator (weight_quantization.QUANTIZE_CHOICES): none, int8-dynamic
+    (int8 linear weights, inputs quantised per row at each call) or int4-weight (int4 linear weights in groups,
+    bfloat16 inputs); CPU only. Families that cannot quantise a stage
     refuse it at load."""
     device: str = "cpu"
     threads: int = 0

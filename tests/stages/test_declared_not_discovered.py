@@ -39,7 +39,7 @@ ATTRIBUTE_READS = {
     ("stages/models/drama3/config.py", "config", "f.name"): "a config's fields, in turn",
     ("server/field_lengths.py", "config", "name"): "a session config's string fields, in turn, to bound their lengths",
     ("stages/runtime/openmp_teams.py", "library", "'omp_pause_resource_all'"): "a C function of the OpenMP runtime (5.0 on)",
-    ("stages/layers/int8_linear.py", "parent", "name"): "a layer's own linears, by the names it declares (JoinsInputs)",
+    ("stages/layers/quantized_linear.py", "parent", "name"): "a layer's own linears, by the names it declares (JoinsInputs)",
 }
 """(file, object, name) of every getattr/hasattr under stages/ and server/, with why it is no probe of a model or stage."""
 

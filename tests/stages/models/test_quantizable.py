@@ -1,5 +1,5 @@
 """The `quantize` deploy setting, applied once from the family's declaration (stages/models/quantizable.py) and recorded
-on the loaded model: a declared stage asked for int8 is quantised (its kept linears left float), a declared stage not
+on the loaded model: a declared stage asked for int8 or int4 is quantised (its kept linears left float), a declared stage not
 asked is left, and `load_model` refuses a stage asked that the family does not declare, naming it, from the record
 that the loaded model carries."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from torch import nn
 
+from vocalis.stages.layers.int4_linear import Int4WeightLinear
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.models._template.build import build_checkpoint
 from vocalis.stages.models.quantizable import Quantizable, quantize_stages
@@ -22,23 +23,27 @@ def deploy(talker: str = "none", code2wav: str = "none") -> DeployConfig:
 
 
 def linear_types(module: nn.Module) -> list[type]:
-    return [type(m) for m in module.modules() if isinstance(m, nn.Linear | Int8DynamicLinear)]
+    return [type(m) for m in module.modules() if isinstance(m, nn.Linear | Int8DynamicLinear | Int4WeightLinear)]
 
 
-def test_a_declared_stage_asked_for_int8_is_quantised_and_recorded_and_one_not_asked_is_left():
-    talker, head, codec = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), nn.Linear(8, 4), nn.Sequential(nn.Linear(8, 8))
+@pytest.mark.parametrize(("choice", "kind"), [("int8-dynamic", Int8DynamicLinear), ("int4-weight", Int4WeightLinear)])
+def test_a_declared_stage_asked_to_quantise_is_quantised_and_recorded_and_one_not_asked_is_left(choice, kind):
+    talker, head = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 32)), nn.Linear(32, 16)
+    codec = nn.Sequential(nn.Linear(32, 32))
     talker.append(head)
-    quantized = quantize_stages(deploy(talker="int8-dynamic"), Quantizable("talker", (talker,), keep=(head,)),
+    quantized = quantize_stages(deploy(talker=choice), Quantizable("talker", (talker,), keep=(head,)),
                                 Quantizable("code2wav", (codec,)))
     assert quantized == frozenset({"talker"})
-    assert linear_types(talker) == [Int8DynamicLinear, Int8DynamicLinear, nn.Linear] and talker[2] is head
+    assert linear_types(talker) == [kind, kind, nn.Linear] and talker[2] is head
     assert linear_types(codec) == [nn.Linear]
     assert quantize_stages(deploy(talker="int8-dynamic")) == frozenset()  # nothing declared: nothing quantised
 
 
-def test_a_declared_stage_without_a_linear_is_refused_by_name():
+def test_a_declared_stage_without_a_linear_the_kernel_takes_is_refused_by_name():
     with pytest.raises(ValueError, match="'code2wav': quantize int8-dynamic found no linear"):
         quantize_stages(deploy(code2wav="int8-dynamic"), Quantizable("code2wav", (nn.Conv1d(2, 2, 3),)))
+    with pytest.raises(ValueError, match="'code2wav': quantize int4-weight found no linear"):
+        quantize_stages(deploy(code2wav="int4-weight"), Quantizable("code2wav", (nn.Linear(8, 8),)))
 
 
 def test_the_loaded_model_records_what_its_loader_quantised(tmp_path):

@@ -1,0 +1,101 @@
+"""Which linears a quantising deploy option replaces, for each kernel: every nn.Linear under the modules given that
+the kernel takes (the kept ones left, a shared one replaced once), and the linears a layer reads from one input joined
+into one product whose output is that of the separate quantised linears, bit for bit."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from vocalis.stages.layers.attention import QKVAttention, causal_mask
+from vocalis.stages.layers.int4_linear import Int4WeightLinear
+from vocalis.stages.layers.int8_linear import Int8DynamicLinear
+from vocalis.stages.layers.mlp import GatedMLP
+from vocalis.stages.layers.quantized_linear import quantize_linears
+
+KINDS = [Int8DynamicLinear, Int4WeightLinear]
+
+
+def tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    shared = nn.Linear(64, 64)
+    return nn.Sequential(nn.Embedding(10, 32), nn.Linear(32, 96, bias=False), nn.GELU(), nn.Linear(96, 64),
+                         nn.LayerNorm(64), shared, nn.Sequential(shared, nn.Linear(64, 32)))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_linear_is_replaced_once_and_kept_ones_stay_float(kind):
+    model = tiny_model()
+    assert quantize_linears(model, kind=kind) == 4  # the shared linear once
+    assert not any(type(m) is nn.Linear for m in model.modules())
+    assert model[5] is model[6][0] and isinstance(model[5], kind)
+    model = tiny_model()
+    head = model[6][1]
+    assert quantize_linears(model, kind=kind, keep=(head,)) == 3
+    assert model[6][1] is head and type(head) is nn.Linear
+    assert [type(m) for m in (model[1], model[3], model[5])] == [kind] * 3
+    assert quantize_linears(nn.Conv1d(2, 2, 3), kind=kind) == 0
+
+
+def test_a_linear_the_kernel_does_not_take_stays_float():
+    model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64), nn.Linear(64, 40))  # inputs of 48, outputs of 40
+    assert quantize_linears(model, kind=Int4WeightLinear) == 1
+    assert [type(m) for m in model] == [Int4WeightLinear, nn.Linear, nn.Linear]
+    assert quantize_linears(model, kind=Int8DynamicLinear) == 2  # int8 takes every shape
+    with pytest.raises(ValueError, match="multiples of 32"):
+        Int4WeightLinear(nn.Linear(48, 64))
+
+
+def separately_quantized(module: nn.Module, kind: type) -> nn.Module:
+    """Every linear of `module` its own `kind` (no joined products)."""
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                setattr(parent, name, kind(child))
+    return module
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("options", [{}, {"bias": True, "o_bias": False}, {"output_gate": True, "qk_norm_eps": 1e-6}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_attentions_q_k_v_join_into_one_product_with_the_same_output(kind, options, dtype):
+    torch.manual_seed(2)
+    attention = QKVAttention(64, heads=4, kv_heads=2, head_dim=16, **options).to(dtype)
+    x = torch.randn(2, 5, 64, dtype=dtype)
+    rope = tuple(t.to(dtype) for t in (torch.randn(5, 16), torch.randn(5, 16)))
+    separate = separately_quantized(copy.deepcopy(attention), kind)
+    assert quantize_linears(attention, kind=kind) == 4
+    assert isinstance(attention.qkv_proj, kind) and not hasattr(attention, "q_proj")
+    assert attention.qkv_proj.out_features == sum(getattr(separate, n).out_features for n in ("q_proj", "k_proj", "v_proj"))
+    with torch.inference_mode():
+        joined, alone = attention.dense(x, rope, causal_mask(5)), separate.dense(x, rope, causal_mask(5))
+    assert torch.equal(joined, alone)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_gated_mlps_gate_and_up_join_into_one_product_with_the_same_output(kind):
+    torch.manual_seed(3)
+    mlp = GatedMLP(32, 96, bias=True)
+    x = torch.randn(3, 32)
+    separate = separately_quantized(copy.deepcopy(mlp), kind)
+    assert quantize_linears(mlp, kind=kind) == 3
+    assert isinstance(mlp.gate_up_proj, kind) and not hasattr(mlp, "gate_proj")
+    with torch.inference_mode():
+        assert torch.equal(mlp(x), separate(x))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_kept_or_shared_linear_is_not_joined(kind):
+    mlp = GatedMLP(32, 64)
+    gate = mlp.gate_proj
+    assert quantize_linears(mlp, kind=kind, keep=(gate,)) == 2
+    assert mlp.gate_up_proj is None and mlp.gate_proj is gate and isinstance(mlp.up_proj, kind)
+    shared = GatedMLP(32, 64)
+    model = nn.ModuleList([shared, nn.Sequential(shared.up_proj)])
+    assert quantize_linears(model, kind=kind) == 3
+    assert shared.gate_up_proj is None and model[1][0] is shared.up_proj and isinstance(shared.up_proj, kind)
+    with pytest.raises(ValueError, match="all have a bias or none"):
+        kind(nn.Linear(32, 32), nn.Linear(32, 32, bias=False))

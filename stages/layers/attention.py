@@ -36,6 +36,12 @@ def causal_mask(length: int, window: int | None = None, device: torch.device | s
     return mask
 
 
+def step_mask(length: int, offset: int, device: torch.device | str = "cpu") -> torch.Tensor | None:
+    """`causal_mask(length, offset=offset)` for a step of `length` new queries after `offset` keys, or None for one
+    query: it sees every key, and attention without a mask computes the same (bit for bit: an allowed key adds 0)."""
+    return causal_mask(length, device=device, offset=offset) if length > 1 else None
+
+
 def extend_kv(kv: list[torch.Tensor], k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A list cache [k, v] ([B, Hkv, S, D] each) grown in place by the new k, v [B, Hkv, L, D] (an empty list
     starts one); returns the keys and values of every position so far."""

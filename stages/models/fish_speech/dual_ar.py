@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.components.frame_codes import generate_frame_codes
-from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.attention import causal_mask, step_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import interleaved_rope
 from vocalis.stages.models.fish_common.gptfast import gptfast_block
@@ -130,7 +130,7 @@ class FishDualAR(nn.Module):
         t = inputs.shape[1]
         rope = interleaved_rope(torch.arange(start, start + t, device=inputs.device), c.head_dim, c.rope_base,
                                 ROPE_TABLE_DTYPE)
-        mask = causal_mask(t, device=inputs.device, offset=start)
+        mask = step_mask(t, start, inputs.device)
         x = inputs
         for layer, cache in zip(self.audio_decoder.layers, caches, strict=True):
             x = layer.dense(x, rope, mask, cache)

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vocalis.stages.components.frame_codes import generate_frame_codes
-from vocalis.stages.layers.attention import causal_mask
+from vocalis.stages.layers.attention import step_mask
 from vocalis.stages.layers.norm import RMSNorm
 from vocalis.stages.layers.rotary import mrope, rope
 from vocalis.stages.layers.transformer import gated_decoder_layers
@@ -69,7 +69,7 @@ class CodePredictor(nn.Module):
         x = self.small_to_mtp_projection(embeds)
         t = x.shape[1]
         cos, sin = rope(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
-        mask = causal_mask(t, device=x.device, offset=start)
+        mask = step_mask(t, start, x.device)
         for layer, cache in zip(self.model.layers, caches, strict=True):
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, cache)
         return self.model.norm(x)
@@ -79,7 +79,7 @@ class CodePredictor(nn.Module):
         x = self.small_to_mtp_projection(embeds)
         t = x.shape[1]
         cos, sin = rope(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
-        mask = causal_mask(t, device=x.device, offset=start) if t > 1 else None
+        mask = step_mask(t, start, x.device)
         for layer, (k, v) in zip(self.model.layers, buffers, strict=True):
             x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, static_kv=(k, v, start))
         return self.model.norm(x)

@@ -36,6 +36,21 @@ def test_rmsnorm_upcast_is_float32_math_in_bfloat16():
     assert not torch.equal(plain(x), reference)  # bf16 accumulation differs
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1024), (3, 5, 16, 128), (7, 96), (2, 33)])
+def test_rmsnorm_in_float32_is_the_formula_bit_for_bit(shape):
+    """The float32 path runs torch's rms_norm, which must give exactly the ops it stands for (the golden tests'
+    float32 parity rests on it)."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape) * 40
+    norm = RMSNorm(shape[-1], eps=1e-6)
+    with torch.no_grad():
+        norm.weight.normal_()
+    expected = norm.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+    assert torch.equal(norm(x), expected)
+    strided = x.transpose(0, -2)  # not contiguous where there are three dimensions or more
+    assert torch.equal(norm(strided), norm.weight * (strided * torch.rsqrt(strided.pow(2).mean(-1, keepdim=True) + 1e-6)))
+
+
 def test_rmsnorm_weight_offset_stores_weight_minus_offset():
     norm = RMSNorm(4, weight_offset=1.0)
     assert torch.equal(norm.weight, torch.zeros(4))  # 1 + 0: identity scale at init

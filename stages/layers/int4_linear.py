@@ -9,10 +9,10 @@ float32's bytes (an eighth, plus a scale and a zero point for each 32 weights).
 
 Why: a decode step at a few rows reads each weight once and does little else with it, so it runs at the speed the
 weights stream from memory; half of int8's bytes is about half of its time. Measured on this CPU (two cores, weights
-cold): 0.48-0.76x `torch._int_mm`'s time at one row and 0.41-0.69x at four, on every linear shape of Qwen3-TTS 0.6B
-(BENCHMARKS.md). Its price is many rows: the kernel's time grows with the rows where oneDNN's int8 product does not
-(1.1-1.8x int8's at 16 rows, 2.6-3.6x at 64), so a long prompt's prefill is slower than under int8-dynamic. The
-input and output are rounded to bfloat16 (the kernel's float32 path is 10-20x slower here).
+cold, bench/int8_layout.py): 0.53-0.67x Int8DynamicLinear's time at one row and 0.44-0.64x at four, on every linear
+shape of Qwen3-TTS 0.6B. Its price is many rows: the kernel's time grows with the rows where oneDNN's int8 product
+barely does (1.1-1.6x Int8DynamicLinear's at 16 rows, 2.3-3.1x at 64), so a long prompt's prefill is slower than
+under int8-dynamic. The input and output are rounded to bfloat16 (the kernel's float32 path is 10-20x slower here).
 
 The kernel wants whole groups and output channels in 16s; a linear of another shape stays in float.
 """

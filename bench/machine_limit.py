@@ -24,7 +24,7 @@ step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one
     python bench/machine_limit.py                    # real size, c = 1 and 4
     python bench/machine_limit.py --tiny --frames 3  # CI-sized: the committed tiny checkpoint
     python bench/machine_limit.py --profile          # also a torch.profiler table of one c = 1 request's steps
-    python bench/machine_limit.py --families omnivoice,voxcpm2 --omnivoice-steps 4   # recorded steps
+    python bench/machine_limit.py --families omnivoice,voxcpm2 --steps 4   # recorded steps
 """
 
 from __future__ import annotations
@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--families", default=",".join(STEPS), help=f"of {', '.join(real_size_cpu.FAMILIES)}")
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=8, help="frames per request while steps are timed")
-    parser.add_argument("--omnivoice-steps", type=int, default=4, help="OmniVoice's unmasking passes per request (its steps); AuK's flow steps")
+    parser.add_argument("--steps", "--omnivoice-steps", dest="steps", type=int, default=4,
+                        help="OmniVoice's unmasking passes per request; AuK's flow steps (--omnivoice-steps: its older name)")
     parser.add_argument("--repeats", type=int, default=3, help="timings per matmul shape and for the bandwidth (best kept)")
     parser.add_argument("--vocalis-dtype", default="float32", help="compute dtype of Vocalis's first stage")
     parser.add_argument("--profile", action="store_true", help="also profile one c = 1 request with torch.profiler")
@@ -357,7 +358,7 @@ def main(argv: list[str] | None = None) -> dict:
             real_size_cpu.build(key, checkpoint, tiny=True)
         else:
             checkpoint = family.tiny
-        result = run(key, checkpoint, levels, args.frames, args.omnivoice_steps, args.repeats, args.vocalis_dtype, args.profile)
+        result = run(key, checkpoint, levels, args.frames, args.steps, args.repeats, args.vocalis_dtype, args.profile)
         results[key] = result
         print(f"bandwidth (copy, read + write) {result['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; "
               f"loaded weights {result['loaded_weight_bytes'] / 2**30:.2f} GiB")

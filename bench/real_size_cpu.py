@@ -5,14 +5,14 @@ builders: the committed tiny checkpoint's files with the published sizes laid ov
 so every request runs to --frames), then runs the same texts, greedy, on the same weights:
 Qwen3-TTS 0.6B and 1.7B CustomVoice (a preset speaker) and 0.6B Base (an ICL clone of REF_TEXT spoken by a synthetic
 3 s clip, the same samples on both sides), VoxCPM2, OmniVoice (auto voice; its length comes from the
-text, not --frames: 145 frames at 25 Hz for TEXT; --omnivoice-steps unmasking passes, positions chosen
+text, not --frames: 145 frames at 25 Hz for TEXT; --steps unmasking passes, positions chosen
 by confidence alone so that both sides are deterministic), CosyVoice3 and GLM-TTS (a clone of REF_TEXT spoken by the
 same clip; greedy, stop tokens masked for all --frames steps on both sides), higgs-audio v2 (plain text, greedy, the
 stream EOS silenced; both sides in bfloat16, as its 5.4 B-parameter talker is 20 GiB in float32: Vocalis's
 through the deploy override of stage 0's dtype, the reference's through from_pretrained's), Fish Speech S2 Pro (plain
 text, greedy; the dual AR in bfloat16 on both sides, 18 GiB in float32; the stop's tied embedding row is zero, so its
 logit never leads and every request runs to --frames), and AuK (no reference exists, so Vocalis only: told its
-length, --frames latent frames at 50 a second, and --omnivoice-steps flow steps; the thinker and the DiT in bfloat16), and
+length, --frames latent frames at 50 a second, and --steps flow steps; the thinker and the DiT in bfloat16), and
 Gepard-1.0 (none installs either: Vocalis only; its backbone at the size its vendor's model guide gives, the rest of
 bench/configs/gepard_real_sizes.json assumed, the NanoCodec tiny, its audio counted at the published 1024 samples a frame;
 stop head silenced, --frames frames at 21.5 a second).
@@ -41,11 +41,11 @@ Each side runs in its own child process, one model in memory at a time, and repo
 
     python bench/real_size_cpu.py                                   # every family below, c = 1 and 4
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
-    python bench/real_size_cpu.py --families omnivoice --omnivoice-steps 4 --reps 3   # 3 interleaved pairs
+    python bench/real_size_cpu.py --families omnivoice --steps 4 --reps 3   # 3 interleaved pairs
     python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3   # the LM-only references
     python bench/real_size_cpu.py --families higgs-audio-v2 --frames 16 --reps 3      # bfloat16 on both sides
     python bench/real_size_cpu.py --families fish-speech-s2-pro --frames 16 --reps 3  # bfloat16 on both sides
-    python bench/real_size_cpu.py --families auk --reference-python '' --frames 50 --omnivoice-steps 4 --reps 3
+    python bench/real_size_cpu.py --families auk --reference-python '' --frames 50 --steps 4 --reps 3
     python bench/real_size_cpu.py --families gepard --reference-python '' --frames 48 --reps 3
 
 With --reps N each family runs N pairs, the two sides one right after the other, which goes first alternating from
@@ -119,8 +119,8 @@ class Family:
     timed_stage: str | None = None
     """The stage bench/machine_limit.py times, by name; None: the first that is not a voice's PrepareStage."""
     told_length: bool = False
-    """The request says its length in seconds (duration_seconds: --frames / frame_rate) and its passes (--omnivoice-steps
-    as num_inference_steps), not a token budget."""
+    """The request says its length in seconds (duration_seconds: --frames / frame_rate) and its passes (--steps as
+    num_inference_steps), not a token budget."""
     published_samples_per_frame: int | None = None
     """Where the checkpoint's codec is a smaller stand-in (Gepard's tiny NanoCodec: the published one's module graph is
     not known here), the published codec's samples per frame: the Vocalis side counts each request's audio at it, so
@@ -461,8 +461,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24, help="frames (max_new_tokens) per request")
-    parser.add_argument("--omnivoice-steps", type=int, default=32,
-                        help="OmniVoice's unmasking passes per request (num_step); AuK's flow steps (num_inference_steps)")
+    parser.add_argument("--steps", "--omnivoice-steps", dest="steps", type=int, default=32,
+                        help="passes per request of the families that take a count: OmniVoice's unmasking passes (num_step), "
+                             "AuK's flow steps (num_inference_steps); --omnivoice-steps is its older name")
     parser.add_argument("--vocalis-dtype", default=None, help="compute dtype of Vocalis's first stage (default: the family's, "
                         "which its reference runs in too: float32, bfloat16 for higgs-audio v2)")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
@@ -481,7 +482,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps({"built": str(args.checkpoint)}))
         return {}
     if args.child == "vocalis":
-        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.omnivoice_steps, args.vocalis_dtype,
+        print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.steps, args.vocalis_dtype,
                                      args.prompt_out)))
         return {}
 
@@ -491,7 +492,7 @@ def main(argv: list[str] | None = None) -> dict:
         python = FAMILIES[key].reference_python if args.reference_python is None else args.reference_python
         references[key] = python if python and Path(python).exists() else None
     print(f"{'tiny' if args.tiny else 'real-size random'} checkpoints, {args.frames} frames per request "
-          f"(OmniVoice: from the text, {args.omnivoice_steps} steps), greedy, "
+          f"(OmniVoice: from the text, {args.steps} steps), greedy, "
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
     lm_only = [k for k in keys if FAMILIES[k].lm_only_reference]
     if lm_only:
@@ -502,7 +503,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     me = [sys.executable, str(Path(__file__).resolve())]
-    common = ["--levels", args.levels, "--frames", str(args.frames), "--omnivoice-steps", str(args.omnivoice_steps)]
+    common = ["--levels", args.levels, "--frames", str(args.frames), "--steps", str(args.steps)]
     for key in keys:
         family = FAMILIES[key]
         reference = references[key]
@@ -548,7 +549,7 @@ def main(argv: list[str] | None = None) -> dict:
                   "vocoder sharing the cores) over the reference's LM\n\n| family | concurrency | pairs | LM throughput Vocalis/ref |\n|---|---|---|---|")
             for r in lm:
                 print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | {spread(list(r['lm_throughput_x']))} |")
-    result = {"tiny": args.tiny, "frames": args.frames, "omnivoice_steps": args.omnivoice_steps,
+    result = {"tiny": args.tiny, "frames": args.frames, "steps": args.steps,
               "dtypes": {k: args.vocalis_dtype or FAMILIES[k].dtype for k in keys},
               "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": summary}
     write_json(args.out, result)

@@ -156,7 +156,7 @@ def omnivoice_runner(checkpoint: str, text: str, frames: int, args: argparse.Nam
 
     def run() -> tuple[float | None, float]:
         torch.manual_seed(1)
-        audio = model.generate(text=text, language="en", num_step=args.omnivoice_steps, position_temperature=0.0)[0]
+        audio = model.generate(text=text, language="en", num_step=args.steps, position_temperature=0.0)[0]
         return None, len(audio) / rate
 
     return run
@@ -421,7 +421,8 @@ def main() -> None:
     parser.add_argument("--text", required=True)
     parser.add_argument("--levels", default="1,4")
     parser.add_argument("--frames", type=int, default=24)
-    parser.add_argument("--omnivoice-steps", type=int, default=32)
+    parser.add_argument("--steps", "--omnivoice-steps", dest="steps", type=int, default=32,
+                        help="OmniVoice's unmasking passes (num_step)")
     parser.add_argument("--ref-audio", help="a clone's reference clip (.npy, mono float32)")
     parser.add_argument("--ref-rate", type=int, default=24000)
     parser.add_argument("--ref-text", help="the transcript of --ref-audio")

@@ -20,7 +20,7 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench("machine_limit")
     out = tmp_path / "limit.json"
     bench.main(["--tiny", "--frames", "12", "--levels", "1,2", "--repeats", "1", "--profile", "--out", str(out),
-                "--families", "qwen3-0.6b-customvoice,omnivoice,auk", "--omnivoice-steps", "8", "--work-dir", str(tmp_path)])
+                "--families", "qwen3-0.6b-customvoice,omnivoice,auk", "--steps", "8", "--work-dir", str(tmp_path)])
     families = json.loads(out.read_text())["families"]
     result = families["qwen3-0.6b-customvoice"]
     rows = result["rows"]

@@ -11,7 +11,7 @@ from vocalis.stages.models.omnivoice.duration import estimate_frames
 def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     bench = load_bench("real_size_cpu")
     out = tmp_path / "real_size.json"
-    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--omnivoice-steps", "4", "--out", str(out),
+    bench.main(["--tiny", "--reference-python", "", "--levels", "1,2", "--frames", "3", "--steps", "4", "--out", str(out),
                 "--work-dir", str(tmp_path)])
     result = json.loads(out.read_text())
     rows = result["rows"]

@@ -99,6 +99,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "int8-dynamic": {"quantize": "int8-dynamic"},
     "bfloat16 + int8-dynamic": {"dtype": "bfloat16", "quantize": "int8-dynamic"},
     "int4-weight": {"quantize": "int4-weight"},
+    "int4-decode": {"quantize": "int4-decode"},
 }
 
 

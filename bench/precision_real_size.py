@@ -1,6 +1,7 @@
 """The precision deploy options at real size on this CPU: speed, memory and weights of one family's generator stage
-in float32 (the parity default), bfloat16, int8-dynamic and both (and int4-weight: `--variants`), on random weights at the published sizes; for
-Qwen3-TTS also with its decoder stage in bfloat16 (`--variants`, not run by default).
+in float32 (the parity default), bfloat16, int8-dynamic and both (and int4-weight, int4-decode: `--variants`), on
+random weights at the published sizes; for Qwen3-TTS also with its decoder stage in bfloat16 (`--variants`, not run
+by default).
 
 The checkpoint is bench/real_size_cpu.py's (its builders: the committed tiny checkpoint's files with the published
 sizes laid over, stop heads silenced so every request runs to --frames); requests are its greedy ones. Each variant
@@ -43,6 +44,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     "bfloat16 + int8-dynamic + bfloat16 decoder": {"dtype": "bfloat16", "quantize": "int8-dynamic", "decoder_dtype": "bfloat16"},
     "int4-weight": {"quantize": "int4-weight"},
     "int4-weight + bfloat16 decoder": {"quantize": "int4-weight", "decoder_dtype": "bfloat16"},
+    "int4-decode": {"quantize": "int4-decode"},
+    "int4-decode + bfloat16 decoder": {"quantize": "int4-decode", "decoder_dtype": "bfloat16"},
 }
 """Each variant's settings of the generator stage; `decoder_dtype`: the decoder stage's dtype (Qwen3-TTS's code2wav)."""
 DEFAULT_VARIANTS = ("float32", "bfloat16", "int8-dynamic", "bfloat16 + int8-dynamic")

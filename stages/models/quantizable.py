@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from vocalis.stages.layers.int4_decode_linear import Int4DecodeLinear
 from vocalis.stages.layers.int4_linear import Int4WeightLinear
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.layers.quantized_linear import QuantizedLinear, quantize_linears
 from vocalis.stages.runtime.deploy import DeployConfig
 
-KERNELS: dict[str, type[QuantizedLinear]] = {"int8-dynamic": Int8DynamicLinear, "int4-weight": Int4WeightLinear}
+KERNELS: dict[str, type[QuantizedLinear]] = {"int8-dynamic": Int8DynamicLinear, "int4-weight": Int4WeightLinear,
+                                             "int4-decode": Int4DecodeLinear}
 """The linear each `quantize` choice but none puts in place (weight_quantization.QUANTIZE_CHOICES says what each does)."""
 
 

@@ -41,7 +41,7 @@ class StageDeploy:
     quantize: str = "none"
     """Weight quantisation of the stage's generator (weight_quantization.QUANTIZE_CHOICES): none, int8-dynamic
     (int8 linear weights, inputs quantised per row at each call) or int4-weight (int4 linear weights in groups,
-    bfloat16 inputs); CPU only. Families that cannot quantise a stage
+    bfloat16 inputs) or int4-decode (both: int4 for calls of a few rows, int8 for more); CPU only. Families that cannot quantise a stage
     refuse it at load."""
     device: str = "cpu"
     threads: int = 0

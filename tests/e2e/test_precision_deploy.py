@@ -1,5 +1,5 @@
 """The precision deploy options end to end: Qwen3-TTS's tiny checkpoint served over HTTP with its talker (the
-generator stage) in bfloat16, or with int8-dynamic or int4-weight weights (and its decoder in bfloat16), from a `--deploy-config`
+generator stage) in bfloat16, or with int8-dynamic, int4-weight or int4-decode weights (and its decoder in bfloat16), from a `--deploy-config`
 YAML; the audio decodes at the family's rate. A quantisation the family cannot apply to a stage is refused at load, naming the stage."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ HOP = 1920
 
 
 @pytest.mark.parametrize("talker", ["dtype: bfloat16", "quantize: int8-dynamic", "dtype: bfloat16\n    quantize: int8-dynamic",
-                                    # README's example: the decoder stage in bfloat16 beside the int8 talker
                                     "quantize: int8-dynamic\n  - name: code2wav\n    dtype: bfloat16",
-                                    "quantize: int4-weight\n  - name: code2wav\n    dtype: bfloat16"])
+                                    "quantize: int4-weight\n  - name: code2wav\n    dtype: bfloat16",
+                                    # README's example: the decoder stage in bfloat16 beside the int4-decode talker
+                                    "quantize: int4-decode\n  - name: code2wav\n    dtype: bfloat16"])
 def test_the_generator_stage_serves_audio_in_the_precision_the_deploy_file_sets(tmp_path, talker):
     config = tmp_path / "deploy.yaml"
     config.write_text(f"stages:\n  - name: talker\n    max_len: 128\n    {talker}\n")

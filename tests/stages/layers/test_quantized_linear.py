@@ -11,12 +11,13 @@ import torch
 from torch import nn
 
 from vocalis.stages.layers.attention import QKVAttention, causal_mask
+from vocalis.stages.layers.int4_decode_linear import Int4DecodeLinear
 from vocalis.stages.layers.int4_linear import Int4WeightLinear
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.quantized_linear import quantize_linears
 
-KINDS = [Int8DynamicLinear, Int4WeightLinear]
+KINDS = [Int8DynamicLinear, Int4WeightLinear, Int4DecodeLinear]
 
 
 def tiny_model() -> nn.Module:
@@ -44,7 +45,7 @@ def test_a_linear_the_kernel_does_not_take_stays_float():
     model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64), nn.Linear(64, 40))  # inputs of 48, outputs of 40
     assert quantize_linears(model, kind=Int4WeightLinear) == 1
     assert [type(m) for m in model] == [Int4WeightLinear, nn.Linear, nn.Linear]
-    assert quantize_linears(model, kind=Int8DynamicLinear) == 2  # int8 takes every shape
+    assert quantize_linears(model, kind=Int8DynamicLinear) == 2  # int8 takes every shape (and int4-decode, as int8)
     with pytest.raises(ValueError, match="multiples of 32"):
         Int4WeightLinear(nn.Linear(48, 64))
 

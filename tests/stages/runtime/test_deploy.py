@@ -41,7 +41,7 @@ def test_defaults_file_and_overrides(defaults, tmp_path):
         ('{"vocoder": {"max_num_seqs": 4}}', "no stage named"),
         ('{"0": {"max_num_seqs": "many"}}', "must be int"),
         ('[1]', "JSON object"),
-        ('{"0": {"quantize": "int4"}}', r"talker.quantize must be one of \['none', 'int8-dynamic', 'int4-weight'\], got 'int4'"),
+        ('{"0": {"quantize": "int4"}}', r"talker.quantize must be one of \['none', 'int8-dynamic', 'int4-weight', 'int4-decode'\], got 'int4'"),
         ('{"0": {"quantize": "int8-dynamic", "device": "cuda"}}', "runs on a CPU only"),
     ],
 )

@@ -1,10 +1,10 @@
 """Replacing a model's linear layers by quantised ones: the rule behind the `quantize` deploy setting (which kernel
 each choice uses is stages/models/quantizable.py's; which stages get it, and the refusal of one that cannot, too).
 
-A quantised linear kind (`QuantizedLinear`: stages/layers/int8_linear.py, stages/layers/int4_linear.py) is built
-from one nn.Linear or from several of one input, which it then runs as one product; it says which linears its kernel
-takes (`accepts`). A layer that reads several linears of one input declares them (`JoinsInputs`), and uses the joined
-module when it is set.
+A quantised linear kind (`QuantizedLinear`: stages/layers/int8_linear.py, int4_linear.py, int4_decode_linear.py) is
+built from one nn.Linear or from several of one input, which it then runs as one product; it says which linears its
+kernel takes (`accepts`). A layer that reads several linears of one input declares them (`JoinsInputs`), and uses the
+joined module when it is set.
 """
 
 from __future__ import annotations

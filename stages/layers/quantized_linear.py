@@ -56,7 +56,9 @@ def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tup
 
     In a layer that `JoinsInputs`, the linears it names become one `kind` under its attribute and leave the layer,
     where each is plain, accepted, in no other parent and not kept."""
-    parents = list({id(m): m for module in modules for m in module.modules()}.values())
+    # Only modules with children: a list holding the linears themselves would keep every float weight alive until
+    # the last was replaced (the float model and its quantised copy in memory at once, the load's peak).
+    parents = [m for m in {id(m): m for module in modules for m in module.modules()}.values() if next(m.children(), None)]
     references = Counter(id(child) for parent in parents for child in parent.children())
     kept = {id(module) for module in keep}
 
@@ -75,7 +77,8 @@ def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tup
                 replaced += len(members)
     replacements: dict[int, nn.Module] = {}
     for parent in parents:
-        for name, child in list(parent.named_children()):
+        for name in [name for name, _ in parent.named_children()]:  # names only: a list of children would hold them
+            child = getattr(parent, name)
             if replaceable(child):
                 if id(child) not in replacements:
                     replacements[id(child)] = kind(child)

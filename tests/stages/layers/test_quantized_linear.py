@@ -5,6 +5,7 @@ into one product whose output is that of the separate quantised linears, bit for
 from __future__ import annotations
 
 import copy
+import weakref
 
 import pytest
 import torch
@@ -100,3 +101,18 @@ def test_a_kept_or_shared_linear_is_not_joined(kind):
     assert shared.gate_up_proj is None and model[1][0] is shared.up_proj and isinstance(shared.up_proj, kind)
     with pytest.raises(ValueError, match="all have a bias or none"):
         kind(nn.Linear(32, 32), nn.Linear(32, 32, bias=False))
+
+
+def test_each_float_linear_is_freed_as_soon_as_it_is_replaced():
+    """So the float model and its quantised copy are never in memory whole at once (the load's peak)."""
+    model = nn.Sequential(nn.Linear(32, 32), nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 32)))
+    linears = [weakref.ref(m) for m in model.modules() if type(m) is nn.Linear]
+    alive_at_each_build = []
+
+    class Recording(Int8DynamicLinear):
+        def __init__(self, *members: nn.Linear) -> None:
+            alive_at_each_build.append(sum(ref() is not None for ref in linears))
+            super().__init__(*members)
+
+    assert quantize_linears(model, kind=Recording) == 3
+    assert alive_at_each_build == [3, 2, 1]  # the one being replaced, and those not reached yet

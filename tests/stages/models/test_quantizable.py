@@ -69,3 +69,10 @@ def test_a_stage_the_family_does_not_declare_is_refused_by_name_with_what_was_qu
     overrides = '{"talker": {"quantize": "int8-dynamic"}, "code2wav": {"quantize": "int8-dynamic"}}'
     with pytest.raises(ValueError, match=r"tiny_tts family cannot quantise stage\(s\) \['code2wav'\] .*quantised: \['talker'\]"):
         load_model(str(checkpoint), stage_overrides=overrides, family_modules=(TEMPLATE,))
+
+
+def test_every_quantize_choice_but_none_has_a_kernel():
+    from vocalis.stages.models.quantizable import KERNELS
+    from vocalis.stages.runtime.weight_quantization import QUANTIZE_CHOICES
+
+    assert set(KERNELS) == set(QUANTIZE_CHOICES) - {"none"}

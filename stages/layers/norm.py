@@ -25,8 +25,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight + self.weight_offset if self.weight_offset else self.weight
         if x.dtype == torch.float32 and weight.dtype == torch.float32:
-            # torch's own rms_norm runs the float32 lines below as one call: the same ops, bit for bit (tested),
-            # without a Python dispatch each; a decode step runs several hundred norms.
+            # torch's own rms_norm runs the float32 lines below as one call: on a CPU the same ops, bit for bit
+            # (tested), without a Python dispatch each; a decode step runs several hundred norms. (On CUDA it may
+            # be a fused kernel, rounding differently within float32.)
             return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
         if not self.upcast:
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight

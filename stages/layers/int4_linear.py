@@ -65,12 +65,6 @@ class Int4WeightLinear(nn.Module):
         """Whole groups of inputs and output channels in 16s."""
         return linear.in_features % GROUP_SIZE == 0 and linear.out_features % OUT_MULTIPLE == 0
 
-    def dequantized_weight(self) -> torch.Tensor:
-        """[out, in] float32: the weight the kernel multiplies by (for tests and drift checks)."""
-        identity = torch.eye(self.in_features, dtype=torch.bfloat16)
-        return torch.ops.aten._weight_int4pack_mm_for_cpu(identity, self.weight_int4, GROUP_SIZE,
-                                                           self.scales_and_zeros).float().t()
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
         if rows.dtype != torch.bfloat16:

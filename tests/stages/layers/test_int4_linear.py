@@ -10,8 +10,16 @@ from torch import nn
 
 from vocalis.stages.layers.int4_linear import GROUP_SIZE, LEVELS, Int4WeightLinear
 
-BF16_EPS = 2.0 ** -8
-"""bfloat16's relative rounding step (8 significant bits); half of it is the rounding error, taken whole here."""
+BF16_EPS = torch.finfo(torch.bfloat16).eps / 2
+"""bfloat16's unit roundoff (2^-8: 8 significant bits): the largest relative error of one rounding to it."""
+
+
+def dequantized_weight(quantized: Int4WeightLinear) -> torch.Tensor:
+    """[out, in] float32: the weight the kernel multiplies by, read through the kernel itself (the identity times it:
+    one nonzero term a sum, so exact whatever the order), rounded to bfloat16 on the way out."""
+    identity = torch.eye(quantized.in_features, dtype=torch.bfloat16)
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(identity, quantized.weight_int4, GROUP_SIZE,
+                                                       quantized.scales_and_zeros).float().t()
 
 
 def test_each_weight_is_within_half_a_step_of_its_groups_levels():
@@ -19,12 +27,13 @@ def test_each_weight_is_within_half_a_step_of_its_groups_levels():
     linear = nn.Linear(128, 48)
     with torch.no_grad():
         linear.weight.mul_(torch.linspace(0.1, 10, 128))  # groups of very different ranges
-    weight = Int4WeightLinear(linear).dequantized_weight()
+    weight = dequantized_weight(Int4WeightLinear(linear))
     groups = linear.weight.detach().view(48, -1, GROUP_SIZE)
     step = (groups.amax(-1, keepdim=True) - groups.amin(-1, keepdim=True)) / (LEVELS - 1)
     error = (weight.view_as(groups) - groups).abs()
     # Half a step, and the scale and zero point held in bfloat16 (each level off by up to 8 steps' rounding, the
-    # zero by its own) and the dequantised weight read back in bfloat16.
+    # zero by its own) and the dequantised weight read back in bfloat16. Every op here is an elementwise IEEE one or
+    # the one-term product above, so the values compared are the same on any CPU.
     bound = step / 2 + (LEVELS // 2 * step + groups.abs().amax(-1, keepdim=True) * 2) * BF16_EPS
     assert (error <= bound).all()
     assert len(weight.view_as(groups).unique(dim=None)) > LEVELS  # each group has its own levels
@@ -37,7 +46,7 @@ def test_the_output_is_the_bfloat16_input_times_the_int4_weights(dtype, bias):
     linear = nn.Linear(96, 64, bias=bias)
     x = (torch.randn(2, 3, 96) * torch.linspace(0.1, 4, 96)).to(dtype)
     quantized = Int4WeightLinear(linear)
-    weight = quantized.dequantized_weight()
+    weight = dequantized_weight(quantized)
     with torch.inference_mode():
         got = quantized(x)
     rows = x.to(torch.bfloat16).float()

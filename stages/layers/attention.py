@@ -88,7 +88,10 @@ class QKVAttention(nn.Module):
         output gate [..., T, Hq * D] (None without `output_gate`)."""
         lead = x.shape[:-1]
         if self.qkv_proj is not None:
-            q, k, v = self.qkv_proj(x).split(self.qkv_proj.parts, dim=-1)
+            qkv = self.qkv_proj(x)
+            if self.q_norm is not None and not self.output_gate:
+                return self._joined_qk(qkv.view(*lead, self.heads + 2 * self.kv_heads, self.head_dim), rope)
+            q, k, v = qkv.split(self.qkv_proj.parts, dim=-1)
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         gate = None
@@ -105,6 +108,18 @@ class QKVAttention(nn.Module):
             q = apply_rotary(q, cos, sin, self.rope_upcast)
             k = apply_rotary(k, cos, sin, self.rope_upcast)
         return q, k, v, gate
+
+    def _joined_qk(self, heads: torch.Tensor, rope: Rope | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        """`_qkv` from the joined projection's output as heads [..., T, Hq + 2 Hkv, D]: the query and key heads
+        normed as one tensor (`RMSNorm.normalize`, then each head by its own norm's weight) and rotated as one, so a
+        step runs one norm and one rotation where it would run two of each; the same values bit for bit (tested).
+        q and k come back as views of that one tensor."""
+        qk_heads = self.heads + self.kv_heads
+        scale = torch.cat([self.q_norm.scale.expand(self.heads, -1), self.k_norm.scale.expand(self.kv_heads, -1)])
+        qk = scale * self.q_norm.normalize(heads[..., :qk_heads, :])  # both norms are built alike: one eps
+        if rope is not None:
+            qk = apply_rotary(qk, rope[0].unsqueeze(-2), rope[1].unsqueeze(-2), self.rope_upcast)
+        return qk[..., : self.heads, :], qk[..., self.heads :, :], heads[..., qk_heads:, :], None
 
     def _out(self, out: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
         """o_proj of the attended values out [..., T, Hq * D] (gated first with `output_gate`)."""

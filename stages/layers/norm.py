@@ -22,19 +22,30 @@ class RMSNorm(nn.Module):
         self.upcast = upcast
         self.weight_offset = weight_offset
 
+    @property
+    def scale(self) -> torch.Tensor:
+        """The weight the normalised x is multiplied by (the stored one plus `weight_offset`)."""
+        return self.weight + self.weight_offset if self.weight_offset else self.weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight + self.weight_offset if self.weight_offset else self.weight
+        weight = self.scale
         if x.dtype == torch.float32 and weight.dtype == torch.float32:
             # torch's own rms_norm runs the float32 lines below as one call: on a CPU the same ops, bit for bit
             # (tested), without a Python dispatch each; a decode step runs several hundred norms. (On CUDA it may
             # be a fused kernel, rounding differently within float32.)
             return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
+        return weight * self.normalize(x) if self.upcast else self.normalize(x) * weight
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """x / rms(x), before the weight: `forward(x)` is this times `scale`, bit for bit (tested), so norms of the
+        same eps over several tensors can run as one call on their concatenation, each part then scaled by its own
+        weight (QKVAttention's joined q/k-norm)."""
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), None, self.eps)
         if not self.upcast:
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return weight * x.to(dtype)
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        upcast = x.float()
+        return (upcast * torch.rsqrt(upcast.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}, upcast={self.upcast}"

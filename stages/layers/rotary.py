@@ -7,7 +7,7 @@ Every function returns (cos, sin) of shape [..., head_dim] with both halves repe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -137,3 +137,26 @@ def apply_interleaved_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
     cos, sin = cos[..., None, :].to(x.device), sin[..., None, :].to(x.device)
     out = torch.stack([even * cos - odd * sin, odd * cos + even * sin], dim=-1)
     return out.flatten(-2).to(x.dtype)
+
+
+class StepTable:
+    """The (cos, sin) of positions [0, length), made once per device and dtype by `make(positions)` and sliced for
+    each step: for a small decoder that steps through the same few positions for every frame (Qwen3-TTS's code
+    predictor, Fish's fast AR), where making the rows again each step costs more than rotating by them. A row is
+    the one `make` gives for that position alone, bit for bit (tested); positions past `length` are made as asked."""
+
+    def __init__(self, make: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], length: int) -> None:
+        self.make, self.length = make, length
+        self._tables: dict[tuple[torch.device, torch.dtype | None], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def __call__(self, start: int, count: int, device: torch.device,
+                 dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows start .. start + count - 1, cast to `dtype` (None: as `make` gives them)."""
+        if start + count > self.length:
+            cos, sin = self.make(torch.arange(start, start + count, device=device))
+            return (cos, sin) if dtype is None else (cos.to(dtype), sin.to(dtype))
+        table = self._tables.get((device, dtype))
+        if table is None:
+            cos, sin = self.make(torch.arange(self.length, device=device))
+            table = self._tables[(device, dtype)] = (cos, sin) if dtype is None else (cos.to(dtype), sin.to(dtype))
+        return table[0][start : start + count], table[1][start : start + count]

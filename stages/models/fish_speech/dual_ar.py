@@ -9,6 +9,7 @@ is the floor's `generate_frame_codes`, as Qwen3-TTS's code predictor's is.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,7 @@ from torch import nn
 from vocalis.stages.components.frame_codes import generate_frame_codes
 from vocalis.stages.layers.attention import causal_mask, step_mask
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rotary import interleaved_rope
+from vocalis.stages.layers.rotary import StepTable, interleaved_rope
 from vocalis.stages.models.fish_common.gptfast import gptfast_block
 from vocalis.stages.models.fish_speech.config import FastARConfig, FishSpeechConfig, SlowARConfig
 from vocalis.stages.runtime.attention import AttentionBatch
@@ -74,6 +75,10 @@ class FishDualAR(nn.Module):
             raise ValueError(f"audio_decoder_config.text_dim {config.audio_decoder.text_dim} is not the slow AR's "
                              f"width {config.text.hidden_size}")
         self.audio_decoder = AudioDecoder(config.audio_decoder)
+        fast = config.audio_decoder
+        # a frame's fast-AR steps sit at positions 0 .. num_codebooks: the same rows every frame
+        self.fast_rope = StepTable(partial(interleaved_rope, head_dim=fast.head_dim, theta=fast.rope_base,
+                                           table_dtype=ROPE_TABLE_DTYPE), fast.num_codebooks + 1)
 
     # -- the slow AR ------------------------------------------------------------------------------------
 
@@ -126,10 +131,8 @@ class FishDualAR(nn.Module):
 
     def fast_step(self, inputs: torch.Tensor, caches: list[list[torch.Tensor]], start: int) -> torch.Tensor:
         """Hidden states [B, T, Df] of fast-AR inputs [B, T, Df] at positions start.., extending the caches."""
-        c = self.config.audio_decoder
         t = inputs.shape[1]
-        rope = interleaved_rope(torch.arange(start, start + t, device=inputs.device), c.head_dim, c.rope_base,
-                                ROPE_TABLE_DTYPE)
+        rope = self.fast_rope(start, t, inputs.device)
         mask = step_mask(t, start, inputs.device)
         x = inputs
         for layer, cache in zip(self.audio_decoder.layers, caches, strict=True):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -10,7 +12,7 @@ from torch import nn
 from vocalis.stages.components.frame_codes import generate_frame_codes
 from vocalis.stages.layers.attention import step_mask
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rotary import mrope, rope
+from vocalis.stages.layers.rotary import StepTable, mrope, rope
 from vocalis.stages.layers.transformer import gated_decoder_layers
 from vocalis.stages.models.qwen3_tts.config import CodePredictorConfig, TalkerConfig
 from vocalis.stages.models.qwen3_tts.frame_code_graphs import FrameCodeGraphs
@@ -63,25 +65,27 @@ class CodePredictor(nn.Module):
         self.small_to_mtp_projection = (
             nn.Linear(talker_hidden, config.hidden_size, bias=True) if config.hidden_size != talker_hidden else nn.Identity()
         )
+        # a frame's sub-steps sit at positions 0 .. G-1 (the first step two of them): the same rows every frame
+        self.rope_table = StepTable(partial(rope, head_dim=config.head_dim, theta=config.rope_theta), config.num_code_groups)
 
     def step(self, embeds: torch.Tensor, caches: list[list[torch.Tensor]], start: int) -> torch.Tensor:
         """Hidden states [B, T, H] of new inputs [B, T, talker_hidden] at positions start.., extending caches."""
         x = self.small_to_mtp_projection(embeds)
         t = x.shape[1]
-        cos, sin = rope(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
+        rotary = self.rope_table(start, t, x.device, x.dtype)
         mask = step_mask(t, start, x.device)
         for layer, cache in zip(self.model.layers, caches, strict=True):
-            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, cache)
+            x = layer.dense(x, rotary, mask, cache)
         return self.model.norm(x)
 
     def static_step(self, embeds: torch.Tensor, buffers: list[tuple[torch.Tensor, torch.Tensor]], start: int) -> torch.Tensor:
         """`step` over preallocated per-layer (k, v) buffers [B, Hkv, positions, D] (see FrameCodeGraphs)."""
         x = self.small_to_mtp_projection(embeds)
         t = x.shape[1]
-        cos, sin = rope(torch.arange(start, start + t, device=x.device), self.config.head_dim, self.config.rope_theta)
+        rotary = self.rope_table(start, t, x.device, x.dtype)
         mask = step_mask(t, start, x.device)
         for layer, (k, v) in zip(self.model.layers, buffers, strict=True):
-            x = layer.dense(x, (cos.to(x.dtype), sin.to(x.dtype)), mask, static_kv=(k, v, start))
+            x = layer.dense(x, rotary, mask, static_kv=(k, v, start))
         return self.model.norm(x)
 
     def frame_code_graphs(self, sizes, capture: bool | None = None) -> FrameCodeGraphs:

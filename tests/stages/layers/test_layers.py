@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -12,7 +13,16 @@ from tests.tolerance import rounding_bound, traced
 from vocalis.stages.layers.attention import QKVAttention
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.norm import RMSNorm
-from vocalis.stages.layers.rotary import LongRoPE, apply_rotary, inverse_frequencies, llama3_inverse_frequencies, mrope, rope
+from vocalis.stages.layers.rotary import (
+    LongRoPE,
+    StepTable,
+    apply_rotary,
+    interleaved_rope,
+    inverse_frequencies,
+    llama3_inverse_frequencies,
+    mrope,
+    rope,
+)
 from vocalis.stages.layers.transformer import PreNormDecoderLayer
 from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache
 
@@ -49,6 +59,17 @@ def test_rmsnorm_in_float32_is_the_formula_bit_for_bit(shape):
     assert torch.equal(norm(x), expected)
     strided = x.transpose(0, -2)  # not contiguous where there are three dimensions or more
     assert torch.equal(norm(strided), norm.weight * (strided * torch.rsqrt(strided.pow(2).mean(-1, keepdim=True) + 1e-6)))
+
+
+@pytest.mark.parametrize(("dtype", "upcast"), [(torch.float32, True), (torch.bfloat16, True), (torch.bfloat16, False)])
+def test_rmsnorm_is_its_normalisation_times_its_scale_bit_for_bit(dtype, upcast):
+    """`normalize` is the norm before its weight, in each path: what lets QKVAttention norm q and k as one tensor."""
+    torch.manual_seed(0)
+    norm = RMSNorm(128, eps=1e-6, upcast=upcast, weight_offset=0.5).to(dtype)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = (torch.randn(3, 2, 7, 128) * 20).to(dtype)
+    assert torch.equal(norm(x), norm.scale * norm.normalize(x))
 
 
 def test_rmsnorm_weight_offset_stores_weight_minus_offset():
@@ -122,6 +143,19 @@ def test_llama3_scaling_keeps_fast_slows_long_and_blends_between():
     between = (wavelen >= 8192 / 4) & (wavelen <= 8192)
     assert between.any()
     assert bool(((scaled[between] < inv[between]) & (scaled[between] > inv[between] / 8)).all())
+
+
+@pytest.mark.parametrize("make", [partial(rope, head_dim=128, theta=1e6),
+                                  partial(interleaved_rope, head_dim=64, theta=1e4, table_dtype=torch.bfloat16)])
+def test_a_step_table_gives_each_position_the_rows_made_for_it_alone(make):
+    table = StepTable(make, 16)
+    for dtype in (None, torch.bfloat16):
+        for start, count in ((0, 2), (2, 1), (15, 1), (14, 3), (20, 1)):  # the last two run past the table
+            alone = make(torch.arange(start, start + count))
+            alone = alone if dtype is None else tuple(t.to(dtype) for t in alone)
+            got = table(start, count, torch.device("cpu"), dtype)
+            assert all(torch.equal(a, b) for a, b in zip(got, alone, strict=True))
+    assert len(table._tables) == 2  # made once per dtype
 
 
 def test_apply_rotary_upcast_rotates_in_float32():

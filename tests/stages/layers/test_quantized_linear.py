@@ -17,6 +17,8 @@ from vocalis.stages.layers.int4_linear import Int4WeightLinear
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.quantized_linear import quantize_linears
+from vocalis.stages.layers.rotary import rope
+from vocalis.stages.runtime.kv_cache import CacheShape, PagedKVCache
 
 KINDS = [Int8DynamicLinear, Int4WeightLinear, Int4DecodeLinear]
 
@@ -61,11 +63,18 @@ def separately_quantized(module: nn.Module, kind: type) -> nn.Module:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("options", [{}, {"bias": True, "o_bias": False}, {"output_gate": True, "qk_norm_eps": 1e-6}])
+@pytest.mark.parametrize("options", [{}, {"bias": True, "o_bias": False}, {"output_gate": True, "qk_norm_eps": 1e-6},
+                                     {"qk_norm_eps": 1e-6}, {"qk_norm_eps": 1e-6, "rope_upcast": True}])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_an_attentions_q_k_v_join_into_one_product_with_the_same_output(kind, options, dtype):
+    """With q/k-norms (and no output gate) the joined product's query and key heads are also normed and rotated as
+    one tensor (`_joined_qk`): the same output bit for bit."""
     torch.manual_seed(2)
     attention = QKVAttention(64, heads=4, kv_heads=2, head_dim=16, **options).to(dtype)
+    if attention.q_norm is not None:
+        with torch.no_grad():  # norms whose weights differ, so that a head scaled by the other's weight shows
+            attention.q_norm.weight.normal_()
+            attention.k_norm.weight.normal_()
     x = torch.randn(2, 5, 64, dtype=dtype)
     rope = tuple(t.to(dtype) for t in (torch.randn(5, 16), torch.randn(5, 16)))
     separate = separately_quantized(copy.deepcopy(attention), kind)
@@ -75,6 +84,31 @@ def test_an_attentions_q_k_v_join_into_one_product_with_the_same_output(kind, op
     with torch.inference_mode():
         joined, alone = attention.dense(x, rope, causal_mask(5)), separate.dense(x, rope, causal_mask(5))
     assert torch.equal(joined, alone)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_joined_q_k_norms_attend_over_the_paged_cache_as_the_separate_ones(dtype):
+    """The cached backend takes q and k as views of the one normed and rotated tensor: a prefill then a decode step
+    give the separate linears' output bit for bit."""
+    torch.manual_seed(3)
+    attention = QKVAttention(64, heads=4, kv_heads=2, head_dim=16, qk_norm_eps=1e-6).to(dtype)
+    with torch.no_grad():
+        attention.q_norm.weight.normal_()
+        attention.k_norm.weight.normal_()
+    separate = separately_quantized(copy.deepcopy(attention), Int8DynamicLinear)
+    quantize_linears(attention, kind=Int8DynamicLinear)
+    outputs = []
+    for module in (attention, separate):
+        cache = PagedKVCache(CacheShape(num_layers=1, num_kv_heads=2, head_dim=16, max_len=16), num_blocks=4, block_size=4, dtype=dtype)
+        torch.manual_seed(4)
+        got = []
+        with torch.inference_mode():
+            for start, length in ((0, 5), (5, 1)):
+                batch = cache.batch([[2, 0]], [start], [length])
+                rotary = tuple(t.to(dtype) for t in rope(batch.token_positions, 16, 10000.0))
+                got.append(module.cached(torch.randn(length, 64, dtype=dtype), rotary, cache, 0, batch))
+        outputs.append(torch.cat(got))
+    assert torch.equal(*outputs)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -36,6 +36,7 @@ from vocalis.stages.layers.audio_blocks import (
     ResidualUnit,
     Snake,
     SnakeBeta,
+    conv_transpose1d,
 )
 
 Carry = dict[nn.Module, Any]
@@ -145,7 +146,7 @@ class CausalStream:
         if min(valid) < x.shape[-1]:  # a padded frame would write into its row's carried tail
             lengths = torch.tensor(valid, device=x.device)[:, None, None]
             x = x.masked_fill(torch.arange(x.shape[-1], device=x.device) >= lengths, 0.0)
-        y = F.conv_transpose1d(x, conv.weight, None, stride, groups=conv.groups)
+        y = conv_transpose1d(x, conv.weight, stride, conv.groups)
         if tail > 0:
             y[..., :tail] += self.gather(conv, y.new_zeros(1, y.shape[1], tail))
             self.keep(conv, y, [v * stride for v in valid], tail)

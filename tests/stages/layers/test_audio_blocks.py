@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from tests.tolerance import rounding_bound
+
 from vocalis.stages.layers.audio_blocks import (
+    WEIGHT_BOUND,
     CausalConv1d,
     CausalConvTranspose1d,
     ResidualUnit,
@@ -15,6 +19,7 @@ from vocalis.stages.layers.audio_blocks import (
     nearest_code,
     residual_encode,
     snake_residual_units,
+    conv_transpose1d,
     summed_lookup,
 )
 
@@ -59,6 +64,40 @@ def test_causal_transposed_conv_upsamples_exactly_and_causally():
     out, out_changed = up(x), up(changed)
     assert out.shape[-1] == 30
     assert torch.equal(out[..., :21], out_changed[..., :21])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("inputs", "outputs", "kernel", "stride", "batch", "length", "product"), [
+    (96, 48, 16, 8, 1, 3, True),  # weight-bound: the matrix product
+    (64, 64, 2, 2, 2, 4, True),  # kernel = stride: taps never overlap
+    (64, 32, 7, 3, 2, 5, True),  # kernel not a multiple of the stride
+    (8, 4, 6, 3, 2, 40, False),  # the output outweighs the weight: torch's kernel
+])
+def test_transposed_conv_is_torchs_within_rounding(dtype, inputs, outputs, kernel, stride, batch, length, product,
+                                                   monkeypatch):
+    torch.manual_seed(0)
+    x, weight = torch.randn(batch, inputs, length, dtype=dtype), torch.randn(inputs, outputs, kernel, dtype=dtype)
+    expected = F.conv_transpose1d(x, weight, None, stride)
+    exact = F.conv_transpose1d(x.double(), weight.double(), None, stride)
+    magnitude = F.conv_transpose1d(x.double().abs(), weight.double().abs(), None, stride).max().item()
+    bound = rounding_bound(dtype, magnitude, inputs * -(-kernel // stride) + 1)
+    assert (weight.numel() >= WEIGHT_BOUND * expected.numel()) == product
+    if product:  # the product, not torch's kernel, must have run
+        monkeypatch.setattr(F, "conv_transpose1d", lambda *args, **kwargs: pytest.fail("torch's kernel ran"))
+    got = conv_transpose1d(x, weight, stride)
+    assert got.shape == expected.shape and got.dtype == dtype
+    assert (got.double() - exact).abs().max().item() <= bound
+    assert (expected.double() - exact).abs().max().item() <= bound  # the bound is one torch's own kernel meets
+
+
+def test_a_causal_transposed_conv_adds_its_bias_after_the_product():
+    torch.manual_seed(0)
+    up = CausalConvTranspose1d(96, 48, kernel_size=16, stride=8)  # weight-bound over 2 frames
+    x = torch.randn(1, 96, 2)
+    with torch.no_grad():
+        up.bias.normal_()
+        expected = F.conv_transpose1d(x, up.weight, up.bias, 8)[..., :16]
+        torch.testing.assert_close(up(x), expected, rtol=0, atol=rounding_bound(torch.float32, 50.0, 3 * 96))
 
 
 def test_residual_units_keep_the_checkpoint_spellings():

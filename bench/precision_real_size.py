@@ -6,7 +6,10 @@ by default).
 The checkpoint is bench/real_size_cpu.py's (its builders: the committed tiny checkpoint's files with the published
 sizes laid over, stop heads silenced so every request runs to --frames); requests are its greedy ones. Each variant
 loads in its own child process (one model in memory at a time, its own peak RSS); the variants run interleaved,
---repeats rounds of them, and the table gives min / median / max.
+--repeats rounds of them, and the table gives min / median / max. In each child every level runs once untimed
+first: a level's first batch pays for oneDNN making its kernels for the batch's shapes (the decoder's first chunks of
+four rows ~1 s more), a cost a running server pays once per shape (before 2026-12-06 10:30 only one c = 1
+request warmed up, so a c = 4 figure before then includes it).
 
     python bench/precision_real_size.py                       # Qwen3-TTS 0.6B CustomVoice, c = 1 and 4, 2 rounds
     python bench/precision_real_size.py --tiny --repeats 1    # CI-sized: the tiny checkpoint
@@ -53,7 +56,7 @@ DEFAULT_VARIANTS = ("float32", "bfloat16", "int8-dynamic", "bfloat16 + int8-dyna
 
 def run_variant(key: str, checkpoint: Path, settings: dict[str, str], levels: list[int], frames: int) -> dict:
     """In the child: load with `settings` on the generator stage (stage 1 of Qwen3-TTS: after its voices stage),
-    warm up, then each level's requests at once."""
+    warm up with one untimed round of every level, then each level's requests at once."""
     from bench.stage_weights import model_weight_bytes
     from vocalis.stages.models.registry import load_model
 
@@ -71,13 +74,14 @@ def run_variant(key: str, checkpoint: Path, settings: dict[str, str], levels: li
     load_s = time.perf_counter() - start
     try:
         weights = model_weight_bytes(model)
-        asyncio.run(real_size_cpu.one(model, family, frames, 0))
 
         async def level(clients: int) -> dict:
             start = time.perf_counter()
             requests = await asyncio.gather(*(real_size_cpu.one(model, family, frames, 0) for _ in range(clients)))
             return {"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": [list(r) for r in requests]}
 
+        for clients in levels:  # untimed: a level's first batch makes oneDNN's kernels for its shapes
+            asyncio.run(level(clients))
         out = [asyncio.run(level(c)) for c in levels]
     finally:
         model.close()

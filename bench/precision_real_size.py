@@ -9,7 +9,8 @@ loads in its own child process (one model in memory at a time, its own peak RSS)
 --repeats rounds of them, and the table gives min / median / max. In each child every level runs once untimed
 first: a level's first batch pays for oneDNN making its kernels for the batch's shapes (the decoder's first chunks of
 four rows ~1 s more), a cost a running server pays once per shape (before 2026-12-06 10:30 only one c = 1
-request warmed up, so a c = 4 figure before then includes it).
+request warmed up, so a c = 4 figure before then includes it). The children keep freed heap blocks for reuse as the
+server does (`keep_freed_heap`; since 2026-12-06 10:40: without it a request's prompt took either ~0.17 or ~0.24 s).
 
     python bench/precision_real_size.py                       # Qwen3-TTS 0.6B CustomVoice, c = 1 and 4, 2 rounds
     python bench/precision_real_size.py --tiny --repeats 1    # CI-sized: the tiny checkpoint
@@ -58,7 +59,10 @@ def run_variant(key: str, checkpoint: Path, settings: dict[str, str], levels: li
     """In the child: load with `settings` on the generator stage (stage 1 of Qwen3-TTS: after its voices stage),
     warm up with one untimed round of every level, then each level's requests at once."""
     from bench.stage_weights import model_weight_bytes
+    from vocalis.server.heap_trim import keep_freed_heap
     from vocalis.stages.models.registry import load_model
+
+    keep_freed_heap()  # as `vocalis serve` does before loading: freed large blocks are reused, not faulted in again
 
     family = real_size_cpu.FAMILIES[key]
     qwen3 = family.reference.startswith("qwen3")

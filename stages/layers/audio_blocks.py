@@ -111,7 +111,7 @@ def conv_transpose1d(x: torch.Tensor, weight: torch.Tensor, stride: int, groups:
     out_length = (length - 1) * stride + kernel
     if groups != 1 or weight.numel() < WEIGHT_BOUND * batch * outputs * out_length:
         return F.conv_transpose1d(x, weight, None, stride, groups=groups)
-    taps = torch.matmul(x.transpose(1, 2), weight.view(inputs, outputs * kernel)).view(batch, length, outputs, kernel)
+    taps = torch.matmul(x.transpose(1, 2), weight.reshape(inputs, outputs * kernel)).view(batch, length, outputs, kernel)
     spans = -(-kernel // stride)  # input frames one output stride hears from
     out = taps.new_zeros(batch, outputs, length + spans - 1, stride)
     for span in range(spans):  # the taps span*stride .. of every frame land `span` strides after it

@@ -8,7 +8,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.tolerance import rounding_bound
-
 from vocalis.stages.layers.audio_blocks import (
     WEIGHT_BOUND,
     CausalConv1d,
@@ -16,10 +15,10 @@ from vocalis.stages.layers.audio_blocks import (
     ResidualUnit,
     Snake,
     SnakeBeta,
+    conv_transpose1d,
     nearest_code,
     residual_encode,
     snake_residual_units,
-    conv_transpose1d,
     summed_lookup,
 )
 

@@ -8,9 +8,9 @@ sizes laid over, stop heads silenced so every request runs to --frames); request
 loads in its own child process (one model in memory at a time, its own peak RSS); the variants run interleaved,
 --repeats rounds of them, and the table gives min / median / max. In each child every level runs once untimed
 first: a level's first batch pays for oneDNN making its kernels for the batch's shapes (the decoder's first chunks of
-four rows ~1 s more), a cost a running server pays once per shape (before 2026-12-06 10:30 only one c = 1
-request warmed up, so a c = 4 figure before then includes it). The children keep freed heap blocks for reuse as the
-server does (`keep_freed_heap`; since 2026-12-06 10:40: without it a request's prompt took either ~0.17 or ~0.24 s).
+four rows ~1 s more), a cost a running server pays once per shape (before 1ab10ed, 2026-12-06, one c = 1 request
+warmed up, so a c = 4 figure from before includes it). The children keep freed heap blocks for reuse as the server
+does (`keep_freed_heap`, since c25ae8b: without it a request's prompt took either ~0.17 or ~0.24 s).
 
     python bench/precision_real_size.py                       # Qwen3-TTS 0.6B CustomVoice, c = 1 and 4, 2 rounds
     python bench/precision_real_size.py --tiny --repeats 1    # CI-sized: the tiny checkpoint

@@ -39,19 +39,21 @@ sys.path.insert(0, str(ROOT))
 from bench import real_size_cpu  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
-VARIANTS: dict[str, dict[str, str]] = {
+GENERATOR_VARIANTS: dict[str, dict[str, str]] = {
     "float32": {"dtype": "float32"},
     "bfloat16": {"dtype": "bfloat16"},
     "int8-dynamic": {"quantize": "int8-dynamic"},
     "bfloat16 + int8-dynamic": {"dtype": "bfloat16", "quantize": "int8-dynamic"},
-    "int8-dynamic + bfloat16 decoder": {"quantize": "int8-dynamic", "decoder_dtype": "bfloat16"},
-    "bfloat16 + int8-dynamic + bfloat16 decoder": {"dtype": "bfloat16", "quantize": "int8-dynamic", "decoder_dtype": "bfloat16"},
     "int4-weight": {"quantize": "int4-weight"},
-    "int4-weight + bfloat16 decoder": {"quantize": "int4-weight", "decoder_dtype": "bfloat16"},
     "int4-decode": {"quantize": "int4-decode"},
-    "int4-decode + bfloat16 decoder": {"quantize": "int4-decode", "decoder_dtype": "bfloat16"},
 }
-"""Each variant's settings of the generator stage; `decoder_dtype`: the decoder stage's dtype (Qwen3-TTS's code2wav)."""
+VARIANTS: dict[str, dict[str, str]] = {
+    **GENERATOR_VARIANTS,
+    **{f"{name} + bfloat16 decoder": {**settings, "decoder_dtype": "bfloat16"}
+       for name, settings in GENERATOR_VARIANTS.items() if "quantize" in settings},
+}
+"""Each variant's settings of the generator stage, and each quantised one's with `decoder_dtype`: the decoder stage's
+dtype (Qwen3-TTS's code2wav)."""
 DEFAULT_VARIANTS = ("float32", "bfloat16", "int8-dynamic", "bfloat16 + int8-dynamic")
 
 

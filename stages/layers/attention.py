@@ -115,8 +115,9 @@ class QKVAttention(nn.Module):
         step runs one norm and one rotation where it would run two of each; the same values bit for bit (tested).
         q and k come back as views of that one tensor."""
         qk_heads = self.heads + self.kv_heads
-        scale = torch.cat([self.q_norm.scale.expand(self.heads, -1), self.k_norm.scale.expand(self.kv_heads, -1)])
-        qk = scale * self.q_norm.normalize(heads[..., :qk_heads, :])  # both norms are built alike: one eps
+        qk = self.q_norm.normalize(heads[..., :qk_heads, :])  # a new tensor; both norms are built alike: one eps
+        qk[..., : self.heads, :].mul_(self.q_norm.scale)
+        qk[..., self.heads :, :].mul_(self.k_norm.scale)
         if rope is not None:
             qk = apply_rotary(qk, rope[0].unsqueeze(-2), rope[1].unsqueeze(-2), self.rope_upcast)
         return qk[..., : self.heads, :], qk[..., self.heads :, :], heads[..., qk_heads:, :], None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.layers.quantized_linear import check_joinable
+from vocalis.stages.layers.quantized_linear import join_linears
 
 GROUP_SIZE = 32
 """Inputs sharing one scale and zero point. 32 ran as fast as 64 or 128 here and rounds each weight more finely."""
@@ -39,14 +39,13 @@ class Int4WeightLinear(nn.Module):
 
     def __init__(self, *linears: nn.Linear) -> None:
         super().__init__()
-        check_joinable("Int4WeightLinear", linears)
+        joined = join_linears("Int4WeightLinear", linears)
         if not all(self.accepts(linear) for linear in linears):
             raise ValueError(f"Int4WeightLinear needs input widths in multiples of {GROUP_SIZE} and output widths in "
                              f"multiples of {OUT_MULTIPLE}; got {[tuple(linear.weight.shape) for linear in linears]}")
-        weight = torch.cat([linear.weight.detach().float() for linear in linears])
-        self.in_features, self.out_features = linears[0].in_features, weight.shape[0]
-        self.parts = tuple(linear.out_features for linear in linears)
-        """Each joined linear's output width, in order (split the output by these)."""
+        weight = joined.weight
+        self.out_features, self.in_features = weight.shape
+        self.parts = joined.parts
         groups = weight.view(self.out_features, -1, GROUP_SIZE)
         low, high = groups.amin(-1, keepdim=True), groups.amax(-1, keepdim=True)
         scale = ((high - low) / (LEVELS - 1)).clamp(min=torch.finfo(torch.bfloat16).tiny).bfloat16()
@@ -57,8 +56,7 @@ class Int4WeightLinear(nn.Module):
         self.register_buffer("weight_int4", torch.ops.aten._convert_weight_to_int4pack_for_cpu(levels, 1))
         # [in / GROUP_SIZE, out, 2]: each group's (scale, zero), the kernel's layout.
         self.register_buffer("scales_and_zeros", torch.cat([scale, zero], dim=-1).transpose(0, 1).contiguous())
-        bias = None if linears[0].bias is None else torch.cat([linear.bias.detach() for linear in linears])
-        self.register_buffer("bias", bias)
+        self.register_buffer("bias", joined.bias)
 
     @staticmethod
     def accepts(linear: nn.Linear) -> bool:

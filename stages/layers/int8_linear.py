@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vocalis.stages.layers.quantized_linear import check_joinable
+from vocalis.stages.layers.quantized_linear import join_linears
 
 INT8_MAX = 127
 
@@ -37,16 +37,14 @@ class Int8DynamicLinear(nn.Module):
 
     def __init__(self, *linears: nn.Linear) -> None:
         super().__init__()
-        check_joinable("Int8DynamicLinear", linears)
-        weight = torch.cat([linear.weight.detach().float() for linear in linears])
-        self.in_features, self.out_features = linears[0].in_features, weight.shape[0]
-        self.parts = tuple(linear.out_features for linear in linears)
-        """Each joined linear's output width, in order (split the output by these)."""
+        joined = join_linears("Int8DynamicLinear", linears)
+        weight = joined.weight
+        self.out_features, self.in_features = weight.shape
+        self.parts = joined.parts
         scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / INT8_MAX
         self.register_buffer("weight_int8", torch.round(weight / scale[:, None]).to(torch.int8))  # [out, in]
         self.register_buffer("weight_scale", scale)
-        bias = None if linears[0].bias is None else torch.cat([linear.bias.detach() for linear in linears])
-        self.register_buffer("bias", bias)
+        self.register_buffer("bias", joined.bias)
 
     @staticmethod
     def accepts(linear: nn.Linear) -> bool:

@@ -10,6 +10,7 @@ joined module when it is set.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
@@ -40,12 +41,27 @@ class QuantizedLinear(Protocol):
     def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
-def check_joinable(kind: str, linears: tuple[nn.Linear, ...]) -> None:
-    """Refuse linears that cannot be one product: none, different input widths, bias on some only."""
+@dataclass(frozen=True)
+class JoinedLinears:
+    """One linear, or several of one input as one: what a quantised kind is built from."""
+
+    weight: torch.Tensor
+    """[sum of the outputs, in] float32, each linear's rows in order."""
+    bias: torch.Tensor | None
+    parts: tuple[int, ...]
+    """Each joined linear's output width, in order (split the output by these)."""
+
+
+def join_linears(kind: str, linears: tuple[nn.Linear, ...]) -> JoinedLinears:
+    """The linears' weights and biases as one linear's; refuses linears that cannot be one product (none, different
+    input widths, a bias on some only), naming `kind`."""
     if not linears or len({linear.in_features for linear in linears}) != 1:
         raise ValueError(f"{kind} takes one linear, or several of the same input width")
     if len({linear.bias is None for linear in linears}) != 1:
         raise ValueError(f"{kind}: the linears it joins must all have a bias or none")
+    bias = None if linears[0].bias is None else torch.cat([linear.bias.detach() for linear in linears])
+    return JoinedLinears(torch.cat([linear.weight.detach().float() for linear in linears]), bias,
+                         tuple(linear.out_features for linear in linears))
 
 
 def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tuple[nn.Module, ...] = ()) -> int:

@@ -39,10 +39,8 @@ class StageDeploy:
     """The stage's weights and compute: float32 (the parity path), bfloat16 or float16. On a CPU without native
     instructions for a half precision the stage still runs, slower than float32, with a warning (cpu_features)."""
     quantize: str = "none"
-    """Weight quantisation of the stage's generator (weight_quantization.QUANTIZE_CHOICES): none, int8-dynamic
-    (int8 linear weights, inputs quantised per row at each call) or int4-weight (int4 linear weights in groups,
-    bfloat16 inputs) or int4-decode (both: int4 for calls of a few rows, int8 for more); CPU only. Families that cannot quantise a stage
-    refuse it at load."""
+    """Weight quantisation of the stage's generator: one of weight_quantization.QUANTIZE_CHOICES (what each does is
+    said there); CPU only. Families that cannot quantise a stage refuse it at load."""
     device: str = "cpu"
     threads: int = 0
     """Intra-op threads (ONNX sessions per stage; torch's pool is per process). 0: the library's default."""

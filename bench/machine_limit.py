@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 from bench import real_size_cpu  # noqa: E402
 from bench.report import write_json  # noqa: E402
 from bench.stage_weights import model_weight_bytes  # noqa: E402
+from vocalis.stages.layers.packed_linear import PackedLinear  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "mkldnn::", "aten::_mkldnn")
@@ -105,8 +106,9 @@ def qwen3_step(config: dict, c: int) -> list[Matmul]:
 STEPS: dict[str, Callable[[dict, int], list[Matmul]]] = {"qwen3-0.6b-customvoice": qwen3_step}
 """Families whose step is derived from the config; the others' steps are recorded (recorded_matmuls)."""
 
-MATMUL_SHAPES = ("aten::mm", "aten::addmm")
-"""The ops a recorded step's matrix products are read from: a linear layer's product ends in one of them on CPU."""
+MATMUL_SHAPES = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")
+"""The ops a recorded step's matrix products are read from: a linear layer's product ends in one of them on CPU (the
+last a PackedLinear's)."""
 
 
 def recorded_matmuls(events) -> list[Matmul]:
@@ -116,8 +118,11 @@ def recorded_matmuls(events) -> list[Matmul]:
     for event in events:
         if event.key not in MATMUL_SHAPES:
             continue
-        shapes = event.input_shapes if event.key == "aten::mm" else event.input_shapes[1:]
-        (rows, inner), (_, outer) = shapes[0], shapes[1]
+        if event.key == "mkldnn::_linear_pointwise":  # [rows, inner] and the weight [outer, inner]
+            (rows, inner), (outer, _) = event.input_shapes[0], event.input_shapes[1]
+        else:
+            shapes = event.input_shapes if event.key == "aten::mm" else event.input_shapes[1:]
+            (rows, inner), (_, outer) = shapes[0], shapes[1]
         out.append(Matmul(f"{event.key} {rows}x{inner}x{outer}", rows, inner, outer, event.count, event.count))
     return sorted(out, key=lambda m: -m.flops)
 
@@ -137,13 +142,20 @@ def _best(fn: Callable[[], object], repeats: int, inner: int) -> float:
     return best
 
 
+def linear(outer: int, inner: int, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A random [outer, inner] linear run through the kernel the stages run it with: a PackedLinear where oneDNN runs
+    `dtype` here (the `packed_linears` default), else F.linear."""
+    layer = nn.Linear(inner, outer, bias=False).to(dtype)
+    return PackedLinear(layer) if PackedLinear.accepts(layer) else layer
+
+
 def matmul_seconds(rows: int, inner: int, outer: int, dtype: torch.dtype, repeats: int) -> float:
-    """Seconds of one F.linear of that shape (the op the stages call), weights hot."""
+    """Seconds of one product of that shape through the stages' kernel (`linear`), weights hot."""
     x = torch.randn(rows, inner).to(dtype)
-    w = torch.randn(outer, inner).to(dtype)
+    product = linear(outer, inner, dtype)
     calls = max(1, int(2e8 // (2 * rows * inner * outer)))  # ~0.2 GFLOP per timing
     with torch.inference_mode():
-        return _best(lambda: F.linear(x, w), repeats, min(calls, 200))
+        return _best(lambda: product(x), repeats, min(calls, 200))
 
 
 COLD_BYTES = 96 * 2**20
@@ -157,13 +169,14 @@ def replay_seconds(step: list[Matmul], dtype: torch.dtype, repeats: int) -> floa
     def copies(m: Matmul) -> int:
         return min(m.distinct, max(1, -(-COLD_BYTES // (m.inner * m.outer * dtype.itemsize))))
 
-    weights = [[torch.randn(m.outer, m.inner).to(dtype) for _ in range(copies(m))] for m in step]
+    with torch.inference_mode():
+        weights = [[linear(m.outer, m.inner, dtype) for _ in range(copies(m))] for m in step]
     inputs = [torch.randn(m.rows, m.inner).to(dtype) for m in step]
 
     def run() -> None:
         for m, ws, x in zip(step, weights, inputs, strict=True):
             for use in range(m.count):
-                F.linear(x, ws[use % len(ws)])
+                ws[use % len(ws)](x)
 
     with torch.inference_mode():
         return _best(run, repeats, 1)

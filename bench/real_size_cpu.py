@@ -351,14 +351,17 @@ class LMSteps:
 
 
 def run_vocalis(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, dtype: str | None = None,
-                prompt_out: Path | None = None) -> dict:
+                prompt_out: Path | None = None, overrides: str = "") -> dict:
     from vocalis.server.heap_trim import keep_freed_heap
     from vocalis.stages.models.registry import load_model
 
     keep_freed_heap()  # the heap as `vocalis serve` keeps it
     family = FAMILIES[key]
     start = time.perf_counter()
-    model = load_model(str(checkpoint), stage_overrides=json.dumps(stage_overrides(dtype or family.dtype, max(levels), family.dtype_stages)))
+    merged = stage_overrides(dtype or family.dtype, max(levels), family.dtype_stages)
+    for stage, settings in json.loads(overrides or "{}").items():  # --vocalis-overrides, over the bench's own
+        merged.setdefault(stage, {}).update(settings)
+    model = load_model(str(checkpoint), stage_overrides=json.dumps(merged))
     load_s = time.perf_counter() - start
     out = []
     try:
@@ -466,6 +469,8 @@ def main(argv: list[str] | None = None) -> dict:
                              "AuK's flow steps (num_inference_steps); --omnivoice-steps is its older name")
     parser.add_argument("--vocalis-dtype", default=None, help="compute dtype of Vocalis's first stage (default: the family's, "
                         "which its reference runs in too: float32, bfloat16 for higgs-audio v2)")
+    parser.add_argument("--vocalis-overrides", default="", help="more stage overrides for the Vocalis side (JSON, keyed "
+                        "by stage index as the bench's own: '0' the first stage), e.g. '{\"0\": {\"packed_linears\": false}}'")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
     parser.add_argument("--reference-python", default=None,
                         help="python of the venv with the reference package (default: the family's); empty to run Vocalis only")
@@ -483,7 +488,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     if args.child == "vocalis":
         print(json.dumps(run_vocalis(args.families, args.checkpoint, levels, args.frames, args.steps, args.vocalis_dtype,
-                                     args.prompt_out)))
+                                     args.prompt_out, args.vocalis_overrides)))
         return {}
 
     keys = args.families.split(",")
@@ -519,6 +524,7 @@ def main(argv: list[str] | None = None) -> dict:
             prompt_file = args.work_dir / f"{key}{'-tiny' if args.tiny else ''}-prompt.json"
             prompt = ["--prompt-out", str(prompt_file)]
         dtype = ["--vocalis-dtype", args.vocalis_dtype] if args.vocalis_dtype else []
+        dtype += ["--vocalis-overrides", args.vocalis_overrides] if args.vocalis_overrides else []
         sides = [("vocalis", me + ["--child", "vocalis", "--families", key, "--checkpoint", str(checkpoint)] + dtype + common + prompt)]
         if reference:
             clone = []
@@ -550,7 +556,7 @@ def main(argv: list[str] | None = None) -> dict:
             for r in lm:
                 print(f"| {r['family']} | {r['concurrency']} | {r['pairs']} | {spread(list(r['lm_throughput_x']))} |")
     result = {"tiny": args.tiny, "frames": args.frames, "steps": args.steps,
-              "dtypes": {k: args.vocalis_dtype or FAMILIES[k].dtype for k in keys},
+              "dtypes": {k: args.vocalis_dtype or FAMILIES[k].dtype for k in keys}, "vocalis_overrides": args.vocalis_overrides,
               "reps": args.reps, "text": TEXT, "rows": rows, "ratios": compared, "ratios_over_pairs": summary}
     write_json(args.out, result)
     return result

@@ -41,11 +41,16 @@ def weight_bytes(modules: list[nn.Module], exclude: set[int] | None = None) -> t
     total = 0
     for module in modules:
         for tensor in [*module.parameters(), *module.buffers()]:
-            key = tensor.untyped_storage().data_ptr()
-            if key in counted or tensor.device.type == "meta":
+            if tensor.device.type == "meta":
+                continue
+            if tensor.is_mkldnn:  # a weight in oneDNN's layout (PackedLinear): no storage to share, its own elements
+                key, size = id(tensor), tensor.numel() * tensor.element_size()
+            else:
+                key, size = tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes()
+            if key in counted:
                 continue
             counted.add(key)
-            total += tensor.untyped_storage().nbytes()
+            total += size
     return total, counted
 
 

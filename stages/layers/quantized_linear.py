@@ -84,6 +84,8 @@ def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tup
     replaced = 0
     for parent in parents:
         for fused, names in (parent.fused_inputs if isinstance(parent, JoinsInputs) else {}).items():
+            if not all(hasattr(parent, name) for name in names):  # joined already (a kind applied before this one)
+                continue
             members = [getattr(parent, name) for name in names]
             if all(replaceable(m) and references[id(m)] == 1 for m in members) and \
                     len({m.bias is None for m in members}) == 1:

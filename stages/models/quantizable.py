@@ -1,4 +1,5 @@
-"""The one place a model's `quantize` deploy settings are applied, and the record of what was.
+"""The one place a model's `quantize` and `packed_linears` deploy settings are applied, and the record of what was
+quantised.
 
 Each family's loader declares, per stage, the generator modules that may be quantised and the linears to keep in
 float (`Quantizable`), and passes them to `quantize_stages` once; the names of the stages it quantised are the loaded
@@ -22,6 +23,7 @@ from torch import nn
 from vocalis.stages.layers.int4_decode_linear import Int4DecodeLinear
 from vocalis.stages.layers.int4_linear import Int4WeightLinear
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
+from vocalis.stages.layers.packed_linear import PackedLinear
 from vocalis.stages.layers.quantized_linear import QuantizedLinear, quantize_linears
 from vocalis.stages.runtime.deploy import DeployConfig
 
@@ -49,10 +51,11 @@ def quantize_stages(deploy: DeployConfig, *declared: Quantizable) -> frozenset[s
     as it is, for load_model to refuse."""
     quantized: set[str] = set()
     for item in declared:
-        choice = deploy.stage(item.stage).quantize
-        if choice == "none":
-            continue
-        if not quantize_linears(*item.modules, kind=KERNELS[choice], keep=item.keep):
-            raise ValueError(f"stage {item.stage!r}: quantize {choice} found no linear layer to quantise")
-        quantized.add(item.stage)
+        stage = deploy.stage(item.stage)
+        if stage.quantize != "none":
+            if not quantize_linears(*item.modules, kind=KERNELS[stage.quantize], keep=item.keep):
+                raise ValueError(f"stage {item.stage!r}: quantize {stage.quantize} found no linear layer to quantise")
+            quantized.add(item.stage)
+        if stage.packed_linears:  # what is left in float; PackedLinear takes CPU linears only
+            quantize_linears(*item.modules, kind=PackedLinear, keep=item.keep)
     return frozenset(quantized)

@@ -43,11 +43,18 @@ def test_defaults_file_and_overrides(defaults, tmp_path):
         ('[1]', "JSON object"),
         ('{"0": {"quantize": "int4"}}', r"talker.quantize must be one of \['none', 'int8-dynamic', 'int4-weight', 'int4-decode'\], got 'int4'"),
         ('{"0": {"quantize": "int8-dynamic", "device": "cuda"}}', "runs on a CPU only"),
+        ('{"0": {"packed_linears": "no"}}', "talker.packed_linears must be true or false, got 'no'"),
+        ('{"0": {"packed_linears": 0}}', "must be true or false"),
     ],
 )
 def test_bad_overrides_are_clear(defaults, overrides, message):
     with pytest.raises(ValueError, match=message):
         load_deploy(defaults, None, overrides)
+
+
+def test_packed_linears_is_on_unless_turned_off(defaults):
+    assert load_deploy(defaults, None, None).stages[0].packed_linears is True
+    assert load_deploy(defaults, None, '{"0": {"packed_linears": false}}').stages[0].packed_linears is False
 
 
 def test_piper_defaults_load():

@@ -6,9 +6,10 @@ The weight keeps its dtype (float32 or bfloat16): only its layout in memory chan
 (`mkldnn._reorder_linear_weight`), and each call runs oneDNN's inner product on it (`mkldnn._linear_pointwise`, the
 op torch's own compiler lowers a frozen CPU linear to). nn.Linear's product on a CPU goes through torch's BLAS (MKL in
 the PyPI wheels), which reads the plain [out, in] weight at about half the rate a copy reaches on the AMD EPYC these
-benches run on. Measured there (2 threads, weights cold, float32, the shapes of a 2048-wide Llama layer): 1.7-2.2x
-faster at one row, 3.4-4.3x at four, 2.5-3.3x at sixteen, 1.4-1.6x at 181 (a prompt); bfloat16 1.3-2.1x up to 16
-rows, 1.03-1.09x at 181 (BENCHMARKS.md, "Prepacked linears").
+benches run on, and its float32 product at 2-16 rows costs twice its one-row product. Measured there
+(bench/small_batch_linear.py, a [rows, 2048] x [6144, 2048] linear, weights cold, 2 threads): float32 1.6x faster
+at one row, 2.2-3.9x at 2-16 rows, 1.6x at 64; bfloat16 1.0-1.35x. GLM-TTS's float32 LM step at one row:
+0.30 -> 0.15 s (BENCHMARKS.md, "Prepacked linears").
 
 Not bit for bit nn.Linear's: the two libraries sum the products in different orders, so a result differs within the
 dtype's rounding of the sum, as it does between one BLAS build and another.

@@ -1,5 +1,5 @@
-"""bench/small_batch_linear.py on a small shape, so it cannot rot: every row measured, MKL's prepacked linear agreeing
-with F.linear within the float32 bound of two summation orders."""
+"""bench/small_batch_linear.py on a small shape, so it cannot rot: every row measured, MKL's and oneDNN's prepacked
+linears agreeing with F.linear within the float32 bound of two summation orders."""
 
 from __future__ import annotations
 
@@ -22,3 +22,4 @@ def test_small_batch_linear_measures_every_row(tmp_path):
     bound = 64 * torch.finfo(torch.float32).eps * 64
     assert all(r["mkl_packed_max_diff"] <= bound for r in rows if "mkl_packed_max_diff" in r)
     assert torch.backends.mkl.is_available() == any("mkl_packed_us" in r for r in rows)
+    assert all(r["onednn_packed_max_diff"] <= bound for r in rows if r["dtype"] == "float32")  # oneDNN runs float32 always

@@ -32,7 +32,8 @@ SESSIONS = ("all cores", "one thread")
 
 def child(variant: str, session_name: str, passes: int) -> float:
     """The median seconds of one pass over the medium prompts' sentences, in this process."""
-    from vocalis.server.heap_trim import keep_freed_heap, malloc_trim
+    from vocalis.server.heap_trim import keep_freed_heap
+    from vocalis.stages.runtime.freed_memory import malloc_trim
 
     if variant != "default" and not keep_freed_heap():
         raise SystemExit("keep_freed_heap() needs glibc")

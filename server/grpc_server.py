@@ -12,7 +12,7 @@ from vocalis.server.auth import ApiKeyInterceptor, ApiKeys
 from vocalis.server.catalog_services import ModelsService
 from vocalis.server.config import ServerConfig
 from vocalis.server.engine import Engine
-from vocalis.server.heap_trim import HeapTrimmer, malloc_trim
+from vocalis.server.heap_trim import HeapTrimmer
 from vocalis.server.lifecycle import Lifecycle, LifecycleInterceptor, State
 from vocalis.server.malformed_messages import MalformedMessageInterceptor
 from vocalis.server.metrics import MetricsInterceptor, MetricsService, ServerMetrics
@@ -21,6 +21,7 @@ from vocalis.server.reference_audio import ReferenceResolver
 from vocalis.server.synthesizer_service import SynthesizerService
 from vocalis.server.voice_catalog import VoiceCatalog
 from vocalis.server.voices_service import VoicesService
+from vocalis.stages.runtime.freed_memory import malloc_trim
 from vocalis.tts.v1 import (
     metrics_pb2,
     metrics_pb2_grpc,

@@ -49,17 +49,6 @@ def resident_bytes() -> int | None:
         return None
 
 
-def malloc_trim() -> Callable[[int], int] | None:
-    """The C library's malloc_trim, or None where it has none."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
-
-
 def keep_freed_heap() -> bool:
     """Have glibc keep freed large blocks for reuse (see the module docstring); False where it cannot (not glibc)."""
     try:

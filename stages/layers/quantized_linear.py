@@ -1,15 +1,17 @@
 """Replacing a model's linear layers by quantised ones: the rule behind the `quantize` deploy setting (which kernel
 each choice uses is stages/models/quantizable.py's; which stages get it, and the refusal of one that cannot, too).
 
-A quantised linear kind (`QuantizedLinear`: stages/layers/int8_linear.py, int4_linear.py, int4_decode_linear.py) is
-built from one nn.Linear or from several of one input, which it then runs as one product; it says which linears its
-kernel takes (`accepts`). A layer that reads several linears of one input declares them (`JoinsInputs`), and uses the
+A quantised linear kind (`QuantizedLinear`: stages/layers/int8_linear.py, int4_linear.py, int4_decode_linear.py; and
+packed_linear.py, which keeps the dtype and changes only the layout, behind `packed_linears`) is built from one
+nn.Linear or from several of one input, which it then runs as one product; it says which linears its kernel takes
+(`accepts`). A kind applied after another replaces only what the first left as nn.Linear. A layer that reads several linears of one input declares them (`JoinsInputs`), and uses the
 joined module when it is set.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -64,14 +66,16 @@ def join_linears(kind: str, linears: tuple[nn.Linear, ...]) -> JoinedLinears:
                          tuple(linear.out_features for linear in linears))
 
 
-def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tuple[nn.Module, ...] = ()) -> int:
+def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tuple[nn.Module, ...] = (),
+                     after_each: Callable[[], None] | None = None) -> int:
     """Replace every nn.Linear under `modules` that `kind` accepts (in place) by a `kind`, a linear shared by two
     parents by one; the number of linears replaced (0: none found). The float weights are freed unless something else
     (a tied embedding) still holds them. `keep`: linears left in float, those whose weight the caller reads directly
     (a head indexed by rows, a dtype or device read from it). A linear `kind` does not accept stays in float too.
 
     In a layer that `JoinsInputs`, the linears it names become one `kind` under its attribute and leave the layer,
-    where each is plain, accepted, in no other parent and not kept."""
+    where each is plain, accepted, in no other parent and not kept. `after_each` is called after each replacement,
+    once the linears it replaced are freed (a load gives their memory back there)."""
     # Only modules with children: a list holding the linears themselves would keep every float weight alive until
     # the last was replaced (the float model and its quantised copy in memory at once, the load's peak).
     parents = [m for m in {id(m): m for module in modules for m in module.modules()}.values() if next(m.children(), None)]
@@ -93,6 +97,9 @@ def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tup
                 for name in names:
                     delattr(parent, name)
                 replaced += len(members)
+                del members
+                if after_each is not None:
+                    after_each()
     replacements: dict[int, nn.Module] = {}
     for parent in parents:
         for name in [name for name, _ in parent.named_children()]:  # names only: a list of children would hold them
@@ -101,4 +108,7 @@ def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tup
                 if id(child) not in replacements:
                     replacements[id(child)] = kind(child)
                 setattr(parent, name, replacements[id(child)])
+                del child
+                if after_each is not None:
+                    after_each()
     return replaced + len(replacements)

@@ -26,6 +26,7 @@ from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.layers.packed_linear import PackedLinear
 from vocalis.stages.layers.quantized_linear import QuantizedLinear, quantize_linears
 from vocalis.stages.runtime.deploy import DeployConfig
+from vocalis.stages.runtime.freed_memory import give_back_freed
 
 KERNELS: dict[str, type[QuantizedLinear]] = {"int8-dynamic": Int8DynamicLinear, "int4-weight": Int4WeightLinear,
                                              "int4-decode": Int4DecodeLinear}
@@ -57,5 +58,7 @@ def quantize_stages(deploy: DeployConfig, *declared: Quantizable) -> frozenset[s
                 raise ValueError(f"stage {item.stage!r}: quantize {stage.quantize} found no linear layer to quantise")
             quantized.add(item.stage)
         if stage.packed_linears:  # what is left in float; PackedLinear takes CPU linears only
-            quantize_linears(*item.modules, kind=PackedLinear, keep=item.keep)
+            # Each packed weight is a new block beside the one it replaces, and glibc reuses few of the freed ones for
+            # the next (other sizes, joined): given back one by one, the load's peak stays the unpacked model's.
+            quantize_linears(*item.modules, kind=PackedLinear, keep=item.keep, after_each=give_back_freed)
     return frozenset(quantized)

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from vocalis.server.heap_trim import HeapTrimmer, malloc_trim, resident_bytes
+from vocalis.server.heap_trim import HeapTrimmer, resident_bytes
+from vocalis.stages.runtime.freed_memory import malloc_trim
 
 
 def test_trims_once_idle_and_not_when_work_came_back():

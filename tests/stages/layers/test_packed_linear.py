@@ -4,6 +4,8 @@ prompt, in float32 and (where oneDNN runs it natively) bfloat16; and the linears
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 from torch import nn
@@ -79,3 +81,13 @@ def test_a_layer_s_projections_of_one_input_are_packed_as_one():
         joined = [getattr(layer, name) for name in layer.fused_inputs]
         assert all(isinstance(m, PackedLinear) and len(m.parts) > 1 for m in joined)
     assert not any(type(m) is nn.Linear for m in model.modules())
+
+
+def test_after_each_replacement_the_linears_it_replaced_are_already_freed():
+    """What lets a load give each replaced weight's memory back before it packs the next (quantize_stages)."""
+    attention = QKVAttention(64, 4, 2, 16)
+    model = nn.Sequential(attention, nn.Linear(64, 64))
+    originals = [weakref.ref(m) for m in (attention.q_proj, attention.k_proj, attention.v_proj, attention.o_proj, model[1])]
+    seen = []
+    assert quantize_linears(model, kind=PackedLinear, after_each=lambda: seen.append([r() is None for r in originals])) == 5
+    assert seen == [[True, True, True, False, False], [True, True, True, False, True], [True] * 5]  # joined, then by parent

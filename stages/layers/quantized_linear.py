@@ -4,8 +4,8 @@ each choice uses is stages/models/quantizable.py's; which stages get it, and the
 A quantised linear kind (`QuantizedLinear`: stages/layers/int8_linear.py, int4_linear.py, int4_decode_linear.py; and
 packed_linear.py, which keeps the dtype and changes only the layout, behind `packed_linears`) is built from one
 nn.Linear or from several of one input, which it then runs as one product; it says which linears its kernel takes
-(`accepts`). A kind applied after another replaces only what the first left as nn.Linear. A layer that reads several linears of one input declares them (`JoinsInputs`), and uses the
-joined module when it is set.
+(`accepts`). A kind applied after another replaces only what the first left as nn.Linear. A layer that reads several
+linears of one input declares them (`JoinsInputs`), and uses the joined module when it is set.
 """
 
 from __future__ import annotations

@@ -3,15 +3,17 @@ matmul rate (float32 and bfloat16) and its weight bytes over the measured memory
 
 The step's matmuls come from one of two places. For Qwen3-TTS 0.6B CustomVoice they are derived from the config
 (STEPS: the work a frame needs, no more). For every other family in bench/real_size_cpu.py they are recorded: one
-step that ran all c sequences is profiled with its input shapes, and its matrix products (aten::mm and aten::addmm,
-the ops a linear layer ends in) are the step, as run (padding included; attention and other ops left out). For the
+step that ran all c sequences is profiled with its input shapes, and its matrix products (aten::mm, aten::addmm and
+mkldnn::_linear_pointwise, the ops a linear layer ends in: MATMUL_SHAPES) are the step, as run (padding included;
+attention and other ops left out). For the
 derived family the recorded GFLOP are reported beside the derived ones, so any work beyond the frame's shows.
 
 For Qwen3-TTS 0.6B CustomVoice the step is one talker forward plus its code predictor's 15 passes per frame (the
 first on two positions: the talker's hidden state and code 0's embedding). From the real-size config it derives the
 step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one process:
-1. times torch's matmul on each of those shapes (float32 and bfloat16, best of --repeats), giving the
-   compute-bound time per step (every matmul at the rate this CPU reaches on its shape, weights hot);
+1. times the stages' linear kernel on each of those shapes (`linear`: PackedLinear where oneDNN runs the dtype, the
+   `packed_linears` default, else nn.Linear; float32 and bfloat16, best of --repeats), giving the compute-bound time
+   per step (every matmul at the rate this CPU reaches on its shape, weights hot);
 2. measures the memory bandwidth with a large tensor copy (bytes read plus bytes written over time), giving the
    bandwidth-bound time per step (the weights a step reads, in the loaded dtype, over that bandwidth: at c = 1
    every weight is read once per use; the code predictor's ~300 MB does not stay in cache between its passes);

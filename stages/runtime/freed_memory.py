@@ -5,11 +5,14 @@ next one's. Torch-free: the Piper-only install imports it."""
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 
 
+@functools.cache
 def malloc_trim() -> Callable[[int], int] | None:
-    """The C library's malloc_trim, or None where it has none (musl, macOS)."""
+    """The C library's malloc_trim, or None where it has none (musl, macOS); looked up once (a load calls it per
+    replaced weight)."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):

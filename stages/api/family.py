@@ -44,6 +44,9 @@ class ModelFamily:
     sidecar: str = ""
     """A file beside config.json that the family's checkpoints have and others of the same `model_type` lack (Gepard's
     gepard_config.json beside a `qwen3_5_text` config): the family loads a checkpoint only when it is there."""
+    float32_stages: tuple[str, ...] = ()
+    """Stages that run in float32 whatever their deploy `dtype` says (a codec kept float by design, an ONNX voice):
+    a deploy that sets another dtype on one is refused before the load (registry.py), not served in float32 silently."""
 
 
 def checkpoint_family(
@@ -53,6 +56,7 @@ def checkpoint_family(
     detect: Callable[[Path], bool] | None = None,
     sidecar: str = "",
     file_set: tuple[str, ...] = (),
+    float32_stages: tuple[str, ...] = (),
 ) -> ModelFamily:
     """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
     imported only when a checkpoint is loaded (so registering the family imports no torch)."""
@@ -63,7 +67,8 @@ def checkpoint_family(
     folder = Path(importlib.import_module(package).__file__ or "").parent
     if file_set and detect is None:  # a published file set without config.json (CosyVoice3)
         detect = functools.partial(_has_files, file_set)
-    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar)
+    return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar,
+                       float32_stages=float32_stages)
 
 
 def _has_files(names: tuple[str, ...], path: Path) -> bool:

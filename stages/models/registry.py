@@ -57,6 +57,7 @@ def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | N
                 f"cannot load model {spec!r}: give {DEFAULT_MODEL!r}, a Piper .onnx voice, a checkpoint directory or a Hugging Face repo id"
             )
     deploy = load_deploy(family.deploy_defaults, deploy_config, stage_overrides)
+    _refuse_fixed_dtypes(family, deploy)
     _warn_emulated_half(family.name, deploy)
     try:
         if path is None:
@@ -88,3 +89,11 @@ def _warn_emulated_half(family: str, deploy: DeployConfig) -> None:
             log.warning("%s stage %r runs in %s on a CPU without native %s instructions: the results are the same, "
                         "the weights take half the memory, but it computes slower than float32", family, stage.name,
                         stage.dtype, stage.dtype)
+
+
+def _refuse_fixed_dtypes(family: families.ModelFamily, deploy: DeployConfig) -> None:
+    """The same answer from every family to a dtype one of its stages cannot take: refused by name before the load."""
+    refused = [stage for stage in deploy.stages if stage.name in family.float32_stages and stage.dtype != "float32"]
+    if refused:
+        raise ValueError(f"the {family.name} family runs stage(s) {[stage.name for stage in refused]} in float32 only "
+                         f"(dtype {[stage.dtype for stage in refused]}): set dtype: float32 on them, or leave dtype out")

@@ -16,7 +16,7 @@ from vocalis.stages.runtime.deploy import DeployConfig
 
 def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     talker_deploy, codec_deploy = deploy.stage("talker"), deploy.stage("code2wav")
-    config, talker, codec = load_modules(path, talker_deploy.torch_dtype)
+    config, talker, codec = load_modules(path, talker_deploy.torch_dtype, codec_deploy.torch_dtype)
     quantized = quantize_stages(deploy, Quantizable("talker", (talker,)))  # its `quantize` deploy setting (none by default)
     adapter = TinyAdapter(config)
     stages = [

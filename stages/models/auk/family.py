@@ -18,4 +18,5 @@ def is_upstream_dir(path: Path) -> bool:
     return (path / "config.yaml").is_file() and (path / "vae.safetensors").is_file() and any((path / n).is_file() for n in UPSTREAM_WEIGHTS)
 
 
-FAMILY = checkpoint_family("auk", (MODEL_TYPE,), __package__, detect=is_upstream_dir)
+# The VAE also encodes the condition stage's reference audio and stays float32.
+FAMILY = checkpoint_family("auk", (MODEL_TYPE,), __package__, detect=is_upstream_dir, float32_stages=("decode",))

@@ -10,4 +10,5 @@ from vocalis.stages.api.family import checkpoint_family
 MODEL_TYPE = "fish_omni"
 """The same string as config.MODEL_TYPE (that module imports torch-backed layers, so it is not imported here)."""
 
-FAMILY = checkpoint_family("drama3", (MODEL_TYPE,), __package__)
+# The DAC also encodes the reference clips (the voices stage) and stays float32.
+FAMILY = checkpoint_family("drama3", (MODEL_TYPE,), __package__, float32_stages=("dac_decoder",))

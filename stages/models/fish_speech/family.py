@@ -8,4 +8,5 @@ from __future__ import annotations
 from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.fish_speech.config import MODEL_TYPE
 
-FAMILY = checkpoint_family("fish_speech", (MODEL_TYPE,), __package__)
+# The DAC also encodes the reference clips (the voices stage) and stays float32.
+FAMILY = checkpoint_family("fish_speech", (MODEL_TYPE,), __package__, float32_stages=("dac_decoder",))

@@ -26,4 +26,5 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     return load_piper(voices[0], deploy)
 
 
-FAMILY = ModelFamily(name="piper", model_types=("piper",), deploy_defaults=DEPLOY_DEFAULTS, load=load)
+# The voice is an ONNX graph in float32.
+FAMILY = ModelFamily(name="piper", model_types=("piper",), deploy_defaults=DEPLOY_DEFAULTS, load=load, float32_stages=("piper",))

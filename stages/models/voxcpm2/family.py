@@ -8,4 +8,5 @@ from __future__ import annotations
 from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.voxcpm2.config import ARCHITECTURE
 
-FAMILY = checkpoint_family("voxcpm2", (ARCHITECTURE,), __package__)
+# The audio VAE also encodes the voices' clips and stays float32.
+FAMILY = checkpoint_family("voxcpm2", (ARCHITECTURE,), __package__, float32_stages=("audio_vae",))

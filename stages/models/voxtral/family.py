@@ -10,4 +10,5 @@ from vocalis.stages.api.family import checkpoint_family
 
 MODEL_TYPE = "voxtral_tts"
 
-FAMILY = checkpoint_family("voxtral", (MODEL_TYPE,), __package__)
+# The codec is loaded in float32.
+FAMILY = checkpoint_family("voxtral", (MODEL_TYPE,), __package__, float32_stages=("audio_tokenizer",))

@@ -77,15 +77,17 @@ class CausalConditionalCFM(nn.Module):
                     pasts: list[DiTPast] | None = None, hold: int = 0) -> torch.Tensor:
         """`pasts` (one per step): x continues after the frames they hold (`DiT.forward_after`); each then holds
         the first `hold` frames of x as well."""
-        # Row 0 is conditioned; row 1 has mu, speaker and prompt zeroed (the guidance's unconditional branch).
-        mu_in = torch.cat([mu, torch.zeros_like(mu)])
-        spks_in = torch.cat([spks, torch.zeros_like(spks)])
-        cond_in = torch.cat([cond, torch.zeros_like(cond)])
+        # Row 0 is conditioned; row 1 has mu, speaker and prompt zeroed (the guidance's unconditional branch). The DiT
+        # may run in another dtype than the rest (the flow stage's): x and t stay in theirs, the Euler sums promote.
+        dtype = self.estimator.proj_out.weight.dtype
+        mu_in = torch.cat([mu, torch.zeros_like(mu)]).to(dtype)
+        spks_in = torch.cat([spks, torch.zeros_like(spks)]).to(dtype)
+        cond_in = torch.cat([cond, torch.zeros_like(cond)]).to(dtype)
 
         def velocity(x2: torch.Tensor, t2: torch.Tensor, step: int) -> torch.Tensor:
             if pasts is None:
-                return self.estimator(x2, mu_in, t2, spks_in, cond_in)
-            result, frames = self.estimator.forward_after(pasts[step], x2, mu_in, t2, spks_in, cond_in)
+                return self.estimator(x2.to(dtype), mu_in, t2, spks_in, cond_in)
+            result, frames = self.estimator.forward_after(pasts[step], x2.to(dtype), mu_in, t2, spks_in, cond_in)
             pasts[step].append(frames, hold)
             return result
 
@@ -125,6 +127,11 @@ class CausalMaskedDiffWithDiT(nn.Module):
         self.spk_embed_affine_layer = nn.Linear(spk_embed_dim, output_size)
         self.pre_lookahead_layer = pre_lookahead_layer
         self.decoder = decoder
+
+    @property
+    def estimator(self) -> DiT:
+        """The DiT, the flow's compute (what runs in the flow stage's dtype)."""
+        return self.decoder.estimator
 
     def mu(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens [1, T] -> the decoder's token features [1, D, T * token_mel_ratio]."""

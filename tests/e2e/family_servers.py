@@ -69,17 +69,20 @@ def _drama3(root: Path) -> RunningServer:
     return start_server(root, "--log-level", "info", "--stage-overrides", overrides, "--served-model-name", "fishaudio/drama-3", str(checkpoint))
 
 
+COSYVOICE3_OVERRIDES = {"llm": {"max_len": 160}, "flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 10}}
+"""The tiny DiT's attention chunks are 8 mel frames: 10 tokens of lookahead make streams exact (the published 31 would too).
+A 160-position LM cache: the peer's max_new_tokens 4096 ends there (the published deploy holds 4096)."""
+GLM_TTS_OVERRIDES = {"flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 8}}
+
+
 def _cosyvoice3(root: Path) -> RunningServer:
     checkpoint = tiny.cosyvoice3(root)
-    # The tiny DiT's attention chunks are 8 mel frames: 10 tokens of lookahead make streams exact (the published 31 would too).
-    # A 160-position LM cache: the peer's max_new_tokens 4096 ends there (the published deploy holds 4096).
-    overrides = json.dumps({"llm": {"max_len": 160}, "flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 10}})
-    return start_server(root, "--log-level", "info", "--stage-overrides", overrides, str(checkpoint), env=ONE_THREAD)
+    return start_server(root, "--log-level", "info", "--stage-overrides", json.dumps(COSYVOICE3_OVERRIDES), str(checkpoint), env=ONE_THREAD)
 
 
 def _glm_tts(root: Path) -> RunningServer:
     checkpoint = tiny.glm_tts(root)
-    overrides = json.dumps({"flow": {"chunk_frames": 4, "max_chunk_frames": 4, "lookahead_frames": 8}})
+    overrides = json.dumps(GLM_TTS_OVERRIDES)
     # root holds ref.wav for ref_audio as a file:// URI, as vLLM-Omni's GLM-TTS client documents it (test_glm_tts.py)
     return start_server(root, "--log-level", "info", "--stage-overrides", overrides, "--ref-audio-dir", str(root),
                         # the checkpoint's own name, then vLLM-Omni's GLM-TTS client's default model id as an alias

@@ -5,6 +5,7 @@ YAML; the audio decodes at the family's rate. A quantisation the family cannot a
 from __future__ import annotations
 
 import io
+import json
 
 import httpx
 import pytest
@@ -42,3 +43,21 @@ def test_the_generator_stage_serves_audio_in_the_precision_the_deploy_file_sets(
 def test_a_stage_the_family_does_not_quantise_is_refused_by_name():
     with pytest.raises(ValueError, match=r"cannot quantise stage\(s\) \['code2wav'\]"):
         load_model(CHECKPOINT, stage_overrides='{"code2wav": {"quantize": "int8-dynamic"}}')
+
+
+@pytest.mark.parametrize("family", ["cosyvoice3", "glm_tts"])
+def test_the_cosyvoice_lines_flow_serves_audio_in_bfloat16(tmp_path, family):
+    """The flow stage's DiT in bfloat16 (the LM, conditioning and vocoder float32): a cloned request's audio at 24 kHz,
+    its pinned length; how close its mel stays is tests/stages/models/cosyvoice_common/test_flow_dtype.py's."""
+    from tests import tiny_checkpoints as tiny
+    from tests.e2e.cosyvoice_line import check_http_wav_at_24k
+    from tests.e2e.family_servers import COSYVOICE3_OVERRIDES, GLM_TTS_OVERRIDES
+
+    base = COSYVOICE3_OVERRIDES if family == "cosyvoice3" else GLM_TTS_OVERRIDES
+    overrides = {**base, "flow": {**base["flow"], "dtype": "bfloat16"}}
+    checkpoint = getattr(tiny, family)(tmp_path)
+    server = start_server(tmp_path, "--stage-overrides", json.dumps(overrides), str(checkpoint), env={"OMP_NUM_THREADS": "1"})
+    try:
+        check_http_wav_at_24k(server)
+    finally:
+        server.stop()

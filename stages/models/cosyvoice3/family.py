@@ -10,5 +10,4 @@ from __future__ import annotations
 from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.cosyvoice3.config import FILE_SET, MODEL_TYPE
 
-# The flow stage (DiT and HiFT) is loaded in float32.
-FAMILY = checkpoint_family("cosyvoice3", (MODEL_TYPE,), __package__, file_set=FILE_SET, float32_stages=("flow",))
+FAMILY = checkpoint_family("cosyvoice3", (MODEL_TYPE,), __package__, file_set=FILE_SET)

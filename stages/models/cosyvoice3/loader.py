@@ -26,7 +26,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     from vocalis.stages.runtime.prepare import PrepareStage
 
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
-    modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device)
+    modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device,
+                           flow_dtype=flow_deploy.torch_dtype)
     # The head stays float: the LM reads its device from the head's weight.
     quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,), keep=(modules.lm.llm_decoder,)))
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,

@@ -56,7 +56,8 @@ def hift_weights(path: Path) -> dict[str, torch.Tensor]:
     return fold_weight_norm(weights)
 
 
-def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> CosyVoice3Modules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None,
+                 flow_dtype: torch.dtype = torch.float32) -> CosyVoice3Modules:
     path = Path(path)
     config = CosyVoice3Config.from_dir(path)
     llm_weights = state_dict_reader(path / "llm.pt")  # read one tensor at a time as load_strict copies it
@@ -66,5 +67,6 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     flow = load_strict(build_flow(config), state_dict_reader(path / "flow.pt"), path / "flow.pt")
     hift = load_strict(build_hift(config), hift_weights(path / "hift.pt"), path / "hift.pt")
     return CosyVoice3Modules.placed(
-        config, lm, flow, hift, QwenTokenizer.from_dir(path / QWEN_DIR), dtype=dtype, device=device, flow_device=flow_device
+        config, lm, flow, hift, QwenTokenizer.from_dir(path / QWEN_DIR), dtype=dtype, device=device, flow_device=flow_device,
+        flow_dtype=flow_dtype,
     )

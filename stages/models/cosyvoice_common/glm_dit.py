@@ -199,8 +199,11 @@ class GLMFlow(nn.Module):
         cond2 = torch.cat([cond, torch.zeros_like(cond)])
         speaker2 = torch.cat([speaker, torch.zeros_like(speaker)])
 
+        dtype = self.estimator.proj_out.weight.dtype  # the DiT may run in another dtype (the flow stage's) than x and t
+        cond2, speaker2 = cond2.to(dtype), speaker2.to(dtype)
+
         def velocity(x2: torch.Tensor, t2: torch.Tensor, _step: int) -> torch.Tensor:
-            return self.estimator(x2, cond2, tokens2, t2, speaker2, mask)
+            return self.estimator(x2.to(dtype), cond2, tokens2, t2, speaker2, mask)
 
         x = noise.to(device).transpose(1, 2).float()
         mel = guided_euler(velocity, x, self.time_span(n_timesteps, device), self.inference_cfg_rate)

@@ -1,6 +1,8 @@
 """A CosyVoice-line checkpoint's modules (config, speech LM, flow, vocoder, text tokenizer), placed where they run
 as both families' `load_modules` place them: the LM on the LM's device in the serving dtype, the flow and its vocoder
-on the flow's device (the LM's unless set) in the dtype they were loaded in, all in eval mode. Each family names its
+on the flow's device (the LM's unless set), the flow's DiT (`estimator`, the flow stage's compute) in the flow stage's
+dtype and the rest as loaded (float32: token features, conditioning, the Euler state and the vocoder), all in eval
+mode. Each family names its
 own module types: `CosyVoice3Modules`, `GLMTTSModules`."""
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ class LoadedModules(Generic[ConfigT, LMT, FlowT, HiFTT, TokenizerT]):
         dtype: torch.dtype,
         device: str,
         flow_device: str | None = None,
+        flow_dtype: torch.dtype = torch.float32,
     ) -> LoadedModules[ConfigT, LMT, FlowT, HiFTT, TokenizerT]:
         """The modules, moved (in place, as `nn.Module.to` does) and set to eval."""
         flow_device = flow_device or device
+        flow.estimator.to(flow_dtype)
         return cls(
             config, lm.to(device=device, dtype=dtype).eval(), flow.to(flow_device).eval(), hift.to(flow_device).eval(), tokenizer
         )

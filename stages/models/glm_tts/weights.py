@@ -50,7 +50,8 @@ def hift_weights(path: Path) -> Weights:
     return fold_weight_norm({k.removeprefix("generator."): v for k, v in read_pt(path).items()})
 
 
-def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None) -> GLMTTSModules:
+def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", flow_device: str | None = None,
+                 flow_dtype: torch.dtype = torch.float32) -> GLMTTSModules:
     path = Path(path)
     config = GLMTTSConfig.from_dir(path)
     lm = load_strict(build_empty(lambda: GLMSpeechLM(config.llama), dtype), SafetensorsReader(path / LLM_DIR), path / LLM_DIR,
@@ -70,5 +71,6 @@ def load_modules(path: Path, dtype: torch.dtype = torch.float32, device: str = "
     hift = build_hift(config, hift_state["conv_pre.weight"].shape[0], hift_state["f0_predictor.condnet.0.weight"].shape[0])
     load_strict(hift, hift_state, path / "hift" / "hift.pt")
     return GLMTTSModules.placed(
-        config, lm, flow, hift, GLMTokenizer.from_dir(path / TOKENIZER_DIR), dtype=dtype, device=device, flow_device=flow_device
+        config, lm, flow, hift, GLMTokenizer.from_dir(path / TOKENIZER_DIR), dtype=dtype, device=device, flow_device=flow_device,
+        flow_dtype=flow_dtype,
     )

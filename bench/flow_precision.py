@@ -1,0 +1,110 @@
+"""The CosyVoice line's flow stage (CosyVoice3, GLM-TTS) with its DiT in bfloat16 against float32 at real size on
+this CPU: the time of one flow decode and how far its mel moves (signal-to-error ratio against the float32 mel).
+
+Why: at real size on two cores the flow (a DiT, 10 Euler steps with two guidance rows over the voice's prompt mel
+plus the new frames) is most of a request's compute for both families (BENCHMARKS.md, "CosyVoice3 and GLM-TTS against
+the goldens' LM code path"), and its products run near this CPU's float32 rate; `dtype: bfloat16` on the flow stage
+runs the DiT in bfloat16 (native here: avx512_bf16). The decode is the whole-utterance one both families' first chunk
+and GLM-TTS's every chunk run: --tokens new speech tokens after a prompt of --prompt-tokens (its mel, twice as many
+frames), random tokens, log-mel-like prompt values, a random speaker embedding. The two flows alternate within each of
+--repeats rounds; the median round is reported.
+
+    python bench/flow_precision.py --families cosyvoice3,glm-tts     # bench/real_size_cpu.py's checkpoints
+    python bench/flow_precision.py --tiny --repeats 1                # CI-sized: the tiny checkpoints
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import real_size_cpu  # noqa: E402
+from bench.report import write_json  # noqa: E402
+
+LOADERS = {"cosyvoice3": "vocalis.stages.models.cosyvoice3.weights", "glm-tts": "vocalis.stages.models.glm_tts.weights"}
+
+
+def snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
+    reference, other = reference.double(), other.double()
+    return float(10 * torch.log10(reference.pow(2).sum() / (reference - other).pow(2).sum()))
+
+
+def checkpoint_of(key: str, work_dir: Path, tiny: bool) -> Path:
+    if tiny:
+        import importlib
+
+        tiny_checkpoints = importlib.import_module("tests.tiny_checkpoints")
+        return getattr(tiny_checkpoints, key.replace("-", "_"))(work_dir / "tiny")
+    path = work_dir / key
+    real_size_cpu.build(key, path)
+    return path
+
+
+def measure(key: str, checkpoint: Path, tokens: int, prompt_tokens: int, repeats: int, steps: int = 10) -> dict:
+    import importlib
+
+    flow = importlib.import_module(LOADERS[key]).load_modules(checkpoint).flow  # the LM and vocoder are freed with the rest
+    half = copy.deepcopy(flow)
+    half.estimator.to(torch.bfloat16)
+    generator = torch.Generator().manual_seed(0)
+    vocab = (flow.input_embedding if hasattr(flow, "input_embedding") else flow.estimator.text_emb_layer.text_embed).num_embeddings - 1
+    new = torch.randint(0, vocab, (1, tokens), generator=generator)
+    prompt = torch.randint(0, vocab, (1, prompt_tokens), generator=generator)
+    prompt_mel = torch.randn(1, prompt_tokens * flow.token_mel_ratio, getattr(flow, "mel_dim", getattr(flow, "output_size", 80)),
+                             generator=generator) * 2 - 5
+    embedding = torch.randn(1, 192, generator=generator)
+    times: dict[str, list[float]] = {"float32": [], "bfloat16": []}
+    mels: dict[str, torch.Tensor] = {}
+    with torch.inference_mode():
+        half.inference(new[:, :2], prompt, prompt_mel, embedding, n_timesteps=steps)  # oneDNN makes its bfloat16 kernels once
+        for _ in range(repeats):
+            for name, model in (("float32", flow), ("bfloat16", half)):
+                start = time.perf_counter()
+                mels[name] = model.inference(new, prompt, prompt_mel, embedding, n_timesteps=steps)
+                times[name].append(time.perf_counter() - start)
+    full_s, half_s = statistics.median(times["float32"]), statistics.median(times["bfloat16"])
+    return {"family": key, "checkpoint": str(checkpoint), "tokens": tokens, "prompt_tokens": prompt_tokens,
+            "mel_frames": int(mels["float32"].shape[-1]), "steps": steps, "blocks": len(flow.estimator.transformer_blocks),
+            "float32_s": times["float32"], "bfloat16_s": times["bfloat16"], "float32_median_s": full_s,
+            "bfloat16_median_s": half_s, "bfloat16_over_float32": half_s / full_s,
+            "mel_snr_db": snr_db(mels["float32"], mels["bfloat16"])}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", default="cosyvoice3,glm-tts")
+    parser.add_argument("--tokens", type=int, default=24, help="new speech tokens decoded (25 per second of audio)")
+    parser.add_argument("--prompt-tokens", type=int, default=75, help="the voice prompt's tokens (3 s at 25 Hz)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true", help="the tiny checkpoints instead of real-size random weights")
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-real-size")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "flow_precision.json")
+    args = parser.parse_args(argv)
+    rows = []
+    for key in args.families.split(","):
+        checkpoint = checkpoint_of(key, args.work_dir, args.tiny)
+        rows.append(measure(key, checkpoint, args.tokens, args.prompt_tokens, args.repeats))
+    print(f"flow decode ({'tiny' if args.tiny else 'real-size random'} weights), {args.tokens} tokens after {args.prompt_tokens}, "
+          f"{torch.get_num_threads()} threads, median of {args.repeats} alternating rounds")
+    print("| family | DiT blocks | mel frames decoded | float32 s | bfloat16 s | bfloat16 / float32 | mel SNR against float32 dB |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['family']} | {r['blocks']} | {r['mel_frames']} | {r['float32_median_s']:.2f} | {r['bfloat16_median_s']:.2f} | "
+              f"{r['bfloat16_over_float32']:.2f} | {r['mel_snr_db']:.1f} |")
+    result = {"threads": torch.get_num_threads(), "repeats": args.repeats, "rows": rows}
+    write_json(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

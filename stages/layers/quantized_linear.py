@@ -66,10 +66,11 @@ def join_linears(kind: str, linears: tuple[nn.Linear, ...]) -> JoinedLinears:
                          tuple(linear.out_features for linear in linears))
 
 
-def quantize_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tuple[nn.Module, ...] = (),
+def replace_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tuple[nn.Module, ...] = (),
                      after_each: Callable[[], None] | None = None) -> int:
     """Replace every nn.Linear under `modules` that `kind` accepts (in place) by a `kind`, a linear shared by two
-    parents by one; the number of linears replaced (0: none found). The float weights are freed unless something else
+    parents by one; the number of linears replaced (0: none found). The kinds are the quantised linears and
+    `PackedLinear`: one rule and the same joins, whether the weights change their precision or only their layout. The float weights are freed unless something else
     (a tied embedding) still holds them. `keep`: linears left in float, those whose weight the caller reads directly
     (a head indexed by rows, a dtype or device read from it). A linear `kind` does not accept stays in float too.
 

@@ -24,7 +24,7 @@ from vocalis.stages.layers.int4_decode_linear import Int4DecodeLinear
 from vocalis.stages.layers.int4_linear import Int4WeightLinear
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.layers.packed_linear import PackedLinear
-from vocalis.stages.layers.quantized_linear import QuantizedLinear, quantize_linears
+from vocalis.stages.layers.quantized_linear import QuantizedLinear, replace_linears
 from vocalis.stages.runtime.deploy import DeployConfig
 from vocalis.stages.runtime.freed_memory import give_back_freed
 
@@ -54,11 +54,11 @@ def quantize_stages(deploy: DeployConfig, *declared: Quantizable) -> frozenset[s
     for item in declared:
         stage = deploy.stage(item.stage)
         if stage.quantize != "none":
-            if not quantize_linears(*item.modules, kind=KERNELS[stage.quantize], keep=item.keep):
+            if not replace_linears(*item.modules, kind=KERNELS[stage.quantize], keep=item.keep):
                 raise ValueError(f"stage {item.stage!r}: quantize {stage.quantize} found no linear layer to quantise")
             quantized.add(item.stage)
         if stage.packed_linears:  # what is left in float; PackedLinear takes CPU linears only
             # Each packed weight is a new block beside the one it replaces, and glibc reuses few of the freed ones for
             # the next (other sizes, joined): given back one by one, the load's peak stays the unpacked model's.
-            quantize_linears(*item.modules, kind=PackedLinear, keep=item.keep, after_each=give_back_freed)
+            replace_linears(*item.modules, kind=PackedLinear, keep=item.keep, after_each=give_back_freed)
     return frozenset(quantized)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from vocalis.stages.layers.int8_linear import INT8_MAX, Int8DynamicLinear
-from vocalis.stages.layers.quantized_linear import quantize_linears
+from vocalis.stages.layers.quantized_linear import replace_linears
 
 
 def tiny_model() -> nn.Module:
@@ -32,7 +32,7 @@ def test_every_linear_becomes_int8_and_the_output_stays_close():
     ids = torch.randint(0, 10, (3, 5))
     with torch.inference_mode():
         expected = model(ids)
-    assert quantize_linears(model, kind=Int8DynamicLinear) == 4  # the shared linear once
+    assert replace_linears(model, kind=Int8DynamicLinear) == 4  # the shared linear once
     assert not any(type(m) is nn.Linear for m in model.modules())
     assert model[5] is model[6][0]
     assert all(m.weight_int8.dtype == torch.int8 for m in model.modules() if isinstance(m, Int8DynamicLinear))

@@ -14,7 +14,7 @@ from tests.tolerance import rounding_bound
 from vocalis.stages.layers.attention import QKVAttention
 from vocalis.stages.layers.mlp import GatedMLP
 from vocalis.stages.layers.packed_linear import PackedLinear, available
-from vocalis.stages.layers.quantized_linear import quantize_linears
+from vocalis.stages.layers.quantized_linear import replace_linears
 
 DTYPES = [torch.float32] + ([torch.bfloat16] if available(torch.bfloat16) else [])
 
@@ -68,7 +68,7 @@ def test_linears_it_cannot_run_are_refused_and_left_in_place():
     with pytest.raises(ValueError, match="PackedLinear takes CPU linears of one dtype"):
         PackedLinear(nn.Linear(8, 8).half())
     model = nn.Sequential(nn.Linear(8, 8).half(), nn.Linear(8, 8))
-    assert quantize_linears(model, kind=PackedLinear) == 1
+    assert replace_linears(model, kind=PackedLinear) == 1
     assert [type(m) for m in model] == [nn.Linear, PackedLinear]
 
 
@@ -76,7 +76,7 @@ def test_a_layer_s_projections_of_one_input_are_packed_as_one():
     attention = QKVAttention(64, 4, 2, 16)
     mlp = GatedMLP(64, 128)
     model = nn.ModuleList([attention, mlp])
-    assert quantize_linears(model, kind=PackedLinear) == 7  # q, k, v joined, o; gate and up joined, down
+    assert replace_linears(model, kind=PackedLinear) == 7  # q, k, v joined, o; gate and up joined, down
     for layer in (attention, mlp):
         joined = [getattr(layer, name) for name in layer.fused_inputs]
         assert all(isinstance(m, PackedLinear) and len(m.parts) > 1 for m in joined)
@@ -89,5 +89,5 @@ def test_after_each_replacement_the_linears_it_replaced_are_already_freed():
     model = nn.Sequential(attention, nn.Linear(64, 64))
     originals = [weakref.ref(m) for m in (attention.q_proj, attention.k_proj, attention.v_proj, attention.o_proj, model[1])]
     seen = []
-    assert quantize_linears(model, kind=PackedLinear, after_each=lambda: seen.append([r() is None for r in originals])) == 5
+    assert replace_linears(model, kind=PackedLinear, after_each=lambda: seen.append([r() is None for r in originals])) == 5
     assert seen == [[True, True, True, False, False], [True, True, True, False, True], [True] * 5]  # joined, then by parent

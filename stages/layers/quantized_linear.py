@@ -67,12 +67,13 @@ def join_linears(kind: str, linears: tuple[nn.Linear, ...]) -> JoinedLinears:
 
 
 def replace_linears(*modules: nn.Module, kind: type[QuantizedLinear], keep: tuple[nn.Module, ...] = (),
-                     after_each: Callable[[], None] | None = None) -> int:
+                    after_each: Callable[[], None] | None = None) -> int:
     """Replace every nn.Linear under `modules` that `kind` accepts (in place) by a `kind`, a linear shared by two
     parents by one; the number of linears replaced (0: none found). The kinds are the quantised linears and
-    `PackedLinear`: one rule and the same joins, whether the weights change their precision or only their layout. The float weights are freed unless something else
-    (a tied embedding) still holds them. `keep`: linears left in float, those whose weight the caller reads directly
-    (a head indexed by rows, a dtype or device read from it). A linear `kind` does not accept stays in float too.
+    `PackedLinear`: one rule and the same joins, whether the weights change their precision or only their layout.
+    The float weights are freed unless something else (a tied embedding) still holds them. `keep`: linears left in
+    float, those whose weight the caller reads directly (a head indexed by rows, a dtype or device read from it). A
+    linear `kind` does not accept stays in float too.
 
     In a layer that `JoinsInputs`, the linears it names become one `kind` under its attribute and leave the layer,
     where each is plain, accepted, in no other parent and not kept. `after_each` is called after each replacement,

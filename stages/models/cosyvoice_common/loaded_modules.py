@@ -2,8 +2,7 @@
 as both families' `load_modules` place them: the LM on the LM's device in the serving dtype, the flow and its vocoder
 on the flow's device (the LM's unless set), the flow's DiT (`estimator`, the flow stage's compute) in the flow stage's
 dtype and the rest as loaded (float32: token features, conditioning, the Euler state and the vocoder), all in eval
-mode. Each family names its
-own module types: `CosyVoice3Modules`, `GLMTTSModules`."""
+mode. Each family names its own module types: `CosyVoice3Modules`, `GLMTTSModules`."""
 
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ import httpx
 import pytest
 import soundfile as sf
 
+from tests import tiny_checkpoints as tiny
+from tests.e2e.cosyvoice_line import check_http_wav_at_24k
+from tests.e2e.family_servers import COSYVOICE3_OVERRIDES, GLM_TTS_OVERRIDES
 from tests.serving import start_server
 from vocalis.stages.models.registry import load_model
 
@@ -45,18 +48,13 @@ def test_a_stage_the_family_does_not_quantise_is_refused_by_name():
         load_model(CHECKPOINT, stage_overrides='{"code2wav": {"quantize": "int8-dynamic"}}')
 
 
-@pytest.mark.parametrize("family", ["cosyvoice3", "glm_tts"])
-def test_the_cosyvoice_lines_flow_serves_audio_in_bfloat16(tmp_path, family):
+@pytest.mark.parametrize(("build", "overrides"), [(tiny.cosyvoice3, COSYVOICE3_OVERRIDES), (tiny.glm_tts, GLM_TTS_OVERRIDES)],
+                         ids=["cosyvoice3", "glm_tts"])
+def test_the_cosyvoice_lines_flow_serves_audio_in_bfloat16(tmp_path, build, overrides):
     """The flow stage's DiT in bfloat16 (the LM, conditioning and vocoder float32): a cloned request's audio at 24 kHz,
     its pinned length; how close its mel stays is tests/stages/models/cosyvoice_common/test_flow_dtype.py's."""
-    from tests import tiny_checkpoints as tiny
-    from tests.e2e.cosyvoice_line import check_http_wav_at_24k
-    from tests.e2e.family_servers import COSYVOICE3_OVERRIDES, GLM_TTS_OVERRIDES
-
-    base = COSYVOICE3_OVERRIDES if family == "cosyvoice3" else GLM_TTS_OVERRIDES
-    overrides = {**base, "flow": {**base["flow"], "dtype": "bfloat16"}}
-    checkpoint = getattr(tiny, family)(tmp_path)
-    server = start_server(tmp_path, "--stage-overrides", json.dumps(overrides), str(checkpoint), env={"OMP_NUM_THREADS": "1"})
+    overrides = {**overrides, "flow": {**overrides["flow"], "dtype": "bfloat16"}}
+    server = start_server(tmp_path, "--stage-overrides", json.dumps(overrides), str(build(tmp_path)), env={"OMP_NUM_THREADS": "1"})
     try:
         check_http_wav_at_24k(server)
     finally:

@@ -31,9 +31,9 @@ def tensors_reachable(root: object) -> Iterator[torch.Tensor]:
     """The tensors a stage holds: its modules' parameters and buffers, and tensors held by the Vocalis objects and
     containers under it (KV caches, tables)."""
     seen: set[int] = set()
-    todo = [root]
-    while todo:
-        obj = todo.pop()
+    unvisited = [root]
+    while unvisited:
+        obj = unvisited.pop()
         if id(obj) in seen:
             continue
         seen.add(id(obj))
@@ -42,13 +42,13 @@ def tensors_reachable(root: object) -> Iterator[torch.Tensor]:
         elif isinstance(obj, nn.Module):
             yield from obj.parameters()
             yield from obj.buffers()
-            todo.extend(v for k, v in vars(obj).items() if not k.startswith("_"))
+            unvisited.extend(v for k, v in vars(obj).items() if not k.startswith("_"))
         elif isinstance(obj, dict):
-            todo.extend(obj.values())
+            unvisited.extend(obj.values())
         elif isinstance(obj, list | tuple | set | frozenset):
-            todo.extend(obj)
+            unvisited.extend(obj)
         elif type(obj).__module__.startswith("vocalis.") and hasattr(obj, "__dict__"):
-            todo.extend(vars(obj).values())
+            unvisited.extend(vars(obj).values())
 
 
 def load(name: str, path: Path, overrides: dict | None = None):

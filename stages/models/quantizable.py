@@ -45,6 +45,12 @@ class Quantizable:
     """Linears under `modules` left in float: those whose weight the family reads directly (a head whose rows are
     read as a matrix, a dtype or device read from its weight)."""
 
+    @classmethod
+    def flow_dit(cls, stage: str, dit: nn.Module) -> Quantizable:
+        """A flow-matching DiT's stage (AuK's, CosyVoice3's, GLM-TTS's): every linear but the two its dtype is read
+        from, its output projection (by the solvers) and its time MLP's first layer (by the shared time embedding)."""
+        return cls(stage, (dit,), keep=(dit.proj_out, dit.time_embed.time_mlp[0]))
+
 
 def quantize_stages(deploy: DeployConfig, *declared: Quantizable) -> frozenset[str]:
     """Apply each declared stage's `quantize` deploy setting to its modules, in place; the names of the stages

@@ -48,12 +48,14 @@ def test_a_stage_the_family_does_not_quantise_is_refused_by_name():
         load_model(CHECKPOINT, stage_overrides='{"code2wav": {"quantize": "int8-dynamic"}}')
 
 
+@pytest.mark.parametrize("flow", [{"dtype": "bfloat16"}, {"quantize": "int8-dynamic"}], ids=["bfloat16", "int8"])
 @pytest.mark.parametrize(("build", "overrides"), [(tiny.cosyvoice3, COSYVOICE3_OVERRIDES), (tiny.glm_tts, GLM_TTS_OVERRIDES)],
                          ids=["cosyvoice3", "glm_tts"])
-def test_the_cosyvoice_lines_flow_serves_audio_in_bfloat16(tmp_path, build, overrides):
-    """The flow stage's DiT in bfloat16 (the LM, conditioning and vocoder float32): a cloned request's audio at 24 kHz,
-    its pinned length; how close its mel stays is tests/stages/models/cosyvoice_common/test_flow_dtype.py's."""
-    overrides = {**overrides, "flow": {**overrides["flow"], "dtype": "bfloat16"}}
+def test_the_cosyvoice_lines_flow_serves_audio_in_bfloat16_or_int8(tmp_path, build, overrides, flow):
+    """The flow stage's DiT in bfloat16 or with int8 weights (the LM, conditioning and vocoder float32): a cloned
+    request's audio at 24 kHz, its pinned length; how close a bfloat16 mel stays is
+    tests/stages/models/cosyvoice_common/test_flow_dtype.py's."""
+    overrides = {**overrides, "flow": {**overrides["flow"], **flow}}
     server = start_server(tmp_path, "--stage-overrides", json.dumps(overrides), str(build(tmp_path)), env={"OMP_NUM_THREADS": "1"})
     try:
         check_http_wav_at_24k(server)

@@ -120,8 +120,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     quantized = quantize_stages(
         deploy,
         Quantizable("condition", (encoder,)),
-        # The flow's dtype is read from these two linears' weights (AuK's runtime, the shared time embedding).
-        Quantizable("flow", (dit,), keep=(dit.proj_out, dit.time_embed.time_mlp[0])),
+        Quantizable.flow_dit("flow", dit),
     )
     adapter = AuKAdapter(config)
     latents = LatentDecoder(decoder_vae, decode_deploy.device)

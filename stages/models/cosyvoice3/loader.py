@@ -29,7 +29,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device,
                            flow_dtype=flow_deploy.torch_dtype)
     # The head stays float: the LM reads its device from the head's weight.
-    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,), keep=(modules.lm.llm_decoder,)))
+    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,), keep=(modules.lm.llm_decoder,)),
+                                Quantizable.flow_dit("flow", modules.flow.estimator))
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,
                                  first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)
     if flow_deploy.lookahead_frames < decoder.exact_lookahead_tokens:

@@ -28,7 +28,7 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device,
                            flow_dtype=flow_deploy.torch_dtype)
-    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,)))
+    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,)), Quantizable.flow_dit("flow", modules.flow.estimator))
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning)
     log.info("GLM-TTS flow: %d tokens of lookahead; chunk ends approximate a whole-utterance decode (the DiT and its GRN "
              "see the whole utterance, as in the published streaming)", flow_deploy.lookahead_frames)

@@ -1,6 +1,6 @@
 """Each model family's tiny checkpoint, found or built in one place, for every test that loads a family as the
 server does: the shared family servers (tests/e2e/family_servers.py), the checks run across families
-(tests/stages/models/test_prompt_room.py, tests/stages/runtime/test_device.py) and the serving bench's tiny cases
+(tests/stages/models/test_prompt_room.py, tests/family_cases.py) and the serving bench's tiny cases
 (bench/gpu.py).
 
 `<family>(root)`, named as the family's folder under stages/models, is its checkpoint directory (Piper has none: the

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.stages.runtime.test_device import CASES, family
+from tests.family_cases import CASES, family
 from vocalis.stages.models.registry import load_model
 from vocalis.stages.runtime.deploy import load_deploy
 

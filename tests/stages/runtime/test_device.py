@@ -12,63 +12,16 @@ tests/tiny_checkpoints.py (the template's from its own build.py).
 
 from __future__ import annotations
 
-from functools import partial
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-from tests import tiny_checkpoints as tiny
-from vocalis.stages.api.family import ModelFamily, discover, family_for_checkpoint
-from vocalis.stages.models._template.build import build_checkpoint
+from tests.family_cases import CASES, CLONES, Collect, family
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.decode_graphs import DecodeGraphs
 from vocalis.stages.runtime.deploy import load_deploy
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest
 from vocalis.stages.runtime.stage import StageItem
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.pieces: list[np.ndarray] = []
-
-    def put_audio(self, samples) -> None:
-        self.pieces.append(np.asarray(samples))
-
-    def close(self, error=None) -> None: ...
-
-
-def family(name: str, path: Path) -> ModelFamily:
-    if name == "tiny_tts":
-        from vocalis.stages.models._template.family import FAMILY
-
-        return FAMILY
-    discover()
-    return family_for_checkpoint(path)
-
-
-def template(root: Path) -> Path:
-    return build_checkpoint(root / "tiny-tts")
-
-
-CASES = {
-    "tiny_tts": (template, "hello there", {"max_new_tokens": 12}),
-    "qwen3_tts": (partial(tiny.qwen3_tts, variant="cv-0b6"), "Hello there.", {"max_new_tokens": 6}),
-    "voxcpm2": (tiny.voxcpm2, "Hello there.", {"max_new_tokens": 4}),
-    "omnivoice": (tiny.omnivoice, "Hello there.", {}),
-    "cosyvoice3": (tiny.cosyvoice3, "Hello there.", {"max_new_tokens": 4}),
-    "glm_tts": (tiny.glm_tts, "Hello there.", {"max_new_tokens": 4}),
-    "higgs_audio_v2": (tiny.higgs_audio_v2, "Hello there.", {"max_new_tokens": 11}),  # 3 frames after the BOS frame + 7 delay rows
-    "fish_speech": (tiny.fish_speech, "Hello there.", {"max_new_tokens": 4}),
-    "voxtral": (tiny.voxtral, "Hello there.", {"max_new_tokens": 4}),
-    "auk": (tiny.auk, "Hello there.", {"duration_seconds": 0.08}),  # 4 latent frames
-    "gepard": (tiny.gepard, "hello world", {"max_new_tokens": 4}),
-    "drama3": (tiny.drama3, "Hello there.", {"max_new_tokens": 4}),
-}
-"""Each family's case: its tiny checkpoint (found or built under a folder), the text, the request's fields."""
-CLONES = {"cosyvoice3", "glm_tts"}
-"""Families that need a voice to clone (a reference clip with its transcript) on every request."""
 
 
 @pytest.fixture(autouse=True)

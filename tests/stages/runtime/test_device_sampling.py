@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.family_cases import CASES, CLONES, Collect, family
 from tests.host_reads import HostReads
-from tests.stages.runtime.test_device import CASES, CLONES, Collect, family
 from vocalis.stages.runtime.autoregressive import AutoregressiveStage
 from vocalis.stages.runtime.deploy import load_deploy
 from vocalis.stages.runtime.request import ReferenceAudio, RequestParams, SynthesisRequest

@@ -309,6 +309,14 @@ class DiTPast:
         """Bytes allocated for the keys and values."""
         return sum(buffer.numel() * buffer.element_size() for buffer in (*self._keys, *self._values))
 
+    def copy(self) -> DiTPast:
+        """A past holding the same frames in buffers of its own, allocated to their length."""
+        copied = DiTPast.__new__(DiTPast)
+        copied.tail, copied.length, copied.projected = self.tail, self.length, self.projected
+        copied._keys = [keys[:, :, : self.length].clone() for keys in self._keys]
+        copied._values = [values[:, :, : self.length].clone() for values in self._values]
+        return copied
+
     def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         if not self.length:
             return None

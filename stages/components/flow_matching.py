@@ -11,6 +11,7 @@ decoder does), so a frame's mel does not depend on how the utterance was chunked
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -182,23 +183,47 @@ class FlowStream:
         """Given all the utterance's tokens so far [T] (past the prompt), the mel [1, D, F - first] of frames
         [first, F) where first is the frames held before this call and F = (prompt tokens + T) * ratio; frames past
         the last `pre_lookahead_len` tokens read zeros for the tokens not yet there, as a whole decode's end does."""
+        every = torch.cat([self.prompt_tokens, tokens.to(self.prompt_tokens.device).long()])
+        return self._advance(every, len(every) * self.flow.token_mel_ratio)
+
+    def prime(self) -> None:
+        """Compute and hold the prompt's frames that no later token changes (whole attention chunks, their token
+        features final): what every utterance in this voice computes first, whatever its text. A stream `fork`ed
+        after this starts its first `advance` after them; the frames computed are the same as without it."""
+        look = self.flow.pre_lookahead_layer.pre_lookahead_len
+        final = max(0, len(self.prompt_tokens) - look) * self.flow.token_mel_ratio
+        until = final // self.align * self.align if self.align else 0
+        if until > self.held:
+            self._advance(self.prompt_tokens, until)
+
+    def fork(self) -> FlowStream:
+        """A stream of another utterance in the same voice, holding copies of the frames this one holds."""
+        forked = copy.copy(self)
+        forked.pasts = [past.copy() for past in self.pasts]
+        return forked
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the held keys and values."""
+        return sum(past.nbytes for past in self.pasts)
+
+    def _advance(self, every: torch.Tensor, frames: int) -> tuple[int, torch.Tensor]:
+        """The mel of frames [held, frames) of the tokens `every` (the prompt's first), holding what is final."""
         flow, ratio = self.flow, self.flow.token_mel_ratio
         first = self.held
-        every = torch.cat([self.prompt_tokens, tokens.to(self.prompt_tokens.device).long()])
-        frames = len(every) * ratio
         begin = first // ratio
         back = flow.pre_lookahead_layer.conv2.kernel_size[0] - 1  # the causal conv's tokens before
         low = max(0, begin - back)
-        features = flow.pre_lookahead_layer(flow.input_embedding(every[low:].clamp(min=0))[None])[:, begin - low :]
-        mu = features.repeat_interleave(ratio, dim=1).transpose(1, 2)
+        features = flow.pre_lookahead_layer(flow.input_embedding(every[low:].clamp(min=0))[None])[:, begin - low : -(-frames // ratio)]
+        mu = features.repeat_interleave(ratio, dim=1).transpose(1, 2)[:, :, : frames - begin * ratio]
         cond = torch.zeros_like(mu)
-        prompt = self.prompt_feat[first : self.prompt_frames]
+        prompt = self.prompt_feat[first : min(self.prompt_frames, frames)]
         cond[0, :, : len(prompt)] = prompt.transpose(0, 1).to(mu.dtype)
         decoder = flow.decoder
         if frames > decoder.rand_noise.shape[2]:
             raise ValueError(f"{frames} mel frames exceed the flow decoder's {decoder.rand_noise.shape[2]} frames of start noise")
         noise = decoder.rand_noise[:, :, first:frames].to(mu.device, mu.dtype)
-        final = max(0, len(every) - flow.pre_lookahead_layer.pre_lookahead_len) * ratio
+        final = min(frames, max(0, len(every) - flow.pre_lookahead_layer.pre_lookahead_len) * ratio)
         held = final // self.align * self.align if self.align else 0
         hold = max(0, held - first)
         mel = decoder.solve_euler(noise, decoder.time_span(self.n_timesteps, mu.device, mu.dtype), mu, self.spks, cond, self.pasts, hold)

@@ -59,6 +59,11 @@ class StageDeploy:
     """A chunked decoder stage: how long a ready chunk (not a request's first or last) may wait for other requests'
     chunks while fewer than half of the requests have one ready, so that one decoder call covers more of them (the
     calls' fixed cost is paid once per batch). 0: every chunk is decoded as soon as it can be."""
+    prompt_cache_bytes: int = 0
+    """A chunked decoder stage that streams a voice's prompt through attention it holds (CosyVoice3's flow): bytes of
+    recent voices' prompt work kept (the DiT's keys and values of the prompt's final frames, ~360 MB for a 3-s clip
+    at real size in float32), so that a voice's later requests start after it. 0: none kept. Other stages have no
+    such work and ignore it."""
     min_tokens_per_text_token: float = 0.0
     """An autoregressive stage whose family bounds its output by the text's length (GLM-TTS): at least this many tokens
     per text token before a stop is allowed. 0: the family's default."""

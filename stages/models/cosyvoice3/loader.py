@@ -32,7 +32,8 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,), keep=(modules.lm.llm_decoder,)),
                                 Quantizable.flow_dit("flow", modules.flow.estimator))
     decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning, modules.config.n_timesteps,
-                                 first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames)
+                                 first_chunk=lambda request: request.stage_input.initial_codec_chunk_frames,
+                                 prompt_cache_bytes=flow_deploy.prompt_cache_bytes)
     if flow_deploy.lookahead_frames < decoder.exact_lookahead_tokens:
         log.info("flow lookahead (%d tokens) is shorter than the %d the decoder needs: streamed chunk ends approximate a "
                  "whole-utterance decode", flow_deploy.lookahead_frames, decoder.exact_lookahead_tokens)

@@ -34,6 +34,7 @@ import torch
 from vocalis.stages.components.flow_matching import CausalMaskedDiffWithDiT, FlowStream
 from vocalis.stages.components.hift import CausalHiFTGenerator, HiFTGenerator, HiFTStream
 from vocalis.stages.models.cosyvoice_common.glm_dit import GLMFlow
+from vocalis.stages.models.cosyvoice_common.primed_voices import PrimedVoices
 from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.request import SynthesisRequest
 
@@ -59,15 +60,18 @@ class _Progress:
         self.flow, self.hift = flow, hift
         self.tokens = torch.zeros(0, dtype=torch.long, device="cpu")
         self.mel: torch.Tensor | None = None
-        self.mel_from = 0
+        self.mel_from = flow.held  # a primed stream starts after the frames it holds
 
 
 class FlowVocoderDecoder(ChunkDecoder):
     causal = False  # rows are grouped by window length, never right-padded with tokens that are not there
 
     def __init__(self, flow: CausalMaskedDiffWithDiT | GLMFlow, hift: CausalHiFTGenerator, conditioning: Callable[[SynthesisRequest], FlowConditioning],
-                 n_timesteps: int = 10, first_chunk: Callable[[SynthesisRequest], int | None] | None = None) -> None:
+                 n_timesteps: int = 10, first_chunk: Callable[[SynthesisRequest], int | None] | None = None,
+                 prompt_cache_bytes: int = 0) -> None:
         self.flow, self.hift = flow, hift
+        self.primed = PrimedVoices(prompt_cache_bytes)
+        """Recent voices' flow streams primed over their prompts (incremental streaming only)."""
         self.conditioning = conditioning
         self.first_chunk = first_chunk
         self.n_timesteps = n_timesteps
@@ -102,8 +106,8 @@ class FlowVocoderDecoder(ChunkDecoder):
         window = stream.window
         if stream.state is None:
             cond: FlowConditioning = stream.conditioning
-            stream.state = _Progress(FlowStream(self.flow, cond.prompt_tokens, cond.prompt_mel, cond.embedding, self.n_timesteps),
-                                     HiFTStream(self.hift))
+            flow = self.primed.stream(cond, lambda: FlowStream(self.flow, cond.prompt_tokens, cond.prompt_mel, cond.embedding, self.n_timesteps))
+            stream.state = _Progress(flow, HiFTStream(self.hift))
         progress: _Progress = stream.state
         progress.tokens = torch.cat([progress.tokens[: window.context_start], tokens.cpu().long()])
         first, new = progress.flow.advance(progress.tokens)

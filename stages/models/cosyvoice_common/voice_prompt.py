@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,11 @@ class VoicePrompt:
     """The clip's speech tokens (25 Hz), cut to match the mel."""
     mel: torch.Tensor
     """[token_mel_ratio * len(speech_tokens), 80] log-mel of the clip at the model's rate."""
+
+    @cached_property
+    def flow_conditioning(self) -> FlowConditioning:
+        """The flow's conditioning on this voice: one object per voice, which the flow's primed voices are keyed by."""
+        return FlowConditioning(torch.tensor(self.speech_tokens, dtype=torch.long, device="cpu"), self.mel, self.embedding)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,4 +131,4 @@ class VoicePreparer:
 def conditioning(request: SynthesisRequest[CloneInput]) -> FlowConditioning:
     """The flow's conditioning of a request: its prepared prompt's speech tokens, mel and speaker embedding."""
     voice: VoicePrompt = request.prepared
-    return FlowConditioning(torch.tensor(voice.speech_tokens, dtype=torch.long, device="cpu"), voice.mel, voice.embedding)
+    return voice.flow_conditioning

@@ -1,5 +1,5 @@
 """The shared flow-matching decoder and HiFT vocoder (stages/layers/flow_*.py, hift.py, stages/models/cosyvoice_common/flow_vocoder.py) on
-the tiny CosyVoice3 weights.
+the tiny CosyVoice3 weights, and the flow's primed voices (stages/models/cosyvoice_common/primed_voices.py).
 
 No upstream package installs, so the DiT and the Euler/CFG solver are checked against a plain-torch reading of the
 published architecture written here independently (explicit softmax attention, complex-number rotary, a loop over
@@ -22,7 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from tests.tolerance import Trace, rounding_bound, traced
+from vocalis.stages.components.flow_matching import FlowStream
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder
+from vocalis.stages.models.cosyvoice_common.primed_voices import PrimedVoices
 from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.request import SynthesisRequest
@@ -238,3 +240,56 @@ def test_a_requests_audio_does_not_depend_on_its_batch(modules, decoder):
     alone = stream(decoder, {"t": target}, policy)["t"]
     batched = stream(decoder, {"t": target, **others}, policy)["t"]
     assert torch.equal(alone, batched)
+
+
+def test_a_voices_later_requests_start_after_its_primed_prompt_and_equal_the_whole_decode(modules, monkeypatch):
+    """With `prompt_cache_bytes`, a voice's first request primes the flow over its prompt's final frames and keeps a
+    copy; a later request in that voice starts its DiT after them (fewer frames computed) and both still equal the
+    whole-utterance decode (float64, as above)."""
+    decoder = FlowVocoderDecoder(copy.deepcopy(modules.flow).double(), copy.deepcopy(modules.hift).double(),
+                                 lambda request: request.stage_input, n_timesteps=3, prompt_cache_bytes=1 << 30)
+    estimator = decoder.flow.decoder.estimator
+    dit_frames: list[int] = []
+    forward_after = estimator.forward_after
+    monkeypatch.setattr(estimator, "forward_after", lambda past, x, *rest: dit_frames.append(x.shape[2]) or forward_after(past, x, *rest))
+    cond = conditioning(modules, prompt_tokens=30, seed=10)  # 60 prompt frames: 48 final ones (8-frame chunks, lookahead 3 tokens)
+    generator = torch.Generator().manual_seed(11)
+    first, second = (torch.randint(0, 64, (20,), generator=generator) for _ in range(2))
+    policy = ChunkPolicy(first_chunk_frames=1, chunk_frames=5, left_context_frames=0, lookahead_frames=decoder.exact_lookahead_tokens)
+    computed = []
+    for tokens in (first, second):
+        dit_frames.clear()
+        streamed = stream(decoder, {"a": (tokens, cond)}, policy)["a"]
+        computed.append(sum(dit_frames))
+        with torch.inference_mode(), traced() as path:
+            whole = decoder.decode_one(tokens, cond)
+        assert (streamed - whole.float()).abs().max() <= float64_decode_bound(path, whole)
+    steps, primed = 3, decoder.primed
+    assert len(primed) == 1 and primed.hits == 1
+    # the same chunks after the primed frames; the first request computed those too, in its priming call, and no
+    # more than a decoder that keeps nothing
+    assert computed[0] - computed[1] == steps * 48
+    dit_frames.clear()
+    decoder.primed = PrimedVoices(0)
+    stream(decoder, {"a": (first, cond)}, policy)
+    assert sum(dit_frames) == computed[0]
+
+
+def test_primed_voices_keep_to_their_budget_least_recently_used_out(modules):
+    voices = [conditioning(modules, prompt_tokens=30, seed=seed) for seed in (12, 13)]
+
+    def make(cond):
+        return lambda: FlowStream(modules.flow, cond.prompt_tokens, cond.prompt_mel, cond.embedding, 2)
+
+    with torch.inference_mode():
+        one = PrimedVoices(1 << 30).stream(voices[0], make(voices[0]))
+        assert one.held == 48
+        room = PrimedVoices(one.nbytes)  # one voice's frames
+        for cond in (voices[0], voices[1], voices[1]):
+            room.stream(cond, make(cond))
+        assert len(room) == 1 and room.hits == 1 and room.nbytes <= one.nbytes
+        forked = room.stream(voices[1], make(voices[1]))
+        forked.advance(torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(14)))
+        assert forked.held > 48 and room.stream(voices[1], make(voices[1])).held == 48  # a fork's frames are its own
+        off = PrimedVoices(0)
+        assert off.stream(voices[0], make(voices[0])).held == 0 and len(off) == 0

@@ -38,6 +38,10 @@ class ChunkDecoder(Protocol):
     causal: bool
     """True when a frame's samples do not depend on later frames beyond the lookahead,
     so that windows of different lengths can be right-padded into one batch."""
+    rows_at_once: bool = True
+    """Whether `decode` computes its rows together, one call costing less than a call per row. False (a decoder that
+    loops over its rows): the stage decodes one row a step, the longest ready first, and never holds a chunk back
+    for others, so a request's audio leaves when its own row is done rather than after the others'."""
 
     def start(self, request: SynthesisRequest) -> DecodeStream:
         """The decode stream of a new request (on the stage's thread; may raise: that request fails alone)."""
@@ -119,7 +123,7 @@ class ChunkStage(RequestTable[_Frames]):
         nor its last is held back while fewer than half of the unfinished requests have one ready, up to the policy's
         `max_hold_s` (then `wake_in` says when to ask again): the step then decodes them in one call."""
         self._wake_at = None
-        hold = self.policy.max_hold_s
+        hold = self.policy.max_hold_s if self.decoder.rows_at_once else 0.0
         ready = unfinished = 0
         oldest = float("inf")
         for entry in self._entries.values():
@@ -160,6 +164,8 @@ class ChunkStage(RequestTable[_Frames]):
                 continue
             if len(work) < self.max_num_seqs:
                 work.append((entry, window))
+        if work and not self.decoder.rows_at_once:
+            work = [min(work, key=lambda item: item[0].ready_since or 0.0)]
         self._batch = [entry.request for entry, _ in work]
         groups: dict[int | None, list[tuple[_Frames, Window]]] = {}
         for entry, window in work:

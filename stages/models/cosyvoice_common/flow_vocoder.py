@@ -65,6 +65,7 @@ class _Progress:
 
 class FlowVocoderDecoder(ChunkDecoder):
     causal = False  # rows are grouped by window length, never right-padded with tokens that are not there
+    rows_at_once = False  # each row has its own held frames, prompt and position: decoded one after another
 
     def __init__(self, flow: CausalMaskedDiffWithDiT | GLMFlow, hift: CausalHiFTGenerator, conditioning: Callable[[SynthesisRequest], FlowConditioning],
                  n_timesteps: int = 10, first_chunk: Callable[[SynthesisRequest], int | None] | None = None,

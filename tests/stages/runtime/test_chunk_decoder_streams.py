@@ -124,3 +124,33 @@ def test_ready_chunks_wait_a_moment_for_other_requests_chunks(codec):
     stage.add(StageItem(requests[3], frames[1:3], finished=True))
     assert stage.has_work()  # a request's last chunk: at once
     assert step()[0].finished
+
+
+class RowByRowDecoder(ConditionedDecoder):
+    rows_at_once = False
+
+
+def test_a_decoder_that_loops_over_its_rows_gets_one_a_step_the_longest_ready_first_never_held(codec):
+    """Its rows cost the same in one call or in several: each request's chunk leaves as soon as its own row is
+    decoded, in the order they became ready, and a ready chunk is not held back for the others."""
+    decoder = RowByRowDecoder(codec, dict.fromkeys("abc", 1.0))
+    stage = ChunkStage("flow", decoder, ChunkPolicy(first_chunk_frames=1, chunk_frames=4, left_context_frames=2, max_hold_s=10.0))
+    requests = [request(text) for text in "abc"]
+    frames = torch.randint(0, 64, (5, 4), generator=torch.Generator().manual_seed(1))
+
+    def step() -> list:
+        with torch.inference_mode():
+            return stage.step()
+
+    for r in reversed(requests):  # c's first chunk became ready first
+        stage.add(StageItem(r, frames[:1]))
+        time.sleep(0.002)
+    order = []
+    while stage.has_work():
+        produced = step()
+        assert len(produced) == 1
+        order.append(produced[0].request.text)
+    assert order == ["c", "b", "a"] and decoder.batches == [1, 1, 1]
+    stage.add(StageItem(requests[0], frames[1:5]))
+    assert stage.has_work() and stage.wake_in() is None  # one of three ready: not held for 10 s
+    assert [item.request.text for item in step()] == ["a"]

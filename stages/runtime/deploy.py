@@ -42,10 +42,10 @@ class StageDeploy:
     """Weight quantisation of the stage's generator: one of weight_quantization.QUANTIZE_CHOICES (what each does is
     said there); CPU only. Families that cannot quantise a stage refuse it at load."""
     packed_linears: bool = True
-    """On a CPU, the generator's linears that `quantize` leaves in float (all of them under none) hold their weights in
-    oneDNN's layout and run its product (stages/layers/packed_linear.py): the same dtype, in float32 1.6-3.9x
-    faster than nn.Linear's BLAS product at the rows of a decode step here (bfloat16 1.0-1.35x). false: nn.Linear as
-    loaded. No effect on a GPU."""
+    """On a CPU, the linears of the stage's quantisable modules (a generator's, a flow's DiT) that `quantize` leaves in
+    float (all of them under none) hold their weights in oneDNN's layout and run its product
+    (stages/layers/packed_linear.py): the same dtype, in float32 1.6-3.9x faster than nn.Linear's BLAS product at the
+    rows of a decode step here (bfloat16 1.0-1.35x). false: nn.Linear as loaded. No effect on a GPU."""
     device: str = "cpu"
     threads: int = 0
     """Intra-op threads (ONNX sessions per stage; torch's pool is per process). 0: the library's default."""

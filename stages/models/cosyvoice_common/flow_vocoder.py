@@ -7,7 +7,8 @@ decoder streams incrementally (below), from its first chunk on what it has compu
 (`FlowStream`: keys and values of every attention chunk that is complete and final, so each mel frame is computed once
 more at most) and the vocoder's phase (`HiFTStream`: a window of mel a bounded length before the chunk). A chunk's
 cost does not grow with the utterance but for the attention over held frames; the frames before the window
-(`left_context_frames`) are not needed.
+(`left_context_frames`) are not needed. A stream in a recent voice starts from that voice's primed prompt frames
+(`PrimedVoices`, within the flow stage's `prompt_cache_bytes`) instead of computing them again.
 With at least `exact_lookahead_tokens` of lookahead every emitted sample equals the whole-utterance decode's: the
 chunk-causal DiT lets a mel frame see to the end of its attention chunk, the pre-lookahead convolution reads
 `pre_lookahead_len` tokens further, and the vocoder reads 5 mel frames ahead. The published streaming re-runs flow

@@ -5,7 +5,7 @@ their loaded dtype, not a float32 copy built first, nor the file's tensors besid
 While the tiny checkpoint loads, every floating-point parameter registered on the CPU in float32 is counted for as
 long as it lives: built with `build_empty`, a module's parameters each live only while they are registered (then moved
 to the meta device), so at no moment do more float32 parameter bytes live than the loaded model keeps in float32 (its
-codecs) plus its largest parameter. A generator built in float32 and cast after holds all of its float32 bytes at once.
+codecs, and a float32 stage's weights packed for oneDNN) plus its largest parameter. A generator built in float32 and cast after holds all of its float32 bytes at once.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from torch import nn
 from bench.stage_weights import stage_modules
 from tests import tiny_checkpoints as tiny
 from vocalis.stages.layers import weights as layer_weights
+from vocalis.stages.layers.packed_linear import PackedLinear
 from vocalis.stages.models.registry import load_model
 
 
@@ -111,6 +112,9 @@ def test_a_bfloat16_load_holds_no_float32_generator_and_reads_no_generator_file_
         modules = [m for stage in model.pipeline.stages for m in stage_modules(stage)]
         params = {id(p): p for m in modules for p in m.parameters()}.values()
         kept = sum(p.numel() * p.element_size() for p in params if p.device.type == "cpu" and p.dtype == torch.float32)
+        # a float32 stage's packed linears (packed_linears) keep their weights as buffers in oneDNN's layout
+        packed = {id(m): m for module in modules for m in module.modules() if isinstance(m, PackedLinear)}.values()
+        kept += sum(m.weight_packed.numel() * 4 for m in packed if m.dtype == torch.float32)
         largest = max(p.numel() for p in params) * 4
         bfloat16 = sum(p.numel() for p in params if p.dtype == torch.bfloat16)
         assert bfloat16 > 0, "no stage runs in bfloat16: the overrides missed the generator"

@@ -13,7 +13,7 @@ from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput, code2wav
 from vocalis.stages.models.qwen3_tts.voices import VoiceCloner
-from vocalis.stages.runtime.chunk_stage import DecodeStream
+from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.chunking import ChunkPolicy, Window
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams
@@ -33,7 +33,7 @@ def exact(clip: torch.Tensor | None, frames: torch.Tensor) -> float:
     return rounding_bound(torch.float32, float(samples.abs().max()), path.steps)
 
 
-class Spy:
+class Spy(ChunkDecoder):
     """code2wav, recording the frames each decode call is given, per row."""
 
     causal = True

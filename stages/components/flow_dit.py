@@ -9,6 +9,7 @@ interleaved pairs; attention where a frame sees every frame up to the end of its
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -311,8 +312,7 @@ class DiTPast:
 
     def copy(self) -> DiTPast:
         """A past holding the same frames in buffers of its own, allocated to their length."""
-        copied = DiTPast.__new__(DiTPast)
-        copied.tail, copied.length, copied.projected = self.tail, self.length, self.projected
+        copied = copy.copy(self)  # the projected tail is replaced on append, never written in place: shared
         copied._keys = [keys[:, :, : self.length].clone() for keys in self._keys]
         copied._values = [values[:, :, : self.length].clone() for values in self._values]
         return copied

@@ -208,14 +208,15 @@ class FlowStream:
         return sum(past.nbytes for past in self.pasts)
 
     def _advance(self, every: torch.Tensor, frames: int) -> tuple[int, torch.Tensor]:
-        """The mel of frames [held, frames) of the tokens `every` (the prompt's first), holding what is final."""
+        """The mel of frames [held, frames) (a whole number of tokens) of the tokens `every` (the prompt's first),
+        holding what is final."""
         flow, ratio = self.flow, self.flow.token_mel_ratio
         first = self.held
         begin = first // ratio
         back = flow.pre_lookahead_layer.conv2.kernel_size[0] - 1  # the causal conv's tokens before
         low = max(0, begin - back)
-        features = flow.pre_lookahead_layer(flow.input_embedding(every[low:].clamp(min=0))[None])[:, begin - low : -(-frames // ratio)]
-        mu = features.repeat_interleave(ratio, dim=1).transpose(1, 2)[:, :, : frames - begin * ratio]
+        features = flow.pre_lookahead_layer(flow.input_embedding(every[low:].clamp(min=0))[None])[:, begin - low : frames // ratio - low]
+        mu = features.repeat_interleave(ratio, dim=1).transpose(1, 2)
         cond = torch.zeros_like(mu)
         prompt = self.prompt_feat[first : min(self.prompt_frames, frames)]
         cond[0, :, : len(prompt)] = prompt.transpose(0, 1).to(mu.dtype)

@@ -12,14 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests import tiny_checkpoints as tiny
+from tests.stages.models.cosyvoice_common.flow_inputs import FAMILIES, STEPS, inputs
 from tests.tolerance import rounding_bound
 from vocalis.stages.components.flow_matching import FlowStream
-from vocalis.stages.models.cosyvoice3.weights import load_modules as load_cosyvoice3
-from vocalis.stages.models.glm_tts.weights import load_modules as load_glm_tts
-
-STEPS = 10
-FAMILIES = {"cosyvoice3": (tiny.cosyvoice3, load_cosyvoice3), "glm_tts": (tiny.glm_tts, load_glm_tts)}
 
 
 def rms(x: torch.Tensor) -> float:
@@ -35,15 +30,6 @@ def both_flows(family: str, root) -> tuple:
 @pytest.fixture(scope="module", params=list(FAMILIES))
 def flows(request, tmp_path_factory):
     return both_flows(request.param, tmp_path_factory.mktemp(request.param))
-
-
-def inputs(seed: int = 0) -> tuple[torch.Tensor, ...]:
-    generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, 50, (1, 24), generator=generator)
-    prompt_tokens = torch.randint(0, 50, (1, 20), generator=generator)
-    prompt_mel = torch.randn(1, 40, 80, generator=generator) * 2 - 5  # log-mel-like values
-    embedding = torch.randn(1, 192, generator=generator)
-    return tokens, prompt_tokens, prompt_mel, embedding
 
 
 def test_only_the_dit_takes_the_stage_dtype(flows):

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from tests import tiny_checkpoints as tiny
-from tests.stages.models.cosyvoice_common.test_flow_dtype import FAMILIES, STEPS, inputs
+from tests.stages.models.cosyvoice_common.flow_inputs import FAMILIES, STEPS, inputs
 from tests.tolerance import rounding_bound, traced
 from vocalis.stages.layers.int8_linear import Int8DynamicLinear
 from vocalis.stages.layers.packed_linear import PackedLinear

@@ -1,10 +1,11 @@
 """Each model family's case for the checks run across families stage by stage (tests/stages/runtime/test_device.py,
-test_device_sampling.py, tests/stages/models/test_stage_dtypes.py): its tiny checkpoint (tests/tiny_checkpoints.py;
-the template's from its own build.py), a short text and the request's fields; its `ModelFamily`; and a sink that
-collects a pipeline's audio."""
+test_device_sampling.py, tests/stages/models/test_stage_dtypes.py, test_prompt_cache_stages.py): its tiny checkpoint
+(tests/tiny_checkpoints.py; the template's from its own build.py), a short text and the request's fields; its
+`ModelFamily`, deploy stages and loaded model; and a sink that collects a pipeline's audio."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 
@@ -12,7 +13,12 @@ import numpy as np
 
 from tests import tiny_checkpoints as tiny
 from vocalis.stages.api.family import ModelFamily, discover, family_for_checkpoint
+from vocalis.stages.api.model import LoadedModel
 from vocalis.stages.models._template.build import build_checkpoint
+from vocalis.stages.models.registry import load_model
+from vocalis.stages.runtime.deploy import load_deploy
+
+TEMPLATE = "vocalis.stages.models._template.family"
 
 
 class Collect:
@@ -58,3 +64,19 @@ CASES = {
 """Each family's case: its tiny checkpoint (found or built under a folder), the text, the request's fields."""
 CLONES = {"cosyvoice3", "glm_tts"}
 """Families that need a voice to clone (a reference clip with its transcript) on every request."""
+
+
+def checkpoint(name: str, root: Path) -> Path:
+    """Case `name`'s tiny checkpoint, found or built under `root`."""
+    return CASES[name][0](root)
+
+
+def load(name: str, path: Path, overrides: dict | None = None) -> LoadedModel:
+    """Case `name`'s checkpoint loaded as the server would, with `overrides` as --stage-overrides."""
+    modules = (TEMPLATE,) if name == "tiny_tts" else ()
+    return load_model(str(path), stage_overrides=json.dumps(overrides) if overrides else None, family_modules=modules)
+
+
+def deploy_stages(name: str, path: Path) -> list[str]:
+    """The stage names of case `name`'s family deploy defaults."""
+    return [stage.name for stage in load_deploy(family(name, path).deploy_defaults).stages]

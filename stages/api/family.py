@@ -47,6 +47,9 @@ class ModelFamily:
     float32_stages: tuple[str, ...] = ()
     """Stages that run in float32 whatever their deploy `dtype` says (a codec kept float by design, an ONNX voice):
     a deploy that sets another dtype on one is refused before the load (registry.py), not served in float32 silently."""
+    prompt_cache_stages: tuple[str, ...] = ()
+    """Stages that keep recent voices' prompt work within their deploy `prompt_cache_bytes` (CosyVoice3's flow): a
+    deploy that sets it on any other stage is refused before the load (registry.py), not ignored silently."""
 
 
 def checkpoint_family(
@@ -57,6 +60,7 @@ def checkpoint_family(
     sidecar: str = "",
     file_set: tuple[str, ...] = (),
     float32_stages: tuple[str, ...] = (),
+    prompt_cache_stages: tuple[str, ...] = (),
 ) -> ModelFamily:
     """The usual family: `deploy.yaml` beside `package`'s family.py, and `package.loader.load(path, deploy)`,
     imported only when a checkpoint is loaded (so registering the family imports no torch)."""
@@ -68,7 +72,7 @@ def checkpoint_family(
     if file_set and detect is None:  # a published file set without config.json (CosyVoice3)
         detect = functools.partial(_has_files, file_set)
     return ModelFamily(name=name, model_types=model_types, deploy_defaults=folder / "deploy.yaml", load=load, detect=detect, sidecar=sidecar,
-                       float32_stages=float32_stages)
+                       float32_stages=float32_stages, prompt_cache_stages=prompt_cache_stages)
 
 
 def _has_files(names: tuple[str, ...], path: Path) -> bool:

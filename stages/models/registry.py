@@ -58,6 +58,7 @@ def _load(spec: str | None, deploy_config: Path | None, stage_overrides: str | N
             )
     deploy = load_deploy(family.deploy_defaults, deploy_config, stage_overrides)
     _refuse_fixed_dtypes(family, deploy)
+    _refuse_unread_prompt_cache(family, deploy)
     _warn_emulated_half(family.name, deploy)
     try:
         if path is None:
@@ -97,3 +98,12 @@ def _refuse_fixed_dtypes(family: families.ModelFamily, deploy: DeployConfig) -> 
     if refused:
         raise ValueError(f"the {family.name} family runs stage(s) {[stage.name for stage in refused]} in float32 only "
                          f"(dtype {[stage.dtype for stage in refused]}): set dtype: float32 on them, or leave dtype out")
+
+
+def _refuse_unread_prompt_cache(family: families.ModelFamily, deploy: DeployConfig) -> None:
+    """A prompt cache set on a stage that keeps no prompt work would be ignored: refused by name before the load."""
+    refused = [stage.name for stage in deploy.stages if stage.prompt_cache_bytes and stage.name not in family.prompt_cache_stages]
+    if refused:
+        kept = f"only {list(family.prompt_cache_stages)} keep(s) one" if family.prompt_cache_stages else "none of its stages keeps one"
+        raise ValueError(f"the {family.name} family has no prompt cache on stage(s) {refused} ({kept}): "
+                         "set prompt_cache_bytes: 0 on them, or leave it out")

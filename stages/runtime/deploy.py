@@ -63,7 +63,7 @@ class StageDeploy:
     """A chunked decoder stage that streams a voice's prompt through attention it holds (CosyVoice3's flow): bytes of
     recent voices' prompt work kept (the DiT's keys and values of the prompt's final frames, ~360 MB for a 3-s clip
     at real size in float32), so that a voice's later requests start after it. 0: none kept. Other stages have no
-    such work and ignore it."""
+    such work: a family refuses the setting on them (`ModelFamily.prompt_cache_stages`)."""
     min_tokens_per_text_token: float = 0.0
     """An autoregressive stage whose family bounds its output by the text's length (GLM-TTS): at least this many tokens
     per text token before a stop is allowed. 0: the family's default."""

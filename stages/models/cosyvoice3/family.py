@@ -10,4 +10,4 @@ from __future__ import annotations
 from vocalis.stages.api.family import checkpoint_family
 from vocalis.stages.models.cosyvoice3.config import FILE_SET, MODEL_TYPE
 
-FAMILY = checkpoint_family("cosyvoice3", (MODEL_TYPE,), __package__, file_set=FILE_SET)
+FAMILY = checkpoint_family("cosyvoice3", (MODEL_TYPE,), __package__, file_set=FILE_SET, prompt_cache_stages=("flow",))

@@ -8,23 +8,14 @@ bfloat16 tensors once loaded, where the family's float32 defaults hold none: a l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from tests.family_cases import CASES, family
+from tests.family_cases import CASES, checkpoint, deploy_stages, family, load
 from vocalis.stages.models.registry import load_model
-from vocalis.stages.runtime.deploy import load_deploy
-
-TEMPLATE = "vocalis.stages.models._template.family"
-
-
-def checkpoint(name: str, root: Path) -> Path:
-    return CASES[name][0](root)
 
 
 def tensors_reachable(root: object) -> Iterator[torch.Tensor]:
@@ -51,18 +42,9 @@ def tensors_reachable(root: object) -> Iterator[torch.Tensor]:
             unvisited.extend(vars(obj).values())
 
 
-def load(name: str, path: Path, overrides: dict | None = None):
-    modules = (TEMPLATE,) if name == "tiny_tts" else ()
-    return load_model(str(path), stage_overrides=json.dumps(overrides) if overrides else None, family_modules=modules)
-
-
 def stage_holds(model, stage: str, dtype: torch.dtype) -> bool:
     [found] = [s for s in model.pipeline.stages if s.name == stage]
     return any(t.dtype == dtype for t in tensors_reachable(found))
-
-
-def deploy_stages(name: str, path: Path) -> list[str]:
-    return [stage.name for stage in load_deploy(family(name, path).deploy_defaults).stages]
 
 
 @pytest.mark.parametrize("name", list(CASES))

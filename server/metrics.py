@@ -11,7 +11,7 @@ import asyncio
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from vocalis.server.engine import Engine, UtteranceStats
 from vocalis.stages.api.model import LoadedModel
@@ -73,12 +73,23 @@ class _EngineCollector:
     def collect(self):  # -> Iterator[Metric]
         queued = GaugeMetricFamily("vocalis_queue_depth", "Utterances admitted and not finished, per model.", labels=["model"])
         running = GaugeMetricFamily("vocalis_running_sequences", "Requests each stage holds.", labels=["model", "stage"])
+        cache_labels = ["model", "stage", "cache"]
+        hits = CounterMetricFamily("vocalis_stage_cache_hits", "Requests that started from a stage's kept work (a voice's "
+                                   "primed prompt).", labels=cache_labels)
+        misses = CounterMetricFamily("vocalis_stage_cache_misses", "Requests that computed that work themselves.", labels=cache_labels)
+        entries = GaugeMetricFamily("vocalis_stage_cache_entries", "Entries a stage's cache keeps.", labels=cache_labels)
+        held = GaugeMetricFamily("vocalis_stage_cache_bytes", "Bytes a stage's cache holds.", labels=cache_labels)
         for model in self.engine.models.values():
             queued.add_metric([model.name], self.engine.outstanding(model))
             for stage, count in model.pipeline.running().items():
                 running.add_metric([model.name, stage], count)
-        yield queued
-        yield running
+            for (stage, cache), stats in model.pipeline.caches().items():
+                labels = [model.name, stage, cache]
+                hits.add_metric(labels, stats.hits)
+                misses.add_metric(labels, stats.misses)
+                entries.add_metric(labels, stats.entries)
+                held.add_metric(labels, stats.nbytes)
+        yield from (queued, running, hits, misses, entries, held)
 
 
 class MetricsService(metrics_pb2_grpc.MetricsServicer):

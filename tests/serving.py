@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -52,6 +53,12 @@ class RunningServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def metric(server: RunningServer, name: str) -> dict[str, float]:
+    """Every sample of metric `name` in the server's exposition (GET /metrics), by its label text."""
+    text = httpx.get(f"{server.http_url}/metrics", timeout=30).text
+    return {labels: float(value) for labels, value in re.findall(rf"^{name}(\{{[^}}]*\}})?\s+(\S+)$", text, re.MULTILINE)}
 
 
 def start_server(

@@ -11,7 +11,7 @@ import torch
 from vocalis.stages.runtime.chunking import ChunkPolicy, Window
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.request_table import RequestTable
-from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.stage import CacheStats, StageItem
 
 
 @dataclass
@@ -51,6 +51,10 @@ class ChunkDecoder(Protocol):
         """[B, T, ...] frames to [B, T * samples_per_frame] float samples; streams[i] is row i's stream
         (its conditioning to read, its state to update)."""
         ...
+
+    def caches(self) -> dict[str, CacheStats]:
+        """The decoder's caches of reusable work by name (read from the metrics' thread); none by default."""
+        return {}
 
 
 @dataclass
@@ -117,6 +121,9 @@ class ChunkStage(RequestTable[_Frames]):
             entry.available += len(item.payload)
         entry.finished = entry.finished or item.finished
         entry.changed = True
+
+    def caches(self) -> dict[str, CacheStats]:
+        return self.decoder.caches()
 
     def has_work(self) -> bool:
         """Whether a step would decode (or finish) something now. A ready chunk that is neither its request's first

@@ -8,7 +8,7 @@ from functools import partial
 from vocalis.stages.runtime.device_share import SteppingClock
 from vocalis.stages.runtime.openmp_teams import release_team
 from vocalis.stages.runtime.request import SynthesisRequest
-from vocalis.stages.runtime.stage import Stage, StageItem
+from vocalis.stages.runtime.stage import CacheStats, Stage, StageItem
 from vocalis.stages.runtime.worker import StageWorker
 
 
@@ -43,6 +43,10 @@ class Pipeline:
     def running(self) -> dict[str, int]:
         """Requests each stage holds now (running sequences, streams being decoded, utterances)."""
         return {stage.name: len(stage.active_requests()) for stage in self.stages}
+
+    def caches(self) -> dict[tuple[str, str], CacheStats]:
+        """Each stage's caches of reusable work, by (stage name, cache name)."""
+        return {(stage.name, cache): stats for stage in self.stages for cache, stats in stage.caches().items()}
 
     def submit(self, request: SynthesisRequest) -> None:
         request.on_cancel(self._wake_all)

@@ -22,6 +22,18 @@ from vocalis.stages.runtime.device_share import SteppingClock
 from vocalis.stages.runtime.request import SynthesisRequest
 
 
+@dataclass(frozen=True)
+class CacheStats:
+    """What a stage's cache of reusable work (a voice's primed prompt) has done so far, for the metrics."""
+
+    hits: int
+    """Requests that started from a kept entry."""
+    misses: int
+    """Requests that computed the work (and kept it where it fits)."""
+    entries: int
+    nbytes: int
+
+
 @dataclass
 class StageItem:
     """Something for a stage about one request: a new request, or output of the stage before."""
@@ -78,6 +90,10 @@ class Stage(Protocol):
         it would cost the requests ahead more than it gains (device_share.should_wait); by default both are
         ignored."""
         return None
+
+    def caches(self) -> dict[str, CacheStats]:
+        """The stage's caches of reusable work by name, as they stand (read from the metrics' thread); none by default."""
+        return {}
 
     def batch_requests(self) -> list[SynthesisRequest]:
         """The requests of the step in progress (those to fail when step() raises)."""

@@ -32,6 +32,7 @@ from tests.e2e.cosyvoice_line import (
     speak,
 )
 from tests.e2e.peer_bounds import PEER_MAX_NEW_TOKENS, capped_audio
+from tests.serving import metric
 from tests.ws_session import ws_session
 
 
@@ -76,6 +77,23 @@ def test_uploaded_voice_clones_like_the_inline_clip(cosy):
     assert bare.status_code == 200, bare.text
     response = httpx.post(f"{cosy.http_url}/v1/audio/speech", json={**body, "voice": "bob"}, timeout=60)
     assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
+
+
+def test_a_voices_primed_prompt_is_counted_in_the_metrics(cosy):
+    """The flow keeps a voice's primed prompt (deploy `prompt_cache_bytes`): the first request in a voice no request
+    has used computes it (a miss), the next starts from it (a hit), and /metrics says so with what the cache holds."""
+
+    def flow_cache(name: str) -> float:
+        return sum(v for labels, v in metric(cosy, name).items() if 'stage="flow"' in labels and 'cache="primed_voices"' in labels)
+
+    voice = base64.b64encode(clip_wav(seconds=2.9)).decode()  # a clip no other test sends
+    hits, misses = flow_cache("vocalis_stage_cache_hits_total"), flow_cache("vocalis_stage_cache_misses_total")
+    first = pcm(speak(cosy, response_format="pcm", ref_audio=voice))
+    assert (flow_cache("vocalis_stage_cache_hits_total"), flow_cache("vocalis_stage_cache_misses_total")) == (hits, misses + 1)
+    assert flow_cache("vocalis_stage_cache_entries") >= 1 and flow_cache("vocalis_stage_cache_bytes") > 0
+    again = pcm(speak(cosy, response_format="pcm", ref_audio=voice))
+    assert (flow_cache("vocalis_stage_cache_hits_total"), flow_cache("vocalis_stage_cache_misses_total")) == (hits + 1, misses + 1)
+    assert again == first and len(first) == 2 * TOKENS * TOKEN
 
 
 def test_the_peers_max_new_tokens_past_the_cache_is_a_cap(cosy):

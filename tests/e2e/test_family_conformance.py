@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.serving import RunningServer
+from tests.serving import RunningServer, metric
 from tests.ws_session import audio as ws_audio
 from tests.ws_session import events, ws_session
 from vocalis.clients.errors import VocalisError
@@ -202,12 +201,6 @@ def close(a: np.ndarray, b: np.ndarray, steps: int = 4) -> bool:
     gap = int(np.abs(a.astype(np.int32) - b.astype(np.int32)).max(initial=0))
     assert gap <= steps, f"{gap} int16 steps apart"
     return True
-
-
-def metric(server: RunningServer, name: str) -> dict[str, float]:
-    """Every sample of metric `name` in the server's exposition, by its label text."""
-    text = httpx.get(f"{server.http_url}/metrics", timeout=30).text
-    return {labels: float(value) for labels, value in re.findall(rf"^{name}(\{{[^}}]*\}})?\s+(\S+)$", text, re.MULTILINE)}
 
 
 def batched_steps(server: RunningServer) -> float:

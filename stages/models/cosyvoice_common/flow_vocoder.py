@@ -38,6 +38,7 @@ from vocalis.stages.models.cosyvoice_common.glm_dit import GLMFlow
 from vocalis.stages.models.cosyvoice_common.primed_voices import PrimedVoices
 from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.request import SynthesisRequest
+from vocalis.stages.runtime.stage import CacheStats
 
 HIFT_LOOKAHEAD_MEL = CausalHiFTGenerator.lookahead_mel
 """Mel frames ahead that a causal vocoder sample depends on."""
@@ -96,6 +97,9 @@ class FlowVocoderDecoder(ChunkDecoder):
     def start(self, request: SynthesisRequest) -> DecodeStream:
         first = self.first_chunk(request) if self.first_chunk is not None else None
         return DecodeStream(first_chunk_frames=first, conditioning=self.conditioning(request))
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"primed_voices": self.primed.stats()} if self.primed.budget_bytes > 0 else {}
 
     def decode(self, frames: torch.Tensor, streams: list[DecodeStream]) -> torch.Tensor:
         """Each row's samples of its window's [start, end) (incrementally, the rest, never emitted, left zero), or of the

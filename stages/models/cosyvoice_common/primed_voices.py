@@ -9,7 +9,7 @@ prompt's last chunk or so and its own frames. A voice's first utterance primes a
 of one (the same frames computed); a voice's later ones copy its held frames (3.6 MB a frame at real size in float32,
 10 steps x 22 blocks x 2 x 2 x 1024 floats).
 
-Used from the flow stage's thread only. Keyed by the conditioning object: `voice_prompt.conditioning` gives one per
+Used from the flow stage's thread; `stats()` may be read from another (the metrics'). Keyed by the conditioning object: `voice_prompt.conditioning` gives one per
 encoded voice."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from vocalis.stages.components.flow_matching import FlowStream
+from vocalis.stages.runtime.stage import CacheStats
 
 
 class PrimedVoices:
@@ -28,10 +29,13 @@ class PrimedVoices:
         self._streams: OrderedDict[object, FlowStream] = OrderedDict()
         self.hits = 0
         """Utterances that started from a kept voice."""
+        self.misses = 0
+        """Utterances that primed their voice's stream themselves."""
+        self.nbytes = 0
+        """Bytes the kept streams hold."""
 
-    @property
-    def nbytes(self) -> int:
-        return sum(stream.nbytes for stream in self._streams.values())
+    def stats(self) -> CacheStats:
+        return CacheStats(hits=self.hits, misses=self.misses, entries=len(self._streams), nbytes=self.nbytes)
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -46,10 +50,12 @@ class PrimedVoices:
             self._streams.move_to_end(voice)
             self.hits += 1
             return primed.fork()
+        self.misses += 1
         stream = make()
         stream.prime()
         if 0 < stream.nbytes <= self.budget_bytes:
-            self._streams[voice] = stream.fork()
+            kept = self._streams[voice] = stream.fork()  # never advanced: its bytes stay as counted
+            self.nbytes += kept.nbytes
             while self.nbytes > self.budget_bytes:
-                self._streams.popitem(last=False)
+                self.nbytes -= self._streams.popitem(last=False)[1].nbytes
         return stream

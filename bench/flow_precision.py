@@ -30,14 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import real_size_cpu  # noqa: E402
+from bench.half_precision_drift import ser_db  # noqa: E402
 from bench.report import write_json  # noqa: E402
 
 LOADERS = {"cosyvoice3": "vocalis.stages.models.cosyvoice3.weights", "glm-tts": "vocalis.stages.models.glm_tts.weights"}
-
-
-def snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
-    reference, other = reference.double(), other.double()
-    return float(10 * torch.log10(reference.pow(2).sum() / (reference - other).pow(2).sum()))
 
 
 def checkpoint_of(key: str, work_dir: Path, tiny: bool) -> Path:
@@ -99,7 +95,7 @@ def measure(key: str, checkpoint: Path, tokens: int, prompt_tokens: int, repeats
     base_s = statistics.median(times[BASELINE])
     results = {name: {"s": times[name], "median_s": statistics.median(times[name]),
                       "over_plain_float32": statistics.median(times[name]) / base_s,
-                      "mel_snr_db": snr_db(mels[BASELINE], mels[name]) if name != BASELINE else float("inf")}
+                      "mel_snr_db": ser_db(mels[BASELINE].double().flatten().numpy(), mels[name].double().flatten().numpy())}
                for name in variants}
     return {"family": key, "checkpoint": str(checkpoint), "tokens": tokens, "prompt_tokens": prompt_tokens,
             "mel_frames": int(mels[BASELINE].shape[-1]), "steps": steps, "blocks": len(plain.estimator.transformer_blocks),

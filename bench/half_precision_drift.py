@@ -182,11 +182,14 @@ def generator_drift(a: torch.Tensor, b: torch.Tensor) -> str:
 
 
 def ser_db(reference: np.ndarray, other: np.ndarray) -> float:
+    """Signal-to-error ratio of `other` against `reference` over their common length, in float64: inf where they are
+    equal (so that a variant that did not change anything shows as such), nan where there is nothing to compare."""
     n = min(len(reference), len(other))
     if n == 0:
         return float("nan")
-    error = reference[:n] - other[:n]
-    return float(10 * np.log10((np.sum(reference[:n] ** 2) + 1e-12) / (np.sum(error**2) + 1e-12)))
+    reference, other = np.asarray(reference[:n], np.float64), np.asarray(other[:n], np.float64)
+    error = float(np.sum((reference - other) ** 2))
+    return float("inf") if error == 0 else float(10 * np.log10(float(np.sum(reference**2)) / error))
 
 
 def qwen3_teacher_forced(settings: dict[str, str]) -> dict:

@@ -20,6 +20,8 @@ step's matmul shapes, FLOPs and weight bytes at each concurrency c; then, in one
 3. loads the real-size random checkpoint (bench/real_size_cpu.py builds it into --work-dir, reused when there)
    through the family loader and times the generator stage's steps (the first after a voice's prepare stage; AuK:
    its flow's Euler steps, the thinker before it runs once a request) while c greedy requests run through the pipeline;
+   beside the median of all of them, the median of the steps no other stage stepped beside (a decoder stage shares
+   the two cores with the generator's steps it overlaps: "alone");
 4. prints limit / measured per c, where the limit is the larger of the two bounds, and replay / measured, where the
    replay is the step's matmuls alone run in order on distinct (cold) weights of the real sizes.
 
@@ -56,6 +58,8 @@ from bench.stage_weights import model_weight_bytes  # noqa: E402
 from vocalis.stages.layers.packed_linear import PackedLinear  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+ALONE_SHARE = 0.05
+"""A step is timed as alone when another stage stepped beside it for less than this share of its time."""
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "mkldnn::", "aten::_mkldnn")
 
 
@@ -235,6 +239,9 @@ class StepRun:
     admission that finds batching does not pay, item 3, serves fewer at a time)."""
     durations: list[float]
     """Seconds of each generator step of that batch size (a recorded step left out)."""
+    beside: list[float]
+    """For each of those steps, the share of its time during which another stage stepped beside it (the pipeline's
+    SteppingClock): a step that shared the cores with a decoder's takes longer for that alone."""
     ops: dict[str, float]
     """With `profile`: self CPU seconds per torch op over those steps but the first."""
     recorded: list[Matmul]
@@ -246,7 +253,9 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
     StepRun. Profiling is on the stage's own thread."""
     stage = generator_stage(model, key)
     inner = stage.step
+    stepping = next(worker.stepping for worker in model.pipeline.workers if worker.stage is stage)
     durations: dict[int, list[float]] = {}
+    beside: dict[int, list[float]] = {}
     recorded: dict[int, list[Matmul]] = {}
     ops: dict[str, float] = {}
     before = 0
@@ -257,6 +266,7 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
         expected = before
         # a decode step, not the prompt's: the second step of a batch size or later
         recording = record and expected not in recorded and len(durations.get(expected, [])) >= 1
+        mark = stepping.mark()
         start = time.perf_counter()
         if profile or recording:
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=recording) as prof:
@@ -264,12 +274,14 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
         else:
             out = inner()
         elapsed = time.perf_counter() - start
+        share = stepping.beside_since(mark)
         batch = before = len(stage.batch_requests())
         if batch == 0 or recording:  # a recorded step's time holds the profiler's
             if recording and batch == expected:
                 recorded[batch] = recorded_matmuls(prof.key_averages(group_by_input_shape=True))
             return out
         durations.setdefault(batch, []).append(elapsed)
+        beside.setdefault(batch, []).append(share)
         if profile and batch == c and len(durations[batch]) > 1:  # the first is the prompt step: decode steps only
             for event in prof.key_averages():
                 ops[event.key] = ops.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
@@ -289,7 +301,7 @@ def time_steps(model, key: str, c: int, frames: int, steps: int, profile: bool =
     if not batches:
         raise RuntimeError(f"{key}: no decode step was recorded at c = {c}; give the requests more frames or steps")
     batch = max(batches)
-    return StepRun(batch, durations[batch], ops, recorded.get(batch, []))
+    return StepRun(batch, durations[batch], beside[batch], ops, recorded.get(batch, []))
 
 
 def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, repeats: int, dtype: str,
@@ -319,10 +331,13 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
     rows = []
     for c in levels:
         step_s = statistics.median(measured[c])
+        alone = [d for d, share in zip(measured[c], runs[c].beside, strict=True) if share < ALONE_SHARE]
         for name, lim in machine[c].items():
             bound = max(lim["compute_s"], lim["bandwidth_s"])
             rows.append({"family": key, "concurrency": c, "batch": runs[c].batch, "limit_dtype": name, "vocalis_dtype": dtype, "step_s": step_s,
-                         "steps": len(measured[c]), "compute_s": lim["compute_s"], "bandwidth_s": lim["bandwidth_s"],
+                         "steps": len(measured[c]), "steps_alone": len(alone),
+                         "step_alone_s": statistics.median(alone) if alone else None,
+                         "beside_share": statistics.mean(runs[c].beside), "compute_s": lim["compute_s"], "bandwidth_s": lim["bandwidth_s"],
                          "limit_s": bound, "fraction": bound / step_s, "replay_s": lim["replay_s"],
                          "replay_fraction": lim["replay_s"] / step_s, "gflops": lim["flops"] / 1e9,
                          "weight_bytes": lim["weight_bytes"], "gflops_at_compute_bound": lim["gflops_at_compute_bound"],
@@ -334,10 +349,12 @@ def run(key: str, checkpoint: Path, levels: list[int], frames: int, steps: int, 
 
 def _line(r: dict) -> str:
     batch = "" if r["batch"] == r["concurrency"] else f" (steps of {r['batch']})"
+    alone = "-" if r["step_alone_s"] is None else f"{1000 * r['step_alone_s']:.0f} ({r['steps_alone']})"
     return (f"| {r['family']} | {r['concurrency']}{batch} | {r['limit_dtype']} | {r['gflops']:.2f} | {r['weight_bytes'] / 2**30:.2f} | "
             f"{r['gflops_at_compute_bound']:.1f} | {1000 * r['compute_s']:.0f} | {1000 * r['bandwidth_s']:.0f} | "
             f"{1000 * r['replay_s']:.0f} | {1000 * r['step_s']:.0f} ({r['vocalis_dtype']}) | {r['achieved_gflops']:.1f} | "
-            f"{r['fraction']:.2f} | {r['replay_fraction']:.2f} | {r['step_from']} | {r['recorded_gflops']:.2f} |")
+            f"{r['fraction']:.2f} | {r['replay_fraction']:.2f} | {r['step_from']} | {r['recorded_gflops']:.2f} | {alone} | "
+            f"{r['beside_share']:.2f} |")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -360,8 +377,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"{os.cpu_count()} cores, torch {torch.get_num_threads()} threads, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print("| family | c | limit dtype | GFLOP/step | weight GiB/step | GFLOP/s on its shapes | compute-bound ms | "
           "bandwidth-bound ms | matmul replay ms | Vocalis step ms | Vocalis GFLOP/s | limit/measured | replay/measured | "
-          "step shapes | recorded GFLOP/step |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "step shapes | recorded GFLOP/step | Vocalis step ms alone (steps) | another stage beside, share of step time |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = {}
     for key in args.families.split(","):
         family = real_size_cpu.FAMILIES[key]

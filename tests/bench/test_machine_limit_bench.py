@@ -29,6 +29,8 @@ def test_machine_limit_runs_on_the_tiny_checkpoint(tmp_path, capsys):
         assert r["steps"] >= 1 and r["step_s"] > 0 and r["compute_s"] > 0 and r["bandwidth_s"] > 0, r
         assert r["fraction"] == max(r["compute_s"], r["bandwidth_s"]) / r["step_s"], r
         assert r["replay_s"] > 0 and r["replay_fraction"] == r["replay_s"] / r["step_s"], r
+        assert 0 <= r["beside_share"] <= 1 and 0 <= r["steps_alone"] <= r["steps"], r
+        assert (r["step_alone_s"] is None) == (r["steps_alone"] == 0), r
     assert result["bandwidth_bytes_per_s"] > 1e8
     profile = result["profile"]
     assert profile["steps"] >= 1 and 0 < profile["matmul_self_s"] <= profile["op_self_s"]

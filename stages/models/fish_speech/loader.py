@@ -25,11 +25,11 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
 
     ar_deploy, codec_deploy = deploy.stage("slow_ar"), deploy.stage("dac_decoder")
     modules = load_modules(path, device=ar_deploy.device, dtype=ar_deploy.torch_dtype)
-    # The slow and fast ARs; the codec stays float.
-    quantized = quantize_stages(deploy, Quantizable("slow_ar", (modules.dual_ar,)))
     tokenizer = FishTokenizer.from_file(str(Path(path) / "tokenizer.json"))
     encoder = ReferenceEncoder(modules.codec)
     slow_ar = SlowARStageModel(modules, tokenizer, ar_deploy.max_len, encoder)
+    # The slow and fast ARs and the slow AR's speech head; the codec stays float.
+    quantized = quantize_stages(deploy, Quantizable("slow_ar", (modules.dual_ar, slow_ar.head)))
     adapter = FishSpeechAdapter(modules.codec.sample_rate)
     stages = [
         PrepareStage("voices", encoder),  # reference clips are encoded here, while the slow AR keeps stepping

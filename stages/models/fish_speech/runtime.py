@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from vocalis.stages.api.errors import InvalidField
+from vocalis.stages.layers.allowed_rows_head import AllowedRowsHead
 from vocalis.stages.models.fish_common.codec import ClipInput, ReferenceEncoder
 from vocalis.stages.models.fish_speech.prompt import ControlTokenInText, FishTokenizer, Prompt, clone_prompt, text_only_prompt
 from vocalis.stages.models.fish_speech.weights import FishSpeechModules
@@ -47,7 +48,9 @@ class SlowARStageModel(AutoregressiveModel):
         allowed = torch.zeros(c.text.vocab_size, dtype=torch.bool)
         allowed[c.semantic_start_token_id:c.semantic_end_token_id + 1] = True
         allowed[tokenizer.im_end] = True  # the stop token
-        self._never = ~allowed
+        self.head = AllowedRowsHead(self.model.text_model.model.embeddings.weight, allowed)
+        """The tied head's semantic and stop rows (nothing else can be picked; the rest are -inf): a linear of the
+        slow_ar stage's (its packing and quantisation apply)."""
         self.residual_vocab = modules.codec.config.codebook_size
 
     @property
@@ -80,9 +83,8 @@ class SlowARStageModel(AutoregressiveModel):
                       states: list[SequenceState]) -> torch.Tensor:
         c = self.config
         start = c.semantic_start_token_id
-        if self._never.device != hidden.device:  # moved once, not uploaded every step
-            self._never = self._never.to(hidden.device)
-        logits = self.model.token_logits(hidden).float().masked_fill(self._never, float("-inf"))
+        normed = self.model.slow_output(hidden)
+        logits = self.head(normed)
         first = [len(h) == 0 for h in histories]
         if any(first):  # at least one frame, so no request is silent (decided on the host: no device read)
             logits[torch.tensor(first, device=logits.device), self.tokenizer.im_end] = float("-inf")
@@ -96,7 +98,7 @@ class SlowARStageModel(AutoregressiveModel):
         def choose(_group: int, group_logits: torch.Tensor) -> torch.Tensor:
             return sample_states(group_logits.float(), fast)
 
-        rest, _ = self.model.frame_codes(self.model.slow_output(hidden), semantic, choose, residual_vocab=self.residual_vocab)
+        rest, _ = self.model.frame_codes(normed, semantic, choose, residual_vocab=self.residual_vocab)
         first_code = torch.where(eos, torch.full_like(semantic, EOS_CODE), semantic)
         return torch.cat([first_code[:, None], rest], dim=1).cpu()
 

@@ -45,6 +45,11 @@ class GLMSpeechLM(nn.Module):
         """Hidden states [B, L, H] of whole rows (causal), without the runtime's cache (tests, goldens)."""
         return run_dense(self.model.layers, self.model.norm, embeds, self.config.head_dim, self.config.rope_theta)
 
+    @property
+    def head_weight(self) -> torch.Tensor:
+        """[vocab, hidden]: the embeddings when tied, else lm_head's."""
+        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return (hidden @ weight.T).float()
+        """Float logits over the whole vocabulary (goldens, tests; a speech step reads GLMTTSLM.head's)."""
+        return (hidden @ self.head_weight.T).float()

@@ -28,13 +28,13 @@ def load(path: Path, deploy: DeployConfig) -> LoadedModel:
     lm_deploy, flow_deploy = deploy.stage("llm"), deploy.stage("flow")
     modules = load_modules(path, dtype=lm_deploy.torch_dtype, device=lm_deploy.device, flow_device=flow_deploy.device,
                            flow_dtype=flow_deploy.torch_dtype)
-    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm,)), Quantizable.flow_dit("flow", modules.flow.estimator))
-    decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning)
-    log.info("GLM-TTS flow: %d tokens of lookahead; chunk ends approximate a whole-utterance decode (the DiT and its GRN "
-             "see the whole utterance, as in the published streaming)", flow_deploy.lookahead_frames)
     default = TokenBudget()
     budget = TokenBudget(lm_deploy.min_tokens_per_text_token or default.min_ratio, lm_deploy.max_tokens_per_text_token or default.max_ratio)
     lm = GLMTTSLM(modules.lm, modules.tokenizer, lm_deploy.max_len, budget)
+    quantized = quantize_stages(deploy, Quantizable("llm", (modules.lm, lm.head)), Quantizable.flow_dit("flow", modules.flow.estimator))
+    decoder = FlowVocoderDecoder(modules.flow, modules.hift, conditioning)
+    log.info("GLM-TTS flow: %d tokens of lookahead; chunk ends approximate a whole-utterance decode (the DiT and its GRN "
+             "see the whole utterance, as in the published streaming)", flow_deploy.lookahead_frames)
     adapter = GLMTTSAdapter(modules.config.sample_rate)
     stages = [
         PrepareStage("voices", VoicePreparer(Frontend(path, modules.config, max(lm_deploy.threads, 1)))),

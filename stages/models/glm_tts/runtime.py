@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vocalis.stages.layers.allowed_rows_head import AllowedRowsHead
 from vocalis.stages.models.cosyvoice_common.ras_sampling import SamplingHistory, sample_speech_tokens
 from vocalis.stages.models.cosyvoice_common.voice_prompt import CloneInput
 from vocalis.stages.models.glm_tts.lm import GLMSpeechLM
@@ -59,12 +60,14 @@ class GLMTTSLM(AutoregressiveModel):
         self.audio_start, self.speech_tokens = tokenizer.audio_start, tokenizer.speech_tokens
         self.stop_ids = tokenizer.stop_ids()
         self.begin_of_audio = tokenizer.begin_of_audio()
-        allowed = torch.full((c.vocab_size,), float("-inf"))
-        allowed[self.audio_start:self.audio_start + self.speech_tokens] = 0
-        allowed[self.stop_ids] = 0
-        self.allowed = allowed
-        """Added to the logits: only speech and stop tokens can be picked (the published decoder warns on others and
-        passes them to the flow, which cannot voice them)."""
+        self.vocab_size = c.vocab_size
+        allowed = torch.zeros(c.vocab_size, dtype=torch.bool)
+        allowed[self.audio_start:self.audio_start + self.speech_tokens] = True
+        allowed[self.stop_ids] = True
+        self.head = AllowedRowsHead(lm.head_weight, allowed)
+        """Only speech and stop tokens can be picked (the published decoder warns on others and passes them to the
+        flow, which cannot voice them): the head computes their logits alone, the others are -inf. A linear of the
+        llm stage's (its packing and quantisation apply)."""
         stop = torch.zeros(c.vocab_size, dtype=torch.bool)
         stop[self.stop_ids] = True
         self.stop = stop
@@ -90,7 +93,7 @@ class GLMTTSLM(AutoregressiveModel):
         if inputs.max_new_tokens is not None:  # a cap on the text-length budget, as the peer's GLM-TTS adapter applies it
             high = min(high, inputs.max_new_tokens)
         sampling = dataclasses.replace(inputs.sampling, max_new_tokens=high)
-        history = SamplingHistory.start(sampling, inputs.ras, self.allowed.shape[0], self.lm.device)
+        history = SamplingHistory.start(sampling, inputs.ras, self.vocab_size, self.lm.device)
         return SequenceStart(embeds, sampling, SequenceState(min(low, high), history))
 
     def forward(self, embeds: torch.Tensor, batch: AttentionBatch, cache: SlotKVCache) -> torch.Tensor:
@@ -100,9 +103,9 @@ class GLMTTSLM(AutoregressiveModel):
                       states: list[SequenceState]) -> torch.Tensor:
         """Frames [B, 1] on the host (the step's one crossing): the allowed-token and stop masks, RAS or top-k, each
         sequence's history and the token-to-frame mapping run on the model's device."""
-        if self.allowed.device != hidden.device:  # moved once, not uploaded every step
-            self.allowed, self.stop = self.allowed.to(hidden.device), self.stop.to(hidden.device)
-        logits = self.lm.logits(hidden) + self.allowed
+        if self.stop.device != hidden.device:  # moved once, not uploaded every step
+            self.stop = self.stop.to(hidden.device)
+        logits = self.head(hidden)
         early = [state.history.steps < state.min_tokens for state in states]  # no stop before the text's minimum
         if any(early):
             logits = logits.masked_fill(torch.tensor(early, device=logits.device)[:, None] & self.stop, float("-inf"))

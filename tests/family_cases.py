@@ -1,7 +1,7 @@
 """Each model family's case for the checks run across families stage by stage (tests/stages/runtime/test_device.py,
 test_device_sampling.py, tests/stages/models/test_stage_dtypes.py, test_prompt_cache_stages.py): its tiny checkpoint
 (tests/tiny_checkpoints.py; the template's from its own build.py), a short text and the request's fields; its
-`ModelFamily`, deploy stages and loaded model; and a sink that collects a pipeline's audio."""
+`ModelFamily` and deploy stages (`case_family`), its loaded model; and a sink that collects a pipeline's audio."""
 
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def load(name: str, path: Path, overrides: dict | None = None) -> LoadedModel:
     return load_model(str(path), stage_overrides=json.dumps(overrides) if overrides else None, family_modules=modules)
 
 
-def deploy_stages(name: str, path: Path) -> list[str]:
-    """The stage names of case `name`'s family deploy defaults."""
-    return [stage.name for stage in load_deploy(family(name, path).deploy_defaults).stages]
+def case_family(name: str, root: Path) -> tuple[Path, ModelFamily, list[str]]:
+    """Case `name`'s checkpoint under `root`, its family, and the stage names of the family's deploy defaults."""
+    path = checkpoint(name, root)
+    served = family(name, path)
+    return path, served, [stage.name for stage in load_deploy(served.deploy_defaults).stages]

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.family_cases import CASES, checkpoint, deploy_stages, family, load
+from tests.family_cases import CASES, case_family, load
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_prompt_cache_on_a_stage_without_one_is_refused_by_name(name, tmp_path):
-    path = checkpoint(name, tmp_path)
-    fam = family(name, path)
-    stages = deploy_stages(name, path)
+    path, fam, stages = case_family(name, tmp_path)
     assert set(fam.prompt_cache_stages) <= set(stages), f"{name} declares prompt caches on stages it does not have"
     for stage in stages:
         if stage in fam.prompt_cache_stages:
@@ -26,8 +24,8 @@ def test_a_prompt_cache_on_a_stage_without_one_is_refused_by_name(name, tmp_path
 
 
 def test_cosyvoice3s_flow_keeps_primed_voices_within_the_deploy_budget(tmp_path):
-    path = checkpoint("cosyvoice3", tmp_path)
-    assert family("cosyvoice3", path).prompt_cache_stages == ("flow",)
+    path, fam, _ = case_family("cosyvoice3", tmp_path)
+    assert fam.prompt_cache_stages == ("flow",)
     model = load("cosyvoice3", path, {"flow": {"prompt_cache_bytes": 12345}})
     try:
         [flow] = [stage for stage in model.pipeline.stages if stage.name == "flow"]

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.family_cases import CASES, checkpoint, deploy_stages, family, load
+from tests.family_cases import CASES, case_family, load
 from vocalis.stages.models.registry import load_model
 
 
@@ -49,9 +49,7 @@ def stage_holds(model, stage: str, dtype: torch.dtype) -> bool:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_each_stage_takes_bfloat16_or_refuses_it_by_name(name, tmp_path):
-    path = checkpoint(name, tmp_path)
-    fam = family(name, path)
-    stages = deploy_stages(name, path)
+    path, fam, stages = case_family(name, tmp_path)
     assert set(fam.float32_stages) <= set(stages), f"{name} declares float32-only stages it does not have"
     for stage in fam.float32_stages:
         with pytest.raises(ValueError, match=rf"{fam.name} family runs stage\(s\) \['{stage}'\] in float32 only \(dtype \['bfloat16'\]\)"):

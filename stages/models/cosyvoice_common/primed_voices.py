@@ -9,8 +9,8 @@ prompt's last chunk or so and its own frames. A voice's first utterance primes a
 of one (the same frames computed); a voice's later ones copy its held frames (3.6 MB a frame at real size in float32,
 10 steps x 22 blocks x 2 x 2 x 1024 floats).
 
-Used from the flow stage's thread; `stats()` may be read from another (the metrics'). Keyed by the conditioning object: `voice_prompt.conditioning` gives one per
-encoded voice."""
+Used from the flow stage's thread; `stats()` may be read from another (the metrics'). Keyed by the conditioning
+object: `voice_prompt.conditioning` gives one per encoded voice."""
 
 from __future__ import annotations
 

@@ -124,7 +124,8 @@ class FishDualAR(nn.Module):
         return self.text_model.model.norm(hidden)
 
     def token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """[..., vocab] from hidden states: the final norm, then the tied embeddings."""
+        """[..., vocab] from hidden states: the final norm, then the tied embeddings (goldens, tests; a speech step reads
+        SlowARStageModel.head's, the semantic and stop rows alone)."""
         return F.linear(self.slow_output(hidden), self.text_model.model.embeddings.weight)
 
     # -- the fast AR ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import torch
 
 from tests.tolerance import rounding_bound
 from vocalis.stages.layers.allowed_rows_head import AllowedRowsHead
-from vocalis.stages.layers.packed_linear import PackedLinear, available
+from vocalis.stages.layers.packed_linear import PackedLinear
 from vocalis.stages.layers.quantized_linear import replace_linears
 
 
@@ -37,7 +37,6 @@ def test_the_kept_rows_logits_are_the_whole_heads_and_the_rest_are_minus_inf(row
     assert torch.isinf(got[:, ~allowed]).all() and torch.isfinite(got[:, allowed]).all()
 
 
-@pytest.mark.skipif(not available(torch.float32), reason="oneDNN's float32 inner product is not in this torch build")
 def test_packed_the_head_is_within_the_rounding_of_its_sums():
     torch.manual_seed(3)
     weight, hidden, allowed = torch.randn(300, 512), torch.randn(4, 512), mask(300)

@@ -5,7 +5,8 @@ their loaded dtype, not a float32 copy built first, nor the file's tensors besid
 While the tiny checkpoint loads, every floating-point parameter registered on the CPU in float32 is counted for as
 long as it lives: built with `build_empty`, a module's parameters each live only while they are registered (then moved
 to the meta device), so at no moment do more float32 parameter bytes live than the loaded model keeps in float32 (its
-codecs, and a float32 stage's weights packed for oneDNN) plus its largest parameter. A generator built in float32 and cast after holds all of its float32 bytes at once.
+codecs, and a float32 stage's weights packed for oneDNN) plus its largest parameter. A generator built in float32 and
+cast after holds all of its float32 bytes at once.
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ tests/goldens/voxcpm2/make_goldens.py does: VoxCPM2 never uses it, so a placehol
 CosyVoice3 and GLM-TTS have no upstream package on PyPI: their runners are the code path of their golden tests
 (tests/goldens/cosyvoice3/make_goldens.py, tests/goldens/glm_tts/make_goldens.py), transformers' Qwen2ForCausalLM on
 llm.pt's `llm.model.*` (config from CosyVoice-BlankEN/) and LlamaForCausalLM on llm/, with the published prompt layout
-and greedy decode, stop tokens masked for all --frames steps. They run the speech LM ONLY (no flow, no vocoder: the
-goldens have no oracle for them), so a request's audio is its tokens at --frame-rate and its first audio is its whole
-decode. This venv has no vocalis, so the prompt ids come in a JSON file (--prompt) that the Vocalis side wrote with
+and greedy decode, stop tokens masked for all --frames steps. They run the speech LM ONLY (no vocoder: the goldens
+have no oracle for it), so a request's audio is its tokens at --frame-rate and its first audio is its whole decode;
+with --flow, CosyVoice3's then runs the published whole-utterance flow too (tests/goldens/cosyvoice3/plain_flow.py,
+the flow goldens' plain reading, over the prompt's frames and the new ones, as the published non-streaming inference
+does), and its first audio is after that. This venv has no vocalis, so the prompt ids come in a JSON file (--prompt) that the Vocalis side wrote with
 the family's own tokenisers. Attention is transformers' default (sdpa), not the goldens' eager (exactness there,
 speed here), and GLM-TTS's head runs on the last position only (`logits_to_keep=1`), as generate() does. Their venv
 (the goldens' transformers):
@@ -84,6 +86,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
+LM_SECONDS: list[float] = []
+"""Each request's speech-LM decode, where a runner runs more than its LM (CosyVoice3 with --flow)."""
 
 
 def qwen3_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
@@ -164,7 +168,10 @@ def omnivoice_runner(checkpoint: str, text: str, frames: int, args: argparse.Nam
 
 def cosyvoice3_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
     """tests/goldens/cosyvoice3/make_goldens.py's decode: [sos, text ids, task id, prompt speech] as embeddings into
-    Qwen2ForCausalLM's backbone, `llm_decoder` over the last hidden state, the argmax over speech tokens only."""
+    Qwen2ForCausalLM's backbone, `llm_decoder` over the last hidden state, the argmax over speech tokens only. With
+    --flow, then the published whole-utterance flow over the voice's prompt and the new tokens (tests/goldens/cosyvoice3/
+    plain_flow.py, the flow goldens' oracle: flow.pt as published, the steps and chunk the Vocalis side wrote), as the
+    published non-streaming inference runs it; the vocoder is not run (it has no oracle)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     prompt = json.loads(open(args.prompt).read())
@@ -178,20 +185,39 @@ def cosyvoice3_runner(checkpoint: str, text: str, frames: int, args: argparse.Na
     speech = state["speech_embedding.weight"].float()
     del state
     speech_tokens = prompt["speech_tokens"]
+    flow = whole_flow(checkpoint, prompt) if args.flow else None
 
     def run() -> tuple[float | None, float]:
+        start = time.perf_counter()
         embeds = torch.cat([speech[prompt["sos"]][None], model.model.embed_tokens(torch.tensor(prompt["text_ids"])),
                             speech[prompt["task_id"]][None], speech[torch.tensor(prompt["prompt_speech"], dtype=torch.long)]])[None]
-        past, step_input = None, embeds
+        past, step_input, tokens = None, embeds, []
         for _ in range(frames):
             out = model.model(inputs_embeds=step_input, past_key_values=past, use_cache=True)
             past = out.past_key_values
             logits = torch.nn.functional.linear(out.last_hidden_state[0, -1], decoder, bias)
             token = int(logits[:speech_tokens].argmax())  # the stop tokens masked for every step: exactly `frames` tokens
+            tokens.append(token)
             step_input = speech[token][None, None]
+        LM_SECONDS.append(time.perf_counter() - start)
+        if flow is not None:
+            mel = flow(torch.tensor(tokens))
+            assert mel.shape[2] == frames * prompt["flow"]["ratio"] and bool(mel.isfinite().all())
         return None, frames / args.frame_rate
 
     return run
+
+
+def whole_flow(checkpoint: str, prompt: dict):
+    """The voice's whole-utterance flow as tests/goldens/cosyvoice3/plain_flow.py reads it: tokens [T] -> mel."""
+    sys.path.insert(0, str(ROOT / "tests" / "goldens" / "cosyvoice3"))
+    from plain_flow import flow_state, reference_mel
+
+    state = flow_state(torch.load(f"{checkpoint}/flow.pt", map_location="cpu", weights_only=True))
+    settings = prompt["flow"]
+    noise = torch.randn([1, 80, 50 * 300], generator=torch.Generator().manual_seed(0))  # the published fixed start noise
+    voice = [torch.tensor(prompt["prompt_speech"], dtype=torch.long), torch.tensor(prompt["prompt_mel"]), torch.tensor(prompt["embedding"])]
+    return lambda tokens: reference_mel(state, settings["chunk"], settings["ratio"], tokens, *voice, settings["steps"], noise, settings["cfg_rate"])
 
 
 def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
@@ -428,6 +454,8 @@ def main() -> None:
     parser.add_argument("--ref-text", help="the transcript of --ref-audio")
     parser.add_argument("--prompt", help="the prompt ids of the runners without a tokeniser of their own (JSON, written by "
                         "the Vocalis side)")
+    parser.add_argument("--flow", action="store_true", help="CosyVoice3: the LM, then the published whole-utterance flow "
+                        "(the flow goldens' plain reading); the vocoder is never run")
     parser.add_argument("--frame-rate", type=float, default=25.0, help="an LM-only runner's speech tokens per second of audio")
     parser.add_argument("--dtype", default="float32", help="the talker's dtype (higgs-audio v2's and Fish S2 Pro's runners; the others load float32, "
                         "as their Vocalis sides run)")
@@ -441,12 +469,14 @@ def main() -> None:
         for clients in (int(x) for x in args.levels.split(",")):
             start = time.perf_counter()
             requests = []
+            LM_SECONDS.clear()
             for _ in range(clients):
                 began = time.perf_counter() - start
                 first, audio = run()
                 done = time.perf_counter() - start
                 requests.append((done if first is None else began + first, done, audio))  # None: the whole waveform at once
-            levels.append({"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": requests})
+            levels.append({"concurrency": clients, "wall_s": time.perf_counter() - start, "requests": requests}
+                          | ({"lm_wall_s": sum(LM_SECONDS)} if LM_SECONDS else {}))  # its LM alone, one request after another
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"torch": torch.__version__, "load_s": load_s, "levels": levels, "peak_rss_bytes": peak}))
 

@@ -3,7 +3,8 @@ the tiny CosyVoice3 weights, and the flow's primed voices (stages/models/cosyvoi
 
 No upstream package installs, so the DiT and the Euler/CFG solver are checked against a plain-torch reading of the
 published architecture written here independently (explicit softmax attention, complex-number rotary, a loop over
-the cosine schedule) with recorded noise; the vocoder by its published properties (causality and lookahead, fixed
+the cosine schedule; tests/goldens/cosyvoice3/plain_flow.py, which bench/real_size_reference.py runs too) with recorded
+noise, and the flow's whole-utterance inference (token features, speaker projection, prompt, guidance) likewise; the vocoder by its published properties (causality and lookahead, fixed
 noise, length). Streaming: a ChunkStage decode equals the whole-utterance decode across chunk boundaries while
 computing a bounded amount per chunk, and a request's audio does not depend on what else is in its batch.
 
@@ -19,8 +20,8 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
+from tests.goldens.cosyvoice3.plain_flow import flow_state, reference_dit, reference_mel
 from tests.tolerance import Trace, rounding_bound, traced
 from vocalis.stages.components.flow_matching import FlowStream
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder
@@ -29,49 +30,6 @@ from vocalis.stages.runtime.chunk_stage import ChunkStage
 from vocalis.stages.runtime.chunking import ChunkPolicy
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.stage import CacheStats, StageItem
-
-
-def reference_dit(state: dict[str, torch.Tensor], heads: int, dim_head: int, chunk: int, x, mu, t, spks, cond) -> torch.Tensor:
-    """The published DiT read from its tensors: [B, 80, L] in and out."""
-    def linear(h, name):
-        return h @ state[name + ".weight"].T + state[name + ".bias"]
-
-    x, mu, cond = x.transpose(1, 2), mu.transpose(1, 2), cond.transpose(1, 2)
-    b, length, _ = x.shape
-    half = 128
-    freq = torch.exp(-math.log(10000) * torch.arange(half) / (half - 1))
-    sinus = torch.cat([torch.sin(1000 * t[:, None] * freq), torch.cos(1000 * t[:, None] * freq)], dim=1)
-    temb = linear(F.silu(linear(sinus, "estimator.time_embed.time_mlp.0")), "estimator.time_embed.time_mlp.2")
-    h = linear(torch.cat([x, cond, mu, spks[:, None].expand(b, length, -1)], dim=-1), "estimator.input_embed.proj")
-    conv = h.transpose(1, 2)
-    for name in ("conv1", "conv2"):
-        weight, bias = state[f"estimator.input_embed.conv_pos_embed.{name}.0.weight"], state[f"estimator.input_embed.conv_pos_embed.{name}.0.bias"]
-        conv = F.mish(F.conv1d(F.pad(conv, (weight.shape[2] - 1, 0)), weight, bias, groups=16))
-    h = h + conv.transpose(1, 2)
-    angles = torch.arange(length)[:, None].float() * state["estimator.rotary_embed.inv_freq"][None]  # [L, dim_head / 2]
-    rotation = torch.polar(torch.ones_like(angles), angles)
-
-    def rotate(v):  # the first dim_head channels, as complex pairs (0,1), (2,3), ...
-        pairs = torch.view_as_complex(v[..., :dim_head].reshape(b, length, dim_head // 2, 2).contiguous())
-        return torch.cat([torch.view_as_real(pairs * rotation).reshape(b, length, dim_head), v[..., dim_head:]], dim=-1)
-
-    visible = torch.tensor([[j < (i // chunk + 1) * chunk for j in range(length)] for i in range(length)])
-    for i in range(sum(1 for k in state if k.endswith("attn_norm.linear.weight"))):
-        p = f"estimator.transformer_blocks.{i}"
-        mods = linear(F.silu(temb), f"{p}.attn_norm.linear").chunk(6, dim=1)
-        norm = F.layer_norm(h, (h.shape[-1],), eps=1e-6) * (1 + mods[1][:, None]) + mods[0][:, None]
-        q, k, v = rotate(linear(norm, f"{p}.attn.to_q")), rotate(linear(norm, f"{p}.attn.to_k")), linear(norm, f"{p}.attn.to_v")
-        q, k, v = (z.view(b, length, heads, dim_head).permute(0, 2, 1, 3) for z in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(dim_head)
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-        attended = (weights @ v).permute(0, 2, 1, 3).reshape(b, length, heads * dim_head)
-        h = h + mods[2][:, None] * linear(attended, f"{p}.attn.to_out.0")
-        norm = F.layer_norm(h, (h.shape[-1],), eps=1e-6) * (1 + mods[4][:, None]) + mods[3][:, None]
-        ff = linear(F.gelu(linear(norm, f"{p}.ff.ff.0.0"), approximate="tanh"), f"{p}.ff.ff.2")
-        h = h + mods[5][:, None] * ff
-    scale, shift = linear(F.silu(temb), "estimator.norm_out.linear").chunk(2, dim=1)
-    h = F.layer_norm(h, (h.shape[-1],), eps=1e-6) * (1 + scale[:, None]) + shift[:, None]
-    return linear(h, "estimator.proj_out").transpose(1, 2)
 
 
 def test_dit_matches_a_plain_reading(modules):
@@ -108,6 +66,23 @@ def test_euler_solver_with_cosine_schedule_and_guidance_matches_a_plain_loop(mod
             x = x + (times[i + 1] - times[i]) * ((1 + rate) * v_cond - rate * v_free)
     # the batched (conditioned + free) pass against two separate ones: float32 over every step's DiT
     assert (ours - x).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
+
+
+def test_whole_flow_matches_a_plain_reading(modules, tiny_checkpoint):
+    """`CausalMaskedDiffWithDiT.inference` against the plain reading of the published whole-utterance flow, on flow.pt
+    as published: token features through the pre-lookahead layer, the normalised speaker projection, the prompt mel
+    as condition, guided and free rows, the fixed start noise."""
+    flow = modules.flow
+    state = flow_state(torch.load(tiny_checkpoint / "flow.pt", map_location="cpu", weights_only=True))
+    cond = conditioning(modules, prompt_tokens=7, seed=15)
+    tokens = torch.randint(0, 64, (11,), generator=torch.Generator().manual_seed(16))
+    with torch.inference_mode():
+        with traced() as path:
+            ours = flow.inference(tokens[None], cond.prompt_tokens[None], cond.prompt_mel[None], cond.embedding[None], 3)
+        expected = reference_mel(state, flow.decoder.estimator.static_chunk_size, flow.token_mel_ratio, tokens, cond.prompt_tokens,
+                                 cond.prompt_mel, cond.embedding, 3, flow.decoder.rand_noise, flow.decoder.inference_cfg_rate)
+    assert ours.shape == expected.shape == (1, 80, 22)
+    assert (ours - expected).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
 
 
 def test_fixed_start_noise_is_the_published_seed_0_draw(modules):

@@ -43,7 +43,7 @@ Each side runs in its own child process, one model in memory at a time, and repo
     python bench/real_size_cpu.py --tiny --reference-python ''      # CI-sized: the tiny checkpoint, Vocalis only
     python bench/real_size_cpu.py --families omnivoice --steps 4 --reps 3   # 3 interleaved pairs
     python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3   # the LM-only references
-    python bench/real_size_cpu.py --families cosyvoice3 --frames 24 --reps 3 --reference-flow   # LM + published flow
+    python bench/real_size_cpu.py --families cosyvoice3,glm-tts --frames 24 --reps 3 --reference-flow   # LM + published flow
     python bench/real_size_cpu.py --families higgs-audio-v2 --frames 16 --reps 3      # bfloat16 on both sides
     python bench/real_size_cpu.py --families fish-speech-s2-pro --frames 16 --reps 3  # bfloat16 on both sides
     python bench/real_size_cpu.py --families auk --reference-python '' --frames 50 --steps 4 --reps 3
@@ -167,7 +167,7 @@ FAMILIES = {
     "gepard": Family("gepard", "gepard-1.0", Path("tiny") / "gepard", "", 22050 / 1024, "", built=True,
                      published_samples_per_frame=1024),
 }
-FLOW_REFERENCES = ("cosyvoice3",)
+FLOW_REFERENCES = ("cosyvoice3", "glm-tts")
 """The LM-only references that --reference-flow extends with the published flow (its goldens' plain reading)."""
 LM_GREEDY = {"cosyvoice3": {"sampler": "standard", "temperature": 0.0, "repetition_penalty": 1.0},
              "glm-tts": {"sampler": "topk", "temperature": 0.0},
@@ -332,17 +332,26 @@ async def lm_prompt(model, family: Family, frames: int) -> dict:
         from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
 
         encode = lm.modules.tokenizer.encode
-        from vocalis.stages.runtime.chunk_stage import ChunkStage
-
-        decoder = stage_of(model, ChunkStage).decoder  # the flow settings and voice of --reference-flow's flow
-        flow = decoder.flow
         return {"text_ids": encode(prompt_text(ref_text)) + encode(request.text), "prompt_speech": list(voice.speech_tokens),
-                "sos": lm.lm.config.sos, "task_id": lm.lm.config.task_id, "speech_tokens": lm.speech_tokens,
-                "prompt_mel": voice.mel.tolist(), "embedding": voice.embedding.tolist(),
-                "flow": {"chunk": flow.decoder.estimator.static_chunk_size, "ratio": flow.token_mel_ratio,
-                         "steps": decoder.n_timesteps, "cfg_rate": flow.decoder.inference_cfg_rate}}
+                "sos": lm.lm.config.sos, "task_id": lm.lm.config.task_id, "speech_tokens": lm.speech_tokens} | flow_prompt(model, voice)
     return {"ids": lm.prompt_ids(ref_text, request.text, list(voice.speech_tokens)), "audio_start": lm.audio_start,
-            "speech_tokens": lm.speech_tokens}
+            "speech_tokens": lm.speech_tokens} | flow_prompt(model, voice)
+
+
+def flow_prompt(model, voice) -> dict:
+    """What --reference-flow's whole-utterance flow reads besides the LM's tokens: the voice's prompt mel and speaker
+    embedding, and the flow's published settings as the family's loader read them."""
+    from vocalis.stages.components.flow_matching import CausalMaskedDiffWithDiT
+    from vocalis.stages.runtime.chunk_stage import ChunkStage
+
+    decoder = stage_of(model, ChunkStage).decoder
+    flow = decoder.flow
+    if isinstance(flow, CausalMaskedDiffWithDiT):
+        settings = {"chunk": flow.decoder.estimator.static_chunk_size, "cfg_rate": flow.decoder.inference_cfg_rate}
+    else:  # GLM-TTS's
+        settings = {"cfg_rate": flow.inference_cfg_rate, "speech_token_cfg": flow.speech_token_cfg}
+    return {"prompt_speech": list(voice.speech_tokens), "prompt_mel": voice.mel.tolist(), "embedding": voice.embedding.tolist(),
+            "flow": settings | {"ratio": flow.token_mel_ratio, "steps": decoder.n_timesteps}}
 
 
 class LMSteps:
@@ -481,8 +490,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "which its reference runs in too: float32, bfloat16 for higgs-audio v2)")
     parser.add_argument("--vocalis-overrides", default="", help="more stage overrides for the Vocalis side (JSON, keyed "
                         "by stage index as the bench's own: '0' the first stage), e.g. '{\"0\": {\"packed_linears\": false}}'")
-    parser.add_argument("--reference-flow", action="store_true", help="CosyVoice3's reference runs the published "
-                        "whole-utterance flow after its LM (the flow goldens' plain reading; no vocoder), not the LM only")
+    parser.add_argument("--reference-flow", action="store_true", help="CosyVoice3's and GLM-TTS's references run the "
+                        "published whole-utterance flow after their LM (the flow goldens' plain readings; no vocoder), not the LM only")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
     parser.add_argument("--reference-python", default=None,
                         help="python of the venv with the reference package (default: the family's); empty to run Vocalis only")
@@ -513,7 +522,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{os.cpu_count()} cores; reference: " + ", ".join(f"{k} {v or 'not run'}" for k, v in references.items()))
     if args.reference_flow:
         print(f"{', '.join(k for k in keys if k in FLOW_REFERENCES)}: the reference runs its LM, then the published whole-utterance "
-              "flow (tests/goldens/cosyvoice3/plain_flow.py: the prompt's frames and the new ones, every request), no vocoder")
+              "flow (tests/goldens/*/plain_flow.py: the prompt's frames and the new ones, every request), no vocoder")
     lm_only = [k for k in keys if FAMILIES[k].lm_only_reference and not (args.reference_flow and k in FLOW_REFERENCES)]
     if lm_only:
         print(f"{', '.join(lm_only)}: no upstream package; the reference is the goldens' code path (transformers' blocks), "

@@ -38,9 +38,9 @@ CosyVoice3 and GLM-TTS have no upstream package on PyPI: their runners are the c
 llm.pt's `llm.model.*` (config from CosyVoice-BlankEN/) and LlamaForCausalLM on llm/, with the published prompt layout
 and greedy decode, stop tokens masked for all --frames steps. They run the speech LM ONLY (no vocoder: the goldens
 have no oracle for it), so a request's audio is its tokens at --frame-rate and its first audio is its whole decode;
-with --flow, CosyVoice3's then runs the published whole-utterance flow too (tests/goldens/cosyvoice3/plain_flow.py,
-the flow goldens' plain reading, over the prompt's frames and the new ones, as the published non-streaming inference
-does), and its first audio is after that. This venv has no vocalis, so the prompt ids come in a JSON file (--prompt) that the Vocalis side wrote with
+with --flow, they then run the published whole-utterance flow too (tests/goldens/cosyvoice3/plain_flow.py,
+tests/goldens/glm_tts/plain_flow.py: the flow goldens' plain readings, over the prompt's frames and the new ones, as
+the published non-streaming inference does), and the first audio is after that. This venv has no vocalis, so the prompt ids come in a JSON file (--prompt) that the Vocalis side wrote with
 the family's own tokenisers. Attention is transformers' default (sdpa), not the goldens' eager (exactness there,
 speed here), and GLM-TTS's head runs on the last position only (`logits_to_keep=1`), as generate() does. Their venv
 (the goldens' transformers):
@@ -87,7 +87,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
 LM_SECONDS: list[float] = []
-"""Each request's speech-LM decode, where a runner runs more than its LM (CosyVoice3 with --flow)."""
+"""Each request's speech-LM decode (CosyVoice3's and GLM-TTS's runners), its time alone where --flow adds the flow."""
 
 
 def qwen3_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
@@ -215,31 +215,57 @@ def whole_flow(checkpoint: str, prompt: dict):
 
     state = flow_state(torch.load(f"{checkpoint}/flow.pt", map_location="cpu", weights_only=True))
     settings = prompt["flow"]
-    noise = torch.randn([1, 80, 50 * 300], generator=torch.Generator().manual_seed(0))  # the published fixed start noise
+    noise = published_noise()
     voice = [torch.tensor(prompt["prompt_speech"], dtype=torch.long), torch.tensor(prompt["prompt_mel"]), torch.tensor(prompt["embedding"])]
     return lambda tokens: reference_mel(state, settings["chunk"], settings["ratio"], tokens, *voice, settings["steps"], noise, settings["cfg_rate"])
 
 
 def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
     """tests/goldens/glm_tts/make_goldens.py's decode: `LlamaForCausalLM.from_pretrained(llm/)`, as the published code
-    loads it, on [prompt text, text, <|begin_of_audio|>, prompt speech as <|audio_k|>], the argmax over <|audio_k|> only."""
+    loads it, on [prompt text, text, <|begin_of_audio|>, prompt speech as <|audio_k|>], the argmax over <|audio_k|> only.
+    With --flow, then the published whole-utterance flow (tests/goldens/glm_tts/plain_flow.py: every frame attends to
+    every other) over the voice's prompt and the new tokens; the vocoder is not run (it has no oracle)."""
     from transformers import LlamaForCausalLM
 
     prompt = json.loads(open(args.prompt).read())
     model = LlamaForCausalLM.from_pretrained(f"{checkpoint}/llm", dtype=torch.float32).eval()
     low = prompt["audio_start"]
     high = low + prompt["speech_tokens"]
+    flow = None
+    if args.flow:
+        sys.path.insert(0, str(ROOT / "tests" / "goldens" / "glm_tts"))
+        from plain_flow import reference_mel
+
+        state = {k: v.float() for k, v in torch.load(f"{checkpoint}/flow/flow.pt", map_location="cpu", weights_only=True).items()}
+        voice = [torch.tensor(prompt["prompt_speech"], dtype=torch.long), torch.tensor(prompt["prompt_mel"]), torch.tensor(prompt["embedding"])]
+        settings = prompt["flow"]
+        noise = published_noise()
+
+        def flow(tokens: torch.Tensor) -> torch.Tensor:
+            return reference_mel(state, settings["ratio"], tokens, *voice, settings["steps"], noise, settings["cfg_rate"],
+                                 settings["speech_token_cfg"])
 
     def run() -> tuple[float | None, float]:
-        past, step_ids = None, torch.tensor([prompt["ids"]])
+        start = time.perf_counter()
+        past, step_ids, tokens = None, torch.tensor([prompt["ids"]]), []
         for _ in range(frames):
             out = model(input_ids=step_ids, past_key_values=past, use_cache=True, logits_to_keep=1)
             past = out.past_key_values
             token = low + int(out.logits[0, -1, low:high].argmax())  # stops (and text) masked for every step
+            tokens.append(token - low)
             step_ids = torch.tensor([[token]])
+        LM_SECONDS.append(time.perf_counter() - start)
+        if flow is not None:
+            mel = flow(torch.tensor(tokens))
+            assert mel.shape[2] == frames * prompt["flow"]["ratio"] and bool(mel.isfinite().all())
         return None, frames / args.frame_rate
 
     return run
+
+
+def published_noise() -> torch.Tensor:
+    """The flow's fixed start noise as the published decoders draw it: seed 0, [1, 80, 50 * 300]."""
+    return torch.randn([1, 80, 50 * 300], generator=torch.Generator().manual_seed(0))
 
 
 def higgs_audio_v2_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
@@ -454,8 +480,8 @@ def main() -> None:
     parser.add_argument("--ref-text", help="the transcript of --ref-audio")
     parser.add_argument("--prompt", help="the prompt ids of the runners without a tokeniser of their own (JSON, written by "
                         "the Vocalis side)")
-    parser.add_argument("--flow", action="store_true", help="CosyVoice3: the LM, then the published whole-utterance flow "
-                        "(the flow goldens' plain reading); the vocoder is never run")
+    parser.add_argument("--flow", action="store_true", help="CosyVoice3, GLM-TTS: the LM, then the published whole-utterance "
+                        "flow (the flow goldens' plain reading); the vocoder is never run")
     parser.add_argument("--frame-rate", type=float, default=25.0, help="an LM-only runner's speech tokens per second of audio")
     parser.add_argument("--dtype", default="float32", help="the talker's dtype (higgs-audio v2's and Fish S2 Pro's runners; the others load float32, "
                         "as their Vocalis sides run)")

@@ -2,8 +2,9 @@
 weights, streamed through the shared chunk decoder (stages/models/cosyvoice_common/flow_vocoder.py).
 
 No upstream package installs, so the DiT is checked against a plain-torch reading of the published architecture
-written here independently (explicit softmax attention, complex rotary on the first head's channels, GRN and the
-published block mask by loops, token stretching by index), the solver against a loop of separate conditioned and
+written independently (tests/goldens/glm_tts/plain_flow.py, which bench/real_size_reference.py runs too: explicit
+softmax attention, complex rotary on the first head's channels, GRN and the published block mask by loops, token
+stretching by index), the whole-utterance flow against that reading's, the solver against a loop of separate conditioned and
 unconditioned passes with recorded noise, and the vocoder by its properties (length, clamp, lookahead bound, fixed
 noise). Streaming cannot equal a whole decode exactly (attention and GRN see the whole utterance, as published), so
 the test bounds the difference at chunk ends, and checks it shrinks with lookahead and vanishes with enough.
@@ -17,6 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.goldens.glm_tts.plain_flow import reference_dit, reference_mel
 from tests.tolerance import rounding_bound, traced
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning, FlowVocoderDecoder
 from vocalis.stages.models.cosyvoice_common.glm_dit import block_attention_mask, token_blocks_to_mel
@@ -45,62 +47,6 @@ def published_block_mask(blocks: list[int], length: int) -> torch.Tensor:
         minimum = int(size / 2) if size <= 172 else int(size / 1.5)
         mask[i, : start + size + max(0, minimum - ahead)] = True
     return mask
-
-
-def reference_dit(state, heads, dim_head, x, cond, tokens, t, spk, visible) -> torch.Tensor:
-    """The published GLM DiT read from its tensors: x, cond [B, L, *], tokens [B, T], spk [B, 192] -> [B, L, 80]."""
-    def linear(h, name):
-        return h @ state[name + ".weight"].T + state[name + ".bias"]
-
-    def layer_norm(h, name=None):
-        return F.layer_norm(h, (h.shape[-1],), state.get(f"{name}.weight"), state.get(f"{name}.bias"), eps=1e-6)
-
-    b, length, _ = x.shape
-    half = 128
-    freq = torch.exp(-math.log(10000) * torch.arange(half) / (half - 1))
-    sinus = torch.cat([torch.sin(1000 * t[:, None] * freq), torch.cos(1000 * t[:, None] * freq)], dim=1)
-    temb = linear(F.silu(linear(sinus, "estimator.time_embed.time_mlp.0")), "estimator.time_embed.time_mlp.2")
-    temb = torch.cat([temb, spk], dim=-1)
-    # tokens stretched to the mel length: frame i reads token floor(i * T / L)
-    stretched = torch.stack([tokens[:, (i * tokens.shape[1]) // length] for i in range(length)], dim=1)
-    text = state["estimator.text_emb_layer.text_embed.weight"][stretched]
-    dim = text.shape[-1]
-    inv = 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim)
-    angle = torch.arange(length).float()[:, None] * inv[None]
-    text = text + torch.cat([angle.cos(), angle.sin()], dim=-1)
-    for k in range(sum(1 for key in state if key.endswith("dwconv.weight"))):
-        p = f"estimator.text_emb_layer.text_blocks.{k}"
-        y = F.conv1d(text.transpose(1, 2), state[f"{p}.dwconv.weight"], state[f"{p}.dwconv.bias"], padding=3, groups=dim).transpose(1, 2)
-        y = F.gelu(linear(layer_norm(y, f"{p}.norm"), f"{p}.pwconv1"))
-        energy = y.pow(2).sum(dim=1, keepdim=True).sqrt()  # per channel, over the whole sequence
-        y = state[f"{p}.grn.gamma"] * (y * energy / (energy.mean(dim=-1, keepdim=True) + 1e-6)) + state[f"{p}.grn.beta"] + y
-        text = text + linear(y, f"{p}.pwconv2")
-    h = linear(torch.cat([x, cond, text], dim=-1), "estimator.emb_concator.proj")
-    conv = h.transpose(1, 2)
-    for index in (0, 2):
-        weight = state[f"estimator.emb_concator.conv_pos_embed.conv1d.{index}.weight"]
-        conv = F.mish(F.conv1d(conv, weight, state[f"estimator.emb_concator.conv_pos_embed.conv1d.{index}.bias"], padding=15, groups=16))
-    h = h + conv.transpose(1, 2)
-    angles = torch.arange(length)[:, None].float() * state["estimator.rotary_embed.inv_freq"][None]
-    rotation = torch.polar(torch.ones_like(angles), angles)
-
-    def rotate(v):
-        pairs = torch.view_as_complex(v[..., :dim_head].reshape(b, length, dim_head // 2, 2).contiguous())
-        return torch.cat([torch.view_as_real(pairs * rotation).reshape(b, length, dim_head), v[..., dim_head:]], dim=-1)
-
-    for i in range(sum(1 for k in state if k.endswith("attn_norm.linear.weight"))):
-        p = f"estimator.transformer_blocks.{i}"
-        mods = linear(F.silu(temb), f"{p}.attn_norm.linear").chunk(6, dim=1)
-        norm = layer_norm(h) * (1 + mods[1][:, None]) + mods[0][:, None]
-        q, k, v = rotate(linear(norm, f"{p}.attn.to_q")), rotate(linear(norm, f"{p}.attn.to_k")), linear(norm, f"{p}.attn.to_v")
-        q, k, v = (z.view(b, length, heads, dim_head).permute(0, 2, 1, 3) for z in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(dim_head)
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-        h = h + mods[2][:, None] * linear((weights @ v).permute(0, 2, 1, 3).reshape(b, length, -1), f"{p}.attn.to_out.0")
-        norm = layer_norm(h) * (1 + mods[4][:, None]) + mods[3][:, None]
-        h = h + mods[5][:, None] * linear(F.gelu(linear(norm, f"{p}.ff.ff.0.0"), approximate="tanh"), f"{p}.ff.ff.2")
-    scale, shift = linear(F.silu(temb), "estimator.norm_out.linear").chunk(2, dim=1)
-    return linear(layer_norm(h) * (1 + scale[:, None]) + shift[:, None], "estimator.proj_out")
 
 
 def test_block_mask_is_the_published_one():
@@ -151,6 +97,25 @@ def test_euler_solver_with_cosine_schedule_and_guidance_matches_a_plain_loop(mod
     assert ours.shape == (1, 80, 14)
     # the batched (conditioned + free) pass against two separate ones: float32 over every step's DiT
     assert (ours - x[:, 10:].transpose(1, 2)).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
+
+
+def test_whole_flow_matches_a_plain_reading(modules, glm_checkpoint):
+    """`GLMFlow.inference` (no mask: the whole utterance) against the plain reading of the published whole-utterance
+    flow on flow/flow.pt as published: tokens stretched, the prompt mel as condition, the normalised speaker, guided
+    and free rows, the fixed start noise."""
+    flow = modules.flow
+    assert flow.spk_embed_affine_layer is None  # the published config drops the speaker concatenation, as the reading does
+    state = torch.load(glm_checkpoint / "flow" / "flow.pt", map_location="cpu", weights_only=True)
+    generator = torch.Generator().manual_seed(17)
+    tokens, prompt = torch.randint(0, 64, (9,), generator=generator), torch.randint(0, 64, (6,), generator=generator)
+    prompt_mel, embedding = torch.randn(12, 80, generator=generator) - 4, torch.randn(192, generator=generator)
+    with torch.inference_mode():
+        with traced() as path:
+            ours = flow.inference(tokens[None], prompt[None], prompt_mel[None], embedding[None], 3)
+        expected = reference_mel(state, flow.token_mel_ratio, tokens, prompt, prompt_mel, embedding, 3, flow.rand_noise,
+                                 flow.inference_cfg_rate, flow.speech_token_cfg)
+    assert ours.shape == expected.shape == (1, 80, 18)
+    assert (ours - expected).abs().max() <= rounding_bound(torch.float32, path.peak, path.steps)
 
 
 def test_vocoder_length_clamp_lookahead_and_fixed_noise(modules):

@@ -52,7 +52,7 @@ class SamplerTape:
                 replay.mismatched += 1
                 return ORIGINAL(logits, params, generators, seen)
             reference, picks = recorded
-            ours = logits.detach().float()
+            ours = logits.detach().float().cpu()  # the recorded run may have been on another device
             finite = torch.isfinite(reference) & torch.isfinite(ours)
             scale = reference[finite].abs().max().clamp(min=1e-12)
             replay.errors.append(float((ours - reference)[finite].abs().max() / scale))

@@ -1,21 +1,28 @@
-"""Real-size serving figures for the neural families: audio-s/s, TTFA p50/p99, RTF and KV bytes per stream.
+"""Every GPU check in one command: device correctness, CUDA graphs on and off, real-size serving and memory.
 
-One command, no download: for each family it builds a checkpoint with random weights
-at the published sizes (the committed tiny checkpoint's files, with the published
-sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
+Three sections, in this order, within one wall-clock budget (--budget-s: work that would start after it is skipped
+and listed, so that a run on one H200 ends within 8 minutes), one JSON (--out) and one table per section:
+1. parity: each family's stages on --device against the CPU in float32, on the tiny checkpoints, the codes forced
+   (bench/device_parity.py: float32 judged against the checkpoint's own float64/float32 floor, --parity-dtype reported);
+2. graphs: --graph-family (Qwen3-TTS 1.7B Base) at --graph-levels (1, 16, 64) with its deploy file's CUDA graphs, then
+   eager: audio-s/s, TTFA p50/p99, RTF, KV per stream;
+3. families: every family at --levels (1 and 8), the same figures with the weights and the device's peak memory.
+Sections 2 and 3 build checkpoints with random weights at the published sizes (the committed tiny checkpoint's files,
+with the published sizes of tests/stages/models/qwen3_tts/real_key_sets.json, tests/goldens/voxcpm2/real_config.json,
 bench/configs/omnivoice_real_sizes.json and auk_real_sizes.json and
 bench/configs/higgs_audio_v2_real_sizes.json laid over its config; Fish Speech S2 Pro: bench/configs/fish_speech_s2_pro.json; Voxtral's tiny checkpoint is built by
 tests/goldens/voxtral/build_tiny.py and its real one from tests/goldens/voxtral/real_params.json; CosyVoice3: the published
 cosyvoice3.yaml and Qwen2 sizes of tests/goldens/cosyvoice3/real/; GLM-TTS: the published Llama and flow configs of
 tests/goldens/glm_tts/real/; Gepard-1.0: bench/configs/gepard_real_sizes.json (its backbone as its vendor's model guide
 gives it, the rest assumed from Qwen3.5-0.8B; the tiny NanoCodec); Fish Audio Drama 3: assumed sizes,
-bench/drama3_build.py (its published ones are not known here), only when named in --families), loads it as the
-server would (family loader, deploy defaults, --device/--dtype overrides), and serves
-closed-loop callers in process at each concurrency. Random weights make random audio:
-stop heads are silenced so every request runs to --frames, and the figures measure speed only.
+bench/drama3_build.py (its published ones are not known here), only when named in --families), load them as the
+server would (family loader, deploy defaults, --device/--dtype overrides), and serve closed-loop callers in process.
+Random weights make random audio: stop heads are silenced so every request runs to --frames, and the figures measure
+speed only.
 
-    python bench/gpu.py --device cuda --dtype bfloat16          # on a GPU machine (real sizes)
-    python bench/gpu.py --device cpu --tiny --levels 1,4 --frames 4   # CI-sized: the tiny checkpoints
+    python bench/gpu.py                          # on a GPU machine: all three sections, bfloat16 serving
+    python bench/gpu.py --dry-run                # CI: every section and path on the CPU with the tiny checkpoints
+    python bench/gpu.py --device cpu --tiny --sections families --levels 1,4 --frames 4
 
 RTF is end-to-end latency over audio duration (vLLM-Omni's definition, TTFA included).
 KV bytes per stream: the autoregressive stage's peak KV blocks in use over its peak running sequences.
@@ -43,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.report import write_json  # noqa: E402
+from bench.stage_weights import model_weight_bytes  # noqa: E402
 from bench.voice_clip import bench_voice, reference_audio  # noqa: E402
 from tests import tiny_checkpoints as tiny  # noqa: E402
 from vocalis.stages.layers.weights import SAFETENSORS_DTYPES  # noqa: E402
@@ -496,25 +504,31 @@ async def level(model, case: Case, clients: int, rounds: int, frames: int) -> di
     }
 
 
-def bench_family(key: str, path: Path, args) -> list[dict]:
+def bench_family(key: str, path: Path, args, levels: list[int], eager: bool = False, label: dict | None = None) -> list[dict]:
+    """`key` served closed-loop at each level; each row (with `label`) has the weights, the KV cache and the device's
+    peak memory."""
     case = CASES[key]
-    top = max(args.levels)
+    top = max(levels)
     stages = {"0": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "1": {"device": args.device, "max_num_seqs": top}}
     if key == "auk":  # condition -> flow -> decode: the flow is the stage the dtype is for
         stages |= {"1": {"device": args.device, "dtype": args.dtype, "max_num_seqs": top}, "2": {"device": args.device}}
-    if args.eager:
+    if eager:
         stages["0"]["cuda_graph_batch_sizes"] = []
+    on_device = args.device.startswith("cuda")
+    if on_device:
+        torch.cuda.reset_peak_memory_stats()
     model = load_model(str(path), stage_overrides=json.dumps(stages))
     watch = KVWatch(model)
     model.pipeline.observe(watch)
+    memory = {"weight_bytes": model_weight_bytes(model), "kv_cache_bytes": watch.stage.cache.bytes if watch.stage else None}
     rows = []
     try:
         asyncio.run(level(model, case, 1, 1, args.frames))  # warm-up
-        for clients in args.levels:
+        for clients in levels:
             watch.peak_blocks = watch.peak_running = 0
             row = asyncio.run(level(model, case, clients, args.rounds, args.frames))
-            row |= {"family": key, "kv_bytes_per_stream": watch.bytes_per_stream(),
-                    "kv_cache_bytes": watch.stage.cache.bytes if watch.stage else None}
+            row |= {"family": key, **(label or {}), "kv_bytes_per_stream": watch.bytes_per_stream(), **memory,
+                    "device_peak_bytes": torch.cuda.max_memory_allocated() if on_device else None}
             rows.append(row)
             print(_line(row), flush=True)
     finally:
@@ -525,39 +539,132 @@ def bench_family(key: str, path: Path, args) -> list[dict]:
 def _line(r: dict) -> str:
     kv = f"{r['kv_bytes_per_stream'] / 2**10:.1f}" if r["kv_bytes_per_stream"] else "-"
     rtf = f"{r['rtf_p50']:.3f}" if r["rtf_p50"] is not None else "-"
-    return (f"| {r['family']} | {r['concurrency']} | {r['audio_s_per_s']:.2f} | {1000 * r['ttfa_p50_s']:.0f} | "
-            f"{1000 * r['ttfa_p99_s']:.0f} | {rtf} | {kv} |")
+    peak = f"{r['device_peak_bytes'] / 2**30:.2f}" if r.get("device_peak_bytes") else "-"
+    graphs = f" {r['graphs']} |" if "graphs" in r else ""
+    return (f"| {r['family']} |{graphs} {r['concurrency']} | {r['audio_s_per_s']:.2f} | {1000 * r['ttfa_p50_s']:.0f} | "
+            f"{1000 * r['ttfa_p99_s']:.0f} | {rtf} | {kv} | {r['weight_bytes'] / 2**30:.2f} | {peak} |")
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+SERVING_COLUMNS = "concurrency | audio-s/s | TTFA p50 ms | TTFA p99 ms | RTF p50 | KV KiB/stream | weights GiB | device peak GiB |"
+SECTIONS = ("parity", "graphs", "families")
+DRY_RUN = {"device": "cpu", "tiny": True, "levels": "1,2", "graph_levels": "1,2", "frames": 3, "rounds": 1, "dtype": "float32",
+           "parity_dtype": "bfloat16"}
+"""--dry-run: every section and path on the CPU with the tiny checkpoints, small enough for CI; only the device
+calls (CUDA graphs captured, device memory read) are not made."""
+
+
+class Budget:
+    """The run's wall-clock allowance: work that would start after it is skipped and listed, so the command ends
+    within its time (the last unit started may overrun by its own length)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.start = seconds, time.perf_counter()
+        self.skipped: list[str] = []
+
+    def allows(self, what: str) -> bool:
+        if time.perf_counter() - self.start <= self.seconds:
+            return True
+        self.skipped.append(what)
+        print(f"skipped (over the {self.seconds:.0f} s budget): {what}", flush=True)
+        return False
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def checkpoint_for(key: str, args) -> Path:
+    return tiny_checkpoint(key, args.work_dir) if args.tiny else build_real(key, args.work_dir, args.device)
+
+
+def run_parity(args, budget: Budget) -> list[dict]:
+    from bench.device_parity import PARITY_HEADER, family_rows, parity_line
+    from bench.half_precision_drift import CASES as PARITY_CASES
+
+    print(f"\n## Stages on {args.device} against the CPU in float32 (tiny checkpoints, codes forced)\n\n{PARITY_HEADER}")
+    rows = []
+    for family in PARITY_CASES:
+        if not budget.allows(f"parity {family}"):
+            continue
+        try:
+            found = family_rows(family, args.work_dir / "parity", args.device, args.parity_dtype)
+        except Exception as error:  # a family that fails on the device is a row of the table, not the end of the run
+            found = [{"family": family, "device": args.device, "dtype": "float32", "verdict": f"failed: {error!r}"}]
+        for row in found:
+            rows.append(row)
+            print(parity_line(row), flush=True)
+    return rows
+
+
+def run_graphs(args, budget: Budget) -> list[dict]:
+    print(f"\n## CUDA graphs on and off: {args.graph_family}\n\n| family | graphs | {SERVING_COLUMNS}\n" + "|---" * 10 + "|")
+    rows = []
+    if not budget.allows(f"graphs {args.graph_family}"):
+        return rows
+    path = checkpoint_for(args.graph_family, args)
+    for eager in (False, True):
+        if budget.allows(f"graphs {'off' if eager else 'on'}"):
+            rows += bench_family(args.graph_family, path, args, args.graph_levels, eager, {"graphs": "off" if eager else "on"})
+    return rows
+
+
+def run_families(args, budget: Budget) -> list[dict]:
+    print(f"\n## Every family{' (tiny)' if args.tiny else ' at real size'}\n\n| family | {SERVING_COLUMNS}\n" + "|---" * 9 + "|")
+    rows = []
+    for key in args.families.split(","):
+        if not budget.allows(f"family {key}"):
+            continue
+        start = time.perf_counter()
+        path = checkpoint_for(key, args)
+        built = time.perf_counter() - start
+        rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args, args.levels))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="every section on the CPU with the tiny checkpoints, small (CI): "
+                        "every path but the device calls")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated, of " + ", ".join(SECTIONS))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="float32", help="compute dtype of the autoregressive/generator stage")
+    parser.add_argument("--dtype", default="bfloat16", help="compute dtype of the autoregressive/generator stage when serving")
+    parser.add_argument("--parity-dtype", default="bfloat16", help="the generator's dtype in the device check's reported run")
     parser.add_argument("--tiny", action="store_true", help="the committed tiny checkpoints instead of real-size random ones")
-    parser.add_argument("--eager", action="store_true", help="no CUDA graphs, whatever the deploy file's cuda_graph_batch_sizes")
     parser.add_argument("--families", default=None, help="comma-separated; default every family (with --tiny) or "
                         "every family with a real-size build")
-    parser.add_argument("--levels", default="1,4,16,64")
+    parser.add_argument("--levels", default="1,8", help="the families section's concurrencies")
+    parser.add_argument("--graph-family", default="qwen3-1.7b-base")
+    parser.add_argument("--graph-levels", default="1,16,64", help="the CUDA-graph section's concurrencies")
     parser.add_argument("--rounds", type=int, default=2, help="requests each caller sends back to back")
     parser.add_argument("--frames", type=int, default=64, help="frames (max_new_tokens) per request")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="start no work after this many seconds (the last "
+                        "unit started may overrun by its own length: 420 s keeps a real run within 8 minutes)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "vocalis-gpu-bench")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu.json")
     args = parser.parse_args(argv)
-    args.levels = [int(x) for x in args.levels.split(",")]
+    if args.dry_run:
+        for name, value in DRY_RUN.items():
+            setattr(args, name, value)
+    args.levels = [int(x) for x in str(args.levels).split(",")]
+    args.graph_levels = [int(x) for x in str(args.graph_levels).split(",")]
     if args.families is None:
         args.families = ",".join(k for k in CASES if args.tiny or k not in NO_REAL_SIZES)
-    rows = []
-    print(f"device {args.device}, dtype {args.dtype}, {'tiny' if args.tiny else 'real-size random'} checkpoints, "
-          f"{args.frames} frames per request, {args.rounds} requests per caller")
-    print("| family | concurrency | audio-s/s | TTFA p50 ms | TTFA p99 ms | RTF p50 | KV KiB/stream |")
-    print("|---|---|---|---|---|---|---|")
-    for key in args.families.split(","):
-        start = time.perf_counter()
-        path = tiny_checkpoint(key, args.work_dir) if args.tiny else build_real(key, args.work_dir, args.device)
-        built = time.perf_counter() - start
-        rows.extend(dict(r, build_s=built) for r in bench_family(key, path, args))
-    write_json(args.out, {"device": args.device, "dtype": args.dtype, "tiny": args.tiny, "rows": rows})
-    return rows
+    sections = args.sections.split(",")
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    budget = Budget(args.budget_s)
+    print(f"device {args.device}, serving dtype {args.dtype}, {'tiny' if args.tiny else 'real-size random'} checkpoints, "
+          f"{args.frames} frames per request, {args.rounds} requests per caller, budget {args.budget_s:.0f} s"
+          + (" (dry run)" if args.dry_run else ""))
+    runs = {"parity": run_parity, "graphs": run_graphs, "families": run_families}
+    result = {"device": args.device, "dtype": args.dtype, "tiny": args.tiny, "dry_run": args.dry_run, "budget_s": args.budget_s}
+    for section in SECTIONS:
+        if section in sections:
+            result[section] = runs[section](args, budget)
+    result |= {"skipped": budget.skipped, "elapsed_s": budget.elapsed()}
+    print(f"\n{budget.elapsed():.0f} s" + (f"; skipped over budget: {', '.join(budget.skipped)}" if budget.skipped else ""))
+    write_json(args.out, result)
+    return result
 
 
 if __name__ == "__main__":

@@ -130,10 +130,14 @@ class Served:
 
 
 def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: dict[str, str],
-          sampler: Callable[[], AbstractContextManager] = nullcontext, clone: bool = False) -> Served:
-    """One request through the model loaded with `settings` on the generator stage(s), its steps run inside
-    `sampler()` (a SamplerTape's record or force)."""
-    model = load_model(str(path), stage_overrides=json.dumps({key: settings for key in stages_in_dtype}))
+          sampler: Callable[[], AbstractContextManager] = nullcontext, clone: bool = False,
+          every_stage: dict[str, str] | None = None) -> Served:
+    """One request through the model loaded with `settings` on the generator stage(s) (and `every_stage` on each of
+    its deploy stages, under them: a device), its steps run inside `sampler()` (a SamplerTape's record or force)."""
+    overrides = {name: dict(every_stage) for name in deploy_stage_names(path)} if every_stage else {}
+    for key in stages_in_dtype:
+        overrides.setdefault(key, {}).update(settings)
+    model = load_model(str(path), stage_overrides=json.dumps(overrides))
     try:
         weights = model_weight_bytes(model)
         params = RequestParams(model=model.name, voice=bench_voice(model, clone), fields=fields,
@@ -162,11 +166,20 @@ def serve(path: Path, fields: dict, stages_in_dtype: tuple[str, ...], settings: 
                             request.emit(item.payload)
         if request.error:
             raise request.error
-        flat = torch.cat([f.detach().flatten().to(torch.float64 if f.is_floating_point() else torch.long) for f in first])
+        flat = torch.cat([f.detach().cpu().flatten().to(torch.float64 if f.is_floating_point() else torch.long) for f in first])
         audio = np.concatenate(request.output.pieces) if request.output.pieces else np.zeros(0, np.float32)
         return Served(flat, audio, generator_s, weights)
     finally:
         model.close()
+
+
+def deploy_stage_names(path: Path) -> list[str]:
+    """The names of the deploy stages of the checkpoint's family, in order."""
+    from vocalis.stages.api import family as families
+    from vocalis.stages.runtime.deploy import load_deploy
+
+    families.discover()
+    return [stage.name for stage in load_deploy(families.family_for_checkpoint(path).deploy_defaults).stages]
 
 
 def generator_drift(a: torch.Tensor, b: torch.Tensor) -> str:

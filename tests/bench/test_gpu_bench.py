@@ -12,18 +12,42 @@ from bench import gpu as bench
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_gpu_bench_runs_every_family_on_cpu_tiny(tmp_path, capsys):
+def test_gpu_bench_dry_run_runs_every_section_on_cpu(tmp_path, capsys):
+    """--dry-run: the device check of every family (the CPU as the device: each stage's float32 equals the CPU's, so
+    every verdict is ok), CUDA graphs on and off, and every family served, with their tables."""
+    from bench.half_precision_drift import CASES as PARITY_CASES
+
     out = tmp_path / "gpu.json"
-    bench.main(["--device", "cpu", "--tiny", "--levels", "1,2", "--frames", "3", "--rounds", "1", "--out", str(out)])
-    rows = json.loads(out.read_text())["rows"]
-    assert {r["family"] for r in rows} == set(bench.CASES)
-    assert {(r["family"], r["concurrency"]) for r in rows} == {(f, c) for f in bench.CASES for c in (1, 2)}
-    for r in rows:
+    bench.main(["--dry-run", "--work-dir", str(tmp_path / "work"), "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["dry_run"] and result["skipped"] == []
+    parity = result["parity"]
+    assert {(r["family"], r["dtype"]) for r in parity} == {(f, d) for f in PARITY_CASES for d in ("float32", "bfloat16")}
+    for r in parity:
+        assert r["verdict"] == ("ok" if r["dtype"] == "float32" else "reported"), r
+        assert r["samples"][0] > 0 and r["samples"][0] == r["samples"][1], r
+        if r["dtype"] == "float32":
+            assert r["error"] in (0.0, None) and r["audio_ser_db"] == float("inf"), r
+    assert any(r["floor"] for r in parity)  # the float64 runs measured a floor where there are logits or latents
+    graphs = result["graphs"]
+    assert {(r["family"], r["graphs"], r["concurrency"]) for r in graphs} == {("qwen3-1.7b-base", g, c) for g in ("on", "off") for c in (1, 2)}
+    families = result["families"]
+    assert {(r["family"], r["concurrency"]) for r in families} == {(f, c) for f in bench.CASES for c in (1, 2)}
+    for r in graphs + families:
         assert r["audio_s_per_s"] > 0 and 0 < r["ttfa_p50_s"] <= r["ttfa_p99_s"] and r["rtf_p50"] > 0, r
+        assert r["weight_bytes"] > 0 and r["device_peak_bytes"] is None, r  # no device memory to read on the CPU
         if r["family"] not in ("omnivoice", "auk"):  # the autoregressive families report their KV memory per stream
             assert 0 < r["kv_bytes_per_stream"] < r["kv_cache_bytes"], r
     printed = capsys.readouterr().out
-    assert "| qwen3-1.7b-base | 2 |" in printed and "KV KiB/stream" in printed
+    assert "| qwen3-1.7b-base | 2 |" in printed and "| qwen3-1.7b-base | off | 2 |" in printed and "| voxcpm2 | float32 |" in printed
+
+
+def test_gpu_bench_starts_no_work_past_its_budget(tmp_path):
+    out = tmp_path / "gpu.json"
+    result = bench.main(["--dry-run", "--budget-s", "0", "--work-dir", str(tmp_path / "work"), "--out", str(out)])
+    assert result["parity"] == result["graphs"] == result["families"] == []
+    assert result["skipped"][0] == "parity qwen3_tts" and "graphs qwen3-1.7b-base" in result["skipped"]
+    assert {s.removeprefix("family ") for s in result["skipped"] if s.startswith("family ")} == set(bench.CASES)
 
 
 def test_drama3_is_left_out_of_a_default_real_size_run_and_only_it_builds_shallower():

@@ -26,7 +26,9 @@ and LlamaForCausalLM on the same weights, the published prompt layout, greedy. I
 have no oracle for flow matching or the vocoder), while the Vocalis side runs the whole pipeline (voice prompt, LM,
 flow and HiFT, streamed): the comparison is conservative for Vocalis in throughput, and the reference's "TTFA" is its
 whole LM decode. For a like-for-like figure the Vocalis side also times its LM stage (from a level's start to the
-stage's last step, the flow and vocoder still sharing the cores), given as "LM throughput Vocalis/ref". The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
+stage's last step, the flow and vocoder still sharing the cores), given as "LM throughput Vocalis/ref". With
+--reference-flow their reference then runs the published whole-utterance flow too, as the flow goldens read it
+(tests/goldens/cosyvoice3/plain_flow.py, tests/goldens/glm_tts/plain_flow.py), still no vocoder. The reference venv has no vocalis, so the Vocalis child writes the prompt token ids it decodes from
 (text tokenised the family's way, the clip's speech tokens) to a file that the reference reads.
 higgs-audio v2 has no package either; its reference is its goldens' oracle whole (tests/goldens/higgs_audio_v2/
 make_goldens.py: transformers' HiggsAudioV2ForConditionalGeneration.generate, then HiggsAudioV2Processor.decode with
@@ -332,7 +334,7 @@ async def lm_prompt(model, family: Family, frames: int) -> dict:
         from vocalis.stages.models.cosyvoice3.tokenizer import prompt_text
 
         encode = lm.modules.tokenizer.encode
-        return {"text_ids": encode(prompt_text(ref_text)) + encode(request.text), "prompt_speech": list(voice.speech_tokens),
+        return {"text_ids": encode(prompt_text(ref_text)) + encode(request.text),  # prompt_speech: flow_prompt's
                 "sos": lm.lm.config.sos, "task_id": lm.lm.config.task_id, "speech_tokens": lm.speech_tokens} | flow_prompt(model, voice)
     return {"ids": lm.prompt_ids(ref_text, request.text, list(voice.speech_tokens)), "audio_start": lm.audio_start,
             "speech_tokens": lm.speech_tokens} | flow_prompt(model, voice)

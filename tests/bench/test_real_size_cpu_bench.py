@@ -43,6 +43,13 @@ def test_real_size_bench_runs_vocalis_on_the_tiny_checkpoint(tmp_path, capsys):
     glm = json.loads((tmp_path / "glm-tts-tiny-prompt.json").read_text())
     speech = [i for i in glm["ids"] if glm["audio_start"] <= i < glm["audio_start"] + glm["speech_tokens"]]
     assert speech and glm["ids"][-len(speech):] == speech and glm["ids"][-len(speech) - 1] not in speech
+    # what --reference-flow's flow reads: each voice's prompt mel (two frames a token, 80 bins), its CAM++ embedding, and
+    # the flow's settings as the loader read them
+    for prompt in (cosy, glm):
+        assert len(prompt["prompt_mel"]) == prompt["flow"]["ratio"] * len(prompt["prompt_speech"]) == 2 * len(prompt["prompt_speech"])
+        assert {len(row) for row in prompt["prompt_mel"]} == {80} and len(prompt["embedding"]) == 192
+        assert prompt["flow"]["steps"] == 10 and prompt["flow"]["cfg_rate"] == 0.7
+    assert cosy["flow"]["chunk"] > 0 and glm["flow"]["speech_token_cfg"] is False
     # higgs-audio v2's: the plain-text chat prompt, from <|begin_of_text|> to <|audio_out_bos|>, and the budget that
     # gives --frames frames after the opening BOS frame and the delay pattern's 7 rows
     higgs = json.loads((tmp_path / "higgs-audio-v2-tiny-prompt.json").read_text())

@@ -31,7 +31,7 @@ from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
 from vocalis.stages.runtime.scheduler import Scheduler
 from vocalis.stages.runtime.sequence import FinishReason, Sequence
 from vocalis.stages.runtime.sequence_tensors import SequenceTensors
-from vocalis.stages.runtime.stage import Stage, StageItem
+from vocalis.stages.runtime.stage import CacheStats, Stage, StageItem
 
 
 @dataclass
@@ -94,6 +94,11 @@ class AutoregressiveModel(Protocol):
         """Frames of the next stage's first chunk for `request` (its `initial_codec_chunk_frames`, which the next
         stage reads too), or None: the handover policy's own."""
         return None
+
+    def caches(self) -> dict[str, CacheStats]:
+        """The model's caches of reusable work by name (its reference clips' encodings), for the metrics; none by
+        default."""
+        return {}
 
 
 class CacheFull(SynthesisFailed):
@@ -178,6 +183,9 @@ class AutoregressiveStage(Stage):
 
     def batch_requests(self) -> list[SynthesisRequest]:
         return list(self._batch)
+
+    def caches(self) -> dict[str, CacheStats]:
+        return self.model.caches()
 
     def active_requests(self) -> list[SynthesisRequest]:
         return [seq.request for seq in self._sequences.values()]

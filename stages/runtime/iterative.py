@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from vocalis.stages.runtime.device_share import OverlapCost, SteppingClock, should_wait
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.request_table import RequestTable
-from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.stage import CacheStats, StageItem
 from vocalis.stages.runtime.step_cost import StepCost
 
 
@@ -45,7 +45,7 @@ class IterativeJob(Protocol):
 
 
 class IterativeModel(Protocol):
-    """Subclass it (`class MyModel(IterativeModel)`) for the defaults of the optional `feed` and `ready`."""
+    """Subclass it (`class MyModel(IterativeModel)`) for the defaults of the optional `feed`, `ready` and `caches`."""
 
     def start(self, request: SynthesisRequest, payload: Any) -> IterativeJob:
         """The job of a request, from its first item: `payload` is the output of the stage before, None for stage 0.
@@ -63,6 +63,11 @@ class IterativeModel(Protocol):
     def ready(self, job: IterativeJob) -> bool:
         """Whether a step can advance `job` now (False: it waits to be fed). By default always."""
         return True
+
+    def caches(self) -> dict[str, CacheStats]:
+        """The model's caches of reusable work by name (its reference clips' encodings), for the metrics; none by
+        default."""
+        return {}
 
 
 @dataclass(eq=False)
@@ -105,6 +110,9 @@ class IterativeStage(RequestTable[_Entry]):
             self._put(_Entry(self.model.start(item.request, item.payload)))
         elif item.payload is not None:
             self.model.feed(entry.job, item.payload)
+
+    def caches(self) -> dict[str, CacheStats]:
+        return self.model.caches()
 
     def has_work(self) -> bool:
         return bool(self._steppable())

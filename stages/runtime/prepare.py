@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from vocalis.stages.runtime.openmp_teams import then_release
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.request_table import RequestTable
-from vocalis.stages.runtime.stage import StageItem
+from vocalis.stages.runtime.stage import CacheStats, StageItem
 from vocalis.stages.runtime.worker import inference_mode_if_torch
 
 POLL_SECONDS = 0.005
@@ -40,6 +40,10 @@ class Preparer(Protocol):
     def costly(self, request: SynthesisRequest[Any]) -> bool:
         """Whether `prepare` has to encode something (False: it returns at once, from the input or a cache)."""
         ...
+
+    def caches(self) -> dict[str, CacheStats]:
+        """The preparer's caches of encodings by name, for the metrics; none by default (subclass Preparer for it)."""
+        return {}
 
 
 @dataclass(eq=False)
@@ -61,6 +65,9 @@ class PrepareStage(RequestTable[_Waiting]):
     def add(self, item: StageItem) -> None:
         entry = self._entry(item.request) or self._put(_Waiting(item.request))
         entry.held.append(item)
+
+    def caches(self) -> dict[str, CacheStats]:
+        return self.preparer.caches()
 
     def has_work(self) -> bool:
         return any(entry.held for entry in self._entries.values())

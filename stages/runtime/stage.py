@@ -24,7 +24,8 @@ from vocalis.stages.runtime.request import SynthesisRequest
 
 @dataclass(frozen=True)
 class CacheStats:
-    """What a stage's cache of reusable work (a voice's primed prompt) has done so far, for the metrics."""
+    """What a stage's cache of reusable work (a voice's primed prompt, a reference clip's encoding) has done so far,
+    for the metrics."""
 
     hits: int
     """Requests that started from a kept entry."""

@@ -79,20 +79,32 @@ def test_uploaded_voice_clones_like_the_inline_clip(cosy):
     assert response.status_code == 400 and response.json()["error"]["param"] == "voice"
 
 
-def test_a_voices_primed_prompt_is_counted_in_the_metrics(cosy):
-    """The flow keeps a voice's primed prompt (deploy `prompt_cache_bytes`): the first request in a voice no request
-    has used computes it (a miss), the next starts from it (a hit), and /metrics says so with what the cache holds."""
+def test_a_voices_primed_prompt_and_encoding_are_counted_in_the_metrics(cosy):
+    """The flow keeps a voice's primed prompt (deploy `prompt_cache_bytes`) and the voices stage the clip's encoding:
+    the first request in a voice no request has used computes both (a miss each), the next starts from them (a hit
+    each), and /metrics says so with what each cache holds."""
 
-    def flow_cache(name: str) -> float:
-        return sum(v for labels, v in metric(cosy, name).items() if 'stage="flow"' in labels and 'cache="primed_voices"' in labels)
+    def counts(stage: str, cache: str) -> tuple[float, float]:
+        return tuple(sum(v for labels, v in metric(cosy, name).items() if f'stage="{stage}"' in labels and f'cache="{cache}"' in labels)
+                     for name in ("vocalis_stage_cache_hits_total", "vocalis_stage_cache_misses_total"))
 
+    def held(stage: str, cache: str) -> tuple[float, float]:
+        return tuple(sum(v for labels, v in metric(cosy, name).items() if f'stage="{stage}"' in labels and f'cache="{cache}"' in labels)
+                     for name in ("vocalis_stage_cache_entries", "vocalis_stage_cache_bytes"))
+
+    caches = (("flow", "primed_voices"), ("voices", "references"))
     voice = base64.b64encode(clip_wav(seconds=2.9)).decode()  # a clip no other test sends
-    hits, misses = flow_cache("vocalis_stage_cache_hits_total"), flow_cache("vocalis_stage_cache_misses_total")
+    before = {c: counts(*c) for c in caches}
     first = pcm(speak(cosy, response_format="pcm", ref_audio=voice))
-    assert (flow_cache("vocalis_stage_cache_hits_total"), flow_cache("vocalis_stage_cache_misses_total")) == (hits, misses + 1)
-    assert flow_cache("vocalis_stage_cache_entries") >= 1 and flow_cache("vocalis_stage_cache_bytes") > 0
+    for c in caches:
+        hits, misses = before[c]
+        assert counts(*c) == (hits, misses + 1), c
+        entries, nbytes = held(*c)
+        assert entries >= 1 and nbytes > 0, c
     again = pcm(speak(cosy, response_format="pcm", ref_audio=voice))
-    assert (flow_cache("vocalis_stage_cache_hits_total"), flow_cache("vocalis_stage_cache_misses_total")) == (hits + 1, misses + 1)
+    for c in caches:
+        hits, misses = before[c]
+        assert counts(*c) == (hits + 1, misses + 1), c
     assert again == first and len(first) == 2 * TOKENS * TOKEN
 
 

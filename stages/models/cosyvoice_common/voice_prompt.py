@@ -19,8 +19,10 @@ from vocalis.stages.components.campplus import CampPlus
 from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.cosyvoice_common.flow_vocoder import FlowConditioning
 from vocalis.stages.models.cosyvoice_common.ras_params import RASParams
+from vocalis.stages.runtime.prepare import Preparer
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import CacheStats
 
 TOKENIZER_RATE = 16000
 """The rate the speech tokenizers and CAM++ hear."""
@@ -110,7 +112,7 @@ class PromptFrontend:
         return VoicePrompt(embedding=embedding, speech_tokens=tokens[:count], mel=mel[: ratio * count])
 
 
-class VoicePreparer:
+class VoicePreparer(Preparer):
     """Encodes a request's clip on the PrepareStage's thread (kept by content: a session's utterances and a stored
     voice's requests share it)."""
 
@@ -120,6 +122,9 @@ class VoicePreparer:
     def costly(self, request: SynthesisRequest[CloneInput]) -> bool:
         inputs = request.stage_input
         return inputs.voice is None and not self.frontend.has_prompt(inputs.samples, inputs.sample_rate)
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"references": self.frontend.cache.stats()}
 
     def prepare(self, request: SynthesisRequest[CloneInput]) -> VoicePrompt:
         inputs = request.stage_input

@@ -30,8 +30,10 @@ from vocalis.stages.models.fish_common.codec import ClipInput
 from vocalis.stages.runtime.attention import AttentionBatch
 from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceStart
 from vocalis.stages.runtime.kv_cache import PagedKVCache
+from vocalis.stages.runtime.prepare import Preparer
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, redraw_repeats, sample_states
+from vocalis.stages.runtime.stage import CacheStats
 
 EOS_CODE = -1
 """Code 0 of the frame that ends a sequence (end of speech drawn); never emitted."""
@@ -57,12 +59,15 @@ class Drama3Input(ClipInput):
     """Further voices after the first (each its own `[Reference i]` block of the prompt)."""
 
 
-class ReferenceFrames:
+class ReferenceFrames(Preparer):
     """The Preparer of the pipeline's first stage: every reference clip of a request to codec frames [F, K], with
     S2 Pro's reference encoder (resampling, content cache), on the PrepareStage's thread."""
 
     def __init__(self, encoder) -> None:
         self.encoder = encoder
+
+    def caches(self) -> dict[str, CacheStats]:
+        return self.encoder.caches()
 
     def costly(self, request: SynthesisRequest[Drama3Input]) -> bool:
         return not all(self.encoder.cached(samples, rate) for samples, rate in _clips(request.stage_input))

@@ -12,8 +12,10 @@ import torch
 from vocalis.stages.api.reference import ReferenceCache, content_key, resample
 from vocalis.stages.components.stateful_decode import StatefulCodecDecoder
 from vocalis.stages.models.fish_common.fish_dac import FishDAC
+from vocalis.stages.runtime.prepare import Preparer
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplingParams
+from vocalis.stages.runtime.stage import CacheStats
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,7 +30,7 @@ class ClipInput:
     ref_text: str = ""
 
 
-class ReferenceEncoder:
+class ReferenceEncoder(Preparer):
     """The Preparer of the pipeline's first stage: a request's reference clip to its frames [F, K] with the codec's
     encoder (resampled to its rate), cached by content, on a thread of its own while the slow AR keeps stepping."""
 
@@ -43,6 +45,9 @@ class ReferenceEncoder:
     def costly(self, request: SynthesisRequest[ClipInput]) -> bool:
         inputs = request.stage_input
         return inputs.ref_samples is not None and not self.cached(inputs.ref_samples, inputs.ref_rate)
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"references": self.cache.stats()}
 
     def cached(self, samples: np.ndarray, rate: int) -> bool:
         """Whether the clip's frames are cached (encode() returns at once)."""

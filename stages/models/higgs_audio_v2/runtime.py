@@ -34,6 +34,7 @@ from vocalis.stages.runtime.chunk_stage import ChunkDecoder, DecodeStream
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams, sample_states
+from vocalis.stages.runtime.stage import CacheStats
 
 REFERENCE_CACHE = 64
 
@@ -112,6 +113,9 @@ class HiggsTalkerModel(AutoregressiveModel):
         return torch.cat(parts).to(self.dtype)
 
     # -- the AutoregressiveModel protocol --------------------------------------------------
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"references": self.references.stats()}
 
     def start(self, request: SynthesisRequest[HiggsInput], payload: object = None) -> SequenceStart:
         stage_input = request.stage_input

@@ -36,6 +36,7 @@ from vocalis.stages.models.omnivoice.postprocess import fade, level, remove_sile
 from vocalis.stages.models.omnivoice.text import TextTokenizer, add_punctuation, build_prompt, normalize_instruction, split_units
 from vocalis.stages.runtime.iterative import IterativeModel
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.stage import CacheStats
 
 REFERENCE_CACHE = 64
 """Encoded reference clips kept (a session's units, and voices used again, share one encoding)."""
@@ -132,6 +133,9 @@ class OmniVoiceGenerator(IterativeModel):
         """Noise to use for a request id instead of its seeded draws (parity tests replay recorded draws)."""
 
     # -- the IterativeModel protocol ----------------------------------------------------------
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"references": self.references.stats()}
 
     def start(self, request: SynthesisRequest[OmniVoiceInput], payload: None = None) -> RequestJob:
         params = request.stage_input

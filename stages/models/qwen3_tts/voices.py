@@ -20,7 +20,9 @@ from vocalis.stages.components.speech_features import matcha_log_mel
 from vocalis.stages.models.qwen3_tts.prompt import Conditioning
 from vocalis.stages.models.qwen3_tts.speaker import SPEAKER_MEL
 from vocalis.stages.models.qwen3_tts.weights import Qwen3TTSModules
+from vocalis.stages.runtime.prepare import Preparer
 from vocalis.stages.runtime.request import ReferenceAudio, SynthesisRequest
+from vocalis.stages.runtime.stage import CacheStats
 
 if TYPE_CHECKING:
     from vocalis.stages.models.qwen3_tts.runtime import Qwen3TTSInput
@@ -65,7 +67,7 @@ def voice_artifacts(modules: Qwen3TTSModules, samples: np.ndarray, rate: int, xv
     return vector, ref_codes
 
 
-class VoiceCloner:
+class VoiceCloner(Preparer):
     """The Preparer of Qwen3-TTS: encodes a clone request's clip once, on a stage thread."""
 
     def __init__(self, modules: Qwen3TTSModules, cache: ReferenceCache[np.ndarray] | None = None) -> None:
@@ -81,6 +83,9 @@ class VoiceCloner:
         if clone is None:
             return False
         return any(not self._has(clone, what) for what in ("xvector", "codes"))
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"references": self.cache.stats()}
 
     def _has(self, clone: CloneSpec, what: str) -> bool:
         """Whether the clip's `what` is given, stored with the voice, cached, or not needed."""

@@ -29,6 +29,7 @@ from vocalis.stages.runtime.autoregressive import AutoregressiveModel, SequenceS
 from vocalis.stages.runtime.kv_cache import CacheShape, SlotKVCache
 from vocalis.stages.runtime.request import SynthesisRequest
 from vocalis.stages.runtime.sampling import SamplerState, SamplingParams
+from vocalis.stages.runtime.stage import CacheStats
 
 if TYPE_CHECKING:
     from vocalis.stages.models.voxcpm2.adapter import VoxCPM2Input
@@ -85,6 +86,9 @@ class LatentGenerator(AutoregressiveModel):
         reference = self.voices.latents(stage_input.reference, "right") if stage_input.reference is not None else None
         prompt = self.voices.latents(stage_input.prompt, "left") if stage_input.prompt is not None else None
         return build_prompt(ids, reference, prompt, self.config.patch_size, self.config.feat_dim), len(target)
+
+    def caches(self) -> dict[str, CacheStats]:
+        return {"references": self.voices.cache.stats()}
 
     def start(self, request: SynthesisRequest[VoxCPM2Input], payload: object = None) -> SequenceStart:
         layout, target_len = self.layout(request)

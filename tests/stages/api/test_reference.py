@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
+import pytest
+import torch
 
 from vocalis.stages.api.reference import ReferenceCache, content_key, resample
+from vocalis.stages.runtime.stage import CacheStats
 
 
 def test_resample_keeps_duration_and_tone():
@@ -55,3 +59,27 @@ def test_the_cache_is_safe_from_several_threads():
     for thread in threads:
         thread.join()
     assert not errors and len(cache) == 8
+
+
+@dataclass
+class Encoding:
+    """A cached encoding as families keep them: tensors and arrays in fields, a list of them, and other data."""
+
+    embedding: torch.Tensor
+    codes: np.ndarray
+    more: list[np.ndarray]
+    label: str
+
+
+def test_the_cache_counts_hits_misses_and_the_bytes_it_holds():
+    cache: ReferenceCache[object] = ReferenceCache(capacity=2)
+    tensor = torch.zeros(3, 4)  # 48 bytes
+    encoding = Encoding(tensor, np.zeros(10, np.float32), [np.zeros(2, np.float64)], "label")  # 48 + 40 + 16
+    cache.get_or_make("a", lambda: encoding)
+    cache.get_or_make("a", lambda: pytest.fail("a hit makes nothing"))
+    cache.get_or_make("b", lambda: np.zeros(5, np.int16))  # 10 bytes
+    assert cache.stats() == CacheStats(hits=1, misses=2, entries=2, nbytes=104 + 10)
+    cache.get_or_make("c", lambda: tensor)  # "a" is the oldest: out
+    assert cache.stats() == CacheStats(hits=1, misses=3, entries=2, nbytes=10 + 48)
+    cache.put("c", np.zeros(1, np.int8))  # replaced: its old bytes are not counted twice
+    assert cache.stats().nbytes == 10 + 1 and not cache.has("a")

@@ -185,7 +185,7 @@ def cosyvoice3_runner(checkpoint: str, text: str, frames: int, args: argparse.Na
     speech = state["speech_embedding.weight"].float()
     del state
     speech_tokens = prompt["speech_tokens"]
-    flow = whole_flow(checkpoint, prompt) if args.flow else None
+    flow = cosyvoice3_flow(checkpoint, prompt) if args.flow else None
 
     def run() -> tuple[float | None, float]:
         start = time.perf_counter()
@@ -200,24 +200,49 @@ def cosyvoice3_runner(checkpoint: str, text: str, frames: int, args: argparse.Na
             tokens.append(token)
             step_input = speech[token][None, None]
         LM_SECONDS.append(time.perf_counter() - start)
-        if flow is not None:
-            mel = flow(torch.tensor(tokens))
-            assert mel.shape[2] == frames * prompt["flow"]["ratio"] and bool(mel.isfinite().all())
+        then_flow(flow, tokens, prompt)
         return None, frames / args.frame_rate
 
     return run
 
 
-def whole_flow(checkpoint: str, prompt: dict):
+def cosyvoice3_flow(checkpoint: str, prompt: dict):
     """The voice's whole-utterance flow as tests/goldens/cosyvoice3/plain_flow.py reads it: tokens [T] -> mel."""
     sys.path.insert(0, str(ROOT / "tests" / "goldens" / "cosyvoice3"))
     from plain_flow import flow_state, reference_mel
 
     state = flow_state(torch.load(f"{checkpoint}/flow.pt", map_location="cpu", weights_only=True))
-    settings = prompt["flow"]
-    noise = published_noise()
-    voice = [torch.tensor(prompt["prompt_speech"], dtype=torch.long), torch.tensor(prompt["prompt_mel"]), torch.tensor(prompt["embedding"])]
-    return lambda tokens: reference_mel(state, settings["chunk"], settings["ratio"], tokens, *voice, settings["steps"], noise, settings["cfg_rate"])
+    settings, voice, noise = prompt["flow"], voice_tensors(prompt), published_noise()
+    return lambda tokens: reference_mel(state, settings["chunk"], settings["ratio"], tokens, *voice, settings["steps"], noise,
+                                        settings["cfg_rate"])
+
+
+def glm_tts_flow(checkpoint: str, prompt: dict):
+    """The voice's whole-utterance flow as tests/goldens/glm_tts/plain_flow.py reads it: tokens [T] -> mel."""
+    sys.path.insert(0, str(ROOT / "tests" / "goldens" / "glm_tts"))
+    from plain_flow import reference_mel
+
+    state = {k: v.float() for k, v in torch.load(f"{checkpoint}/flow/flow.pt", map_location="cpu", weights_only=True).items()}
+    settings, voice, noise = prompt["flow"], voice_tensors(prompt), published_noise()
+    return lambda tokens: reference_mel(state, settings["ratio"], tokens, *voice, settings["steps"], noise, settings["cfg_rate"],
+                                        settings["speech_token_cfg"])
+
+
+def voice_tensors(prompt: dict) -> list[torch.Tensor]:
+    """The voice the Vocalis side wrote: its clip's speech tokens [P], mel [P * ratio, 80] and speaker embedding."""
+    return [torch.tensor(prompt["prompt_speech"], dtype=torch.long), torch.tensor(prompt["prompt_mel"]), torch.tensor(prompt["embedding"])]
+
+
+def published_noise() -> torch.Tensor:
+    """The flow's fixed start noise as the published decoders draw it: seed 0, [1, 80, 50 * 300]."""
+    return torch.randn([1, 80, 50 * 300], generator=torch.Generator().manual_seed(0))
+
+
+def then_flow(flow, tokens: list[int], prompt: dict) -> None:
+    """--flow's whole-utterance flow over a request's new tokens (its mel checked, then dropped: no vocoder runs)."""
+    if flow is not None:
+        mel = flow(torch.tensor(tokens))
+        assert mel.shape[2] == len(tokens) * prompt["flow"]["ratio"] and bool(mel.isfinite().all())
 
 
 def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):
@@ -231,19 +256,7 @@ def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Names
     model = LlamaForCausalLM.from_pretrained(f"{checkpoint}/llm", dtype=torch.float32).eval()
     low = prompt["audio_start"]
     high = low + prompt["speech_tokens"]
-    flow = None
-    if args.flow:
-        sys.path.insert(0, str(ROOT / "tests" / "goldens" / "glm_tts"))
-        from plain_flow import reference_mel
-
-        state = {k: v.float() for k, v in torch.load(f"{checkpoint}/flow/flow.pt", map_location="cpu", weights_only=True).items()}
-        voice = [torch.tensor(prompt["prompt_speech"], dtype=torch.long), torch.tensor(prompt["prompt_mel"]), torch.tensor(prompt["embedding"])]
-        settings = prompt["flow"]
-        noise = published_noise()
-
-        def flow(tokens: torch.Tensor) -> torch.Tensor:
-            return reference_mel(state, settings["ratio"], tokens, *voice, settings["steps"], noise, settings["cfg_rate"],
-                                 settings["speech_token_cfg"])
+    flow = glm_tts_flow(checkpoint, prompt) if args.flow else None
 
     def run() -> tuple[float | None, float]:
         start = time.perf_counter()
@@ -255,17 +268,10 @@ def glm_tts_runner(checkpoint: str, text: str, frames: int, args: argparse.Names
             tokens.append(token - low)
             step_ids = torch.tensor([[token]])
         LM_SECONDS.append(time.perf_counter() - start)
-        if flow is not None:
-            mel = flow(torch.tensor(tokens))
-            assert mel.shape[2] == frames * prompt["flow"]["ratio"] and bool(mel.isfinite().all())
+        then_flow(flow, tokens, prompt)
         return None, frames / args.frame_rate
 
     return run
-
-
-def published_noise() -> torch.Tensor:
-    """The flow's fixed start noise as the published decoders draw it: seed 0, [1, 80, 50 * 300]."""
-    return torch.randn([1, 80, 50 * 300], generator=torch.Generator().manual_seed(0))
 
 
 def higgs_audio_v2_runner(checkpoint: str, text: str, frames: int, args: argparse.Namespace):

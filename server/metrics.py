@@ -74,9 +74,9 @@ class _EngineCollector:
         queued = GaugeMetricFamily("vocalis_queue_depth", "Utterances admitted and not finished, per model.", labels=["model"])
         running = GaugeMetricFamily("vocalis_running_sequences", "Requests each stage holds.", labels=["model", "stage"])
         cache_labels = ["model", "stage", "cache"]
-        hits = CounterMetricFamily("vocalis_stage_cache_hits", "Requests that started from a stage's kept work (a voice's "
+        hits = CounterMetricFamily("vocalis_stage_cache_hits", "Lookups that found a stage's kept work (a voice's "
                                    "primed prompt, an encoded reference clip).", labels=cache_labels)
-        misses = CounterMetricFamily("vocalis_stage_cache_misses", "Requests that computed that work themselves.", labels=cache_labels)
+        misses = CounterMetricFamily("vocalis_stage_cache_misses", "Lookups that computed that work.", labels=cache_labels)
         entries = GaugeMetricFamily("vocalis_stage_cache_entries", "Entries a stage's cache keeps.", labels=cache_labels)
         held = GaugeMetricFamily("vocalis_stage_cache_bytes", "Bytes a stage's cache holds.", labels=cache_labels)
         for model in self.engine.models.values():

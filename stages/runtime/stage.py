@@ -28,9 +28,10 @@ class CacheStats:
     for the metrics."""
 
     hits: int
-    """Requests that started from a kept entry."""
+    """Lookups that found a kept entry: one per request, or one per piece where a family keeps a clip's pieces apart
+    (Qwen3-TTS: its speaker vector and its codes)."""
     misses: int
-    """Requests that computed the work (and kept it where it fits)."""
+    """Lookups that computed the work (and kept it where it fits)."""
     entries: int
     nbytes: int
 

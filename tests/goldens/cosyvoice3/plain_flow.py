@@ -21,7 +21,8 @@ def linear(state: dict[str, torch.Tensor], h: torch.Tensor, name: str) -> torch.
     return h @ state[name + ".weight"].T + state[name + ".bias"]
 
 
-def reference_dit(state: dict[str, torch.Tensor], heads: int, dim_head: int, chunk: int, x, mu, t, spks, cond) -> torch.Tensor:
+def reference_dit(state: dict[str, torch.Tensor], heads: int, dim_head: int, chunk: int, x: torch.Tensor, mu: torch.Tensor,
+                  t: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
     """The published DiT read from its tensors: [B, 80, L] in and out; `chunk` mel frames per attention chunk (a frame
     sees to its chunk's end)."""
     x, mu, cond = x.transpose(1, 2), mu.transpose(1, 2), cond.transpose(1, 2)

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 
-def reference_dit(state, heads, dim_head, x, cond, tokens, t, spk, visible) -> torch.Tensor:
+def reference_dit(state: dict[str, torch.Tensor], heads: int, dim_head: int, x: torch.Tensor, cond: torch.Tensor,
+                  tokens: torch.Tensor, t: torch.Tensor, spk: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
     """The published GLM DiT read from its tensors: x, cond [B, L, *], tokens [B, T], spk [B, 192] -> [B, L, 80]."""
     def linear(h, name):
         return h @ state[name + ".weight"].T + state[name + ".bias"]

@@ -110,5 +110,10 @@ class ReferenceCache(Generic[ValueT]):
         with self._lock:
             return CacheStats(hits=self._hits, misses=self._misses, entries=len(self._entries), nbytes=self._nbytes)
 
+    def caches(self) -> dict[str, CacheStats]:
+        """This cache as its holder's stage reports it (`caches()` of a preparer or a stage model): every family's
+        clip encodings under one name."""
+        return {"references": self.stats()}
+
     def __len__(self) -> int:
         return len(self._entries)

@@ -84,13 +84,15 @@ def test_a_voices_primed_prompt_and_encoding_are_counted_in_the_metrics(cosy):
     the first request in a voice no request has used computes both (a miss each), the next starts from them (a hit
     each), and /metrics says so with what each cache holds."""
 
-    def counts(stage: str, cache: str) -> tuple[float, float]:
+    def summed(stage: str, cache: str, *names: str) -> tuple[float, ...]:
         return tuple(sum(v for labels, v in metric(cosy, name).items() if f'stage="{stage}"' in labels and f'cache="{cache}"' in labels)
-                     for name in ("vocalis_stage_cache_hits_total", "vocalis_stage_cache_misses_total"))
+                     for name in names)
 
-    def held(stage: str, cache: str) -> tuple[float, float]:
-        return tuple(sum(v for labels, v in metric(cosy, name).items() if f'stage="{stage}"' in labels and f'cache="{cache}"' in labels)
-                     for name in ("vocalis_stage_cache_entries", "vocalis_stage_cache_bytes"))
+    def counts(stage: str, cache: str) -> tuple[float, ...]:
+        return summed(stage, cache, "vocalis_stage_cache_hits_total", "vocalis_stage_cache_misses_total")
+
+    def held(stage: str, cache: str) -> tuple[float, ...]:
+        return summed(stage, cache, "vocalis_stage_cache_entries", "vocalis_stage_cache_bytes")
 
     caches = (("flow", "primed_voices"), ("voices", "references"))
     voice = base64.b64encode(clip_wav(seconds=2.9)).decode()  # a clip no other test sends

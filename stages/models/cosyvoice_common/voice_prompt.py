@@ -124,7 +124,7 @@ class VoicePreparer(Preparer):
         return inputs.voice is None and not self.frontend.has_prompt(inputs.samples, inputs.sample_rate)
 
     def caches(self) -> dict[str, CacheStats]:
-        return {"references": self.frontend.cache.stats()}
+        return self.frontend.cache.caches()
 
     def prepare(self, request: SynthesisRequest[CloneInput]) -> VoicePrompt:
         inputs = request.stage_input

@@ -47,7 +47,7 @@ class ReferenceEncoder(Preparer):
         return inputs.ref_samples is not None and not self.cached(inputs.ref_samples, inputs.ref_rate)
 
     def caches(self) -> dict[str, CacheStats]:
-        return {"references": self.cache.stats()}
+        return self.cache.caches()
 
     def cached(self, samples: np.ndarray, rate: int) -> bool:
         """Whether the clip's frames are cached (encode() returns at once)."""

@@ -115,7 +115,7 @@ class HiggsTalkerModel(AutoregressiveModel):
     # -- the AutoregressiveModel protocol --------------------------------------------------
 
     def caches(self) -> dict[str, CacheStats]:
-        return {"references": self.references.stats()}
+        return self.references.caches()
 
     def start(self, request: SynthesisRequest[HiggsInput], payload: object = None) -> SequenceStart:
         stage_input = request.stage_input

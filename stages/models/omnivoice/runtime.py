@@ -135,7 +135,7 @@ class OmniVoiceGenerator(IterativeModel):
     # -- the IterativeModel protocol ----------------------------------------------------------
 
     def caches(self) -> dict[str, CacheStats]:
-        return {"references": self.references.stats()}
+        return self.references.caches()
 
     def start(self, request: SynthesisRequest[OmniVoiceInput], payload: None = None) -> RequestJob:
         params = request.stage_input

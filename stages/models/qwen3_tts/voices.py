@@ -85,7 +85,7 @@ class VoiceCloner(Preparer):
         return any(not self._has(clone, what) for what in ("xvector", "codes"))
 
     def caches(self) -> dict[str, CacheStats]:
-        return {"references": self.cache.stats()}
+        return self.cache.caches()
 
     def _has(self, clone: CloneSpec, what: str) -> bool:
         """Whether the clip's `what` is given, stored with the voice, cached, or not needed."""

@@ -88,7 +88,7 @@ class LatentGenerator(AutoregressiveModel):
         return build_prompt(ids, reference, prompt, self.config.patch_size, self.config.feat_dim), len(target)
 
     def caches(self) -> dict[str, CacheStats]:
-        return {"references": self.voices.cache.stats()}
+        return self.voices.cache.caches()
 
     def start(self, request: SynthesisRequest[VoxCPM2Input], payload: object = None) -> SequenceStart:
         layout, target_len = self.layout(request)
